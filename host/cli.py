@@ -180,6 +180,44 @@ def encode(file, markers, no_crc, marker_origin, output, engine):
     output.flush()
 
 
+@cli.command()
+@click.option("--seed", type=int, default=1, show_default=True, help="Random seed for data and TCP cuts.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def demo(seed, as_json):
+    """Run two RNICs end to end in the reference model.
+
+    MPA Request/Reply (Rev 2, IRD/ORD, markers, CRC, RTR), then Sends, an
+    RDMA Write and an RDMA Read framed into FPDUs, cut into random TCP
+    segments, deframed, validated and placed; then a Write to an unknown
+    STag that must come back as a Terminate. Exit status 1 if any check fails.
+
+    \b
+    Examples:
+      rnic demo
+      rnic demo --json | jq .traffic
+    """
+    from .demo import run_demo
+
+    result = run_demo(seed=seed)
+    if as_json:
+        _emit(result, click.get_text_stream("stdout"))
+    else:
+        c, t = result["connection"], result["traffic"]
+        click.echo(f"MPA: rev {c['rev']}, markers A->B {'on' if c['markers_a_to_b'] else 'off'}, "
+                   f"B->A {'on' if c['markers_b_to_a'] else 'off'}, CRC {'on' if c['crc'] else 'off'}, "
+                   f"IRD {c['ird']}, ORD {c['ord']}, p2p RTR {c['rtr']}, MULPDU {result['mulpdu']}")
+        click.echo(f"traffic: {t['fpdus']} FPDUs in {t['tcp_segments']} TCP segments, "
+                   f"{t['markers']} markers, {t['wire_octets']} wire octets carrying "
+                   f"{t['payload_octets']} payload octets ({t['payload_per_wire_octet']:.2%})")
+        if result["terminate"]:
+            e = result["terminate"]
+            click.echo(f"Terminate: layer {e['layer']} type {e['etype']} code {e['ecode']}: {e['text']}")
+        for chk in result["checks"]:
+            click.echo(f"  [{'ok' if chk['ok'] else 'FAIL'}] {chk['check']}")
+        click.echo("demo: all checks passed" if result["ok"] else "demo: FAILED")
+    return EXIT_OK if result["ok"] else EXIT_FAILURE
+
+
 def main(argv=None):
     """Console entry point: click with one-line usage errors and fixed exit codes."""
     try:
