@@ -1,0 +1,252 @@
+"""The register bank: AXI4-Lite slave generated from the register map (:mod:`host.regmap`).
+
+See :class:`RegisterBank`. :class:`AXI4LiteSignature` is the bus signature,
+usable by other components (masters, interconnects).
+"""
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from host.regmap import PULSE, REGMAP, RO, RW, W1C, RegisterMap
+
+__all__ = ["AXI4LiteSignature", "RegisterBank", "core_signature", "RESP_OKAY", "RESP_SLVERR"]
+
+RESP_OKAY = 0b00
+RESP_SLVERR = 0b10
+
+
+class AXI4LiteSignature(wiring.Signature):
+    """AXI4-Lite, seen from the master (flip it for a slave port).
+
+    Members carry the AMBA signal names (lower case): ``awaddr awprot awvalid
+    awready wdata wstrb wvalid wready bresp bvalid bready araddr arprot
+    arvalid arready rdata rresp rvalid rready``. A port ``s_axil:
+    In(AXI4LiteSignature(...))`` of a component exported by
+    :func:`amaranth.back.verilog.convert` becomes Verilog ports
+    ``s_axil__awaddr`` ... ``s_axil__rready``.
+    """
+
+    def __init__(self, *, addr_width, data_width=32):
+        if data_width not in (32, 64):
+            raise ValueError(f"AXI4-Lite data width is 32 or 64, not {data_width!r}")
+        if not isinstance(addr_width, int) or addr_width < 2:
+            raise ValueError(f"address width must be an integer >= 2, not {addr_width!r}")
+        self.addr_width = addr_width
+        self.data_width = data_width
+        super().__init__({
+            "awaddr": Out(addr_width), "awprot": Out(3), "awvalid": Out(1), "awready": In(1),
+            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wvalid": Out(1), "wready": In(1),
+            "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+            "araddr": Out(addr_width), "arprot": Out(3), "arvalid": Out(1), "arready": In(1),
+            "rdata": In(data_width), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
+        })
+
+    def __eq__(self, other):
+        return (type(other) is type(self) and other.addr_width == self.addr_width
+                and other.data_width == self.data_width)
+
+    def __hash__(self):
+        return hash((type(self), self.addr_width, self.data_width))
+
+    def __repr__(self):
+        return f"AXI4LiteSignature(addr_width={self.addr_width}, data_width={self.data_width})"
+
+
+def core_signature(regmap=REGMAP):
+    """Core-side signature of the bank for ``regmap``, seen from the bank.
+
+    One member per register that has core-facing fields (lower-case register
+    name), holding one member per field (lower-case field name):
+    ``Out(width)`` for RW and PULSE fields, ``In(width)`` for RO fields from
+    the core, and for W1C fields ``Out(width)`` (the sticky value) plus
+    ``In(width)`` named ``<field>_set``. Constant and build-parameter fields
+    have no member.
+    """
+    regs = {}
+    for r in regmap:
+        members = {}
+        for f in r.fields:
+            if not f.core_facing:
+                continue
+            if f.access is RW:
+                members[f.port] = Out(f.width, init=f.reset)
+            elif f.access is PULSE:
+                members[f.port] = Out(f.width)
+            elif f.access is RO:
+                members[f.port] = In(f.width)
+            elif f.access is W1C:
+                members[f.port] = Out(f.width, init=f.reset)
+                members[f.port + "_set"] = In(f.width)
+        if members:
+            regs[r.port] = Out(wiring.Signature(members))
+    return wiring.Signature(regs)
+
+
+class RegisterBank(wiring.Component):
+    """AXI4-Lite register bank for the RNIC register map, generated at elaboration.
+
+    Parameters (keyword-only, checked against :data:`host.regmap.PARAMS`)
+    ----------
+    width : int
+        Datapath width W in octets (4, 8, 16, 32), reported in VERSION.WIDTH.
+    connections : int
+        Connection contexts (1 .. 65535), reported in CAPS.CONNECTIONS.
+    stags : int
+        STag table rows (1 .. 65535, default 256), reported in CAPS.STAGS.
+    regmap : RegisterMap
+        The map (default :data:`host.regmap.REGMAP`).
+
+    Ports
+    -----
+    s_axil : In(AXI4LiteSignature(addr_width=12))
+        The bus (32-bit data, byte addresses, 4 KiB window). Verilog port
+        names ``s_axil__awaddr`` .. ``s_axil__rready``; with cocotbext-axi:
+        ``AxiLiteBus.from_prefix(dut, "s_axil_")`` (its separator ``_`` makes
+        ``s_axil__awaddr``). ``awprot``/``arprot`` are accepted and ignored.
+    regs : Out(core_signature(regmap))
+        The core side, by register and field name: ``regs.ctrl.enable``
+        (RW, out), ``regs.ctx_cmd.commit`` (PULSE, out), ``regs.status.ready``
+        (RO, in), ``regs.err_status.pending`` (W1C value, out) and
+        ``regs.err_status.pending_set`` (W1C set, in). Verilog:
+        ``regs__ctrl__enable``, ... Connect the core by name.
+
+    Behaviour
+    ---------
+    As documented in :data:`host.regmap.ACCESS_DOC` and :data:`host.regmap.BUS_DOC`:
+    RW fields are registers (reset to their map reset value by ``rst``) that
+    drive their output; byte strobes select the bytes written. PULSE outputs
+    are registered and high for exactly one cycle, carrying the written
+    value; reads return 0. W1C fields: ``value <= (value & ~clear) | set``
+    every cycle, ``clear`` being the written 1 bits of strobed bytes (set
+    wins). RO inputs are sampled in the cycle the read address is accepted.
+    Unmapped addresses: SLVERR, reads return 0, writes do nothing; writes to
+    RO registers: OKAY, nothing changes. Reads have no side effects. The soft
+    reset (CTRL.SOFT_RESET) is only a pulse to the core: the bank keeps its
+    values (only ``rst`` resets it).
+
+    Timing
+    ------
+    Write channel: ``awready`` and ``wready`` are raised together, in a cycle
+    where ``awvalid`` and ``wvalid`` are both high and no write response is
+    pending (allowed by AXI: a slave may wait for both valids). The write
+    takes effect at the end of that cycle: RW/W1C outputs change, PULSE
+    outputs are high, and ``bvalid`` is high in the next cycle (1 cycle from
+    handshake to response), held until ``bready``. Read channel: ``arready``
+    is high while ``arvalid`` and no read response is pending; ``rdata``/
+    ``rvalid`` follow one cycle later, held until ``rready``. The channels
+    are independent: a read and a write can be served in the same cycle (the
+    read sees the value from before the write). Throughput: one write every
+    2 cycles and one read every 2 cycles when the master's ready/valid are
+    always high.
+    """
+
+    def __init__(self, *, width, connections, stags=256, regmap=REGMAP):
+        if not isinstance(regmap, RegisterMap):
+            raise TypeError(f"regmap must be a RegisterMap, not {regmap!r}")
+        self.params = {"width": width, "connections": connections, "stags": stags}
+        regmap.check_params(self.params)
+        self.regmap = regmap
+        self.width = width
+        self.connections = connections
+        self.stags = stags
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=regmap.addr_width)),
+            "regs": Out(core_signature(regmap)),
+        })
+
+    def _port(self, r, f, suffix=""):
+        return getattr(getattr(self.regs, r.port), f.port + suffix)
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.s_axil
+        amap = self.regmap
+        word_bits = slice(2, amap.addr_width)
+
+        # ---- write channel
+        wr_go = Signal()
+        m.d.comb += [
+            wr_go.eq(bus.awvalid & bus.wvalid & ~bus.bvalid),
+            bus.awready.eq(wr_go),
+            bus.wready.eq(wr_go),
+        ]
+        with m.If(bus.bvalid & bus.bready):
+            m.d.sync += bus.bvalid.eq(0)
+
+        # Byte-lane enable of each bit of the written word.
+        bit_en = Signal(32)
+        m.d.comb += bit_en.eq(Cat(*(bus.wstrb[i].replicate(8) for i in range(4))))
+        wdata = Signal(32)
+        m.d.comb += wdata.eq(bus.wdata & bit_en)
+
+        clears = {}
+        for r in amap:
+            for f in r.fields:
+                if f.access is PULSE:
+                    m.d.sync += self._port(r, f).eq(0)       # default; a write below overrides
+                elif f.access is W1C:
+                    clears[(r.name, f.name)] = Signal(f.width, name=f"{r.port}_{f.port}_clear")
+
+        with m.If(wr_go):
+            m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(RESP_SLVERR)]
+            with m.Switch(bus.awaddr[word_bits]):
+                for r in amap:
+                    with m.Case(r.addr >> 2):
+                        m.d.sync += bus.bresp.eq(RESP_OKAY)
+                        for f in r.fields:
+                            bits = slice(f.offset, f.offset + f.width)
+                            if f.access is RW:
+                                out = self._port(r, f)
+                                # per byte lane covered by the field
+                                lo = f.offset
+                                while lo <= f.msb:
+                                    hi = min(f.msb + 1, (lo // 8 + 1) * 8)
+                                    with m.If(bus.wstrb[lo // 8]):
+                                        m.d.sync += out[lo - f.offset:hi - f.offset].eq(bus.wdata[lo:hi])
+                                    lo = hi
+                            elif f.access is PULSE:
+                                m.d.sync += self._port(r, f).eq(wdata[bits])
+                            elif f.access is W1C:
+                                m.d.comb += clears[(r.name, f.name)].eq(wdata[bits])
+
+        for r in amap:
+            for f in r.fields:
+                if f.access is W1C:
+                    value = self._port(r, f)
+                    m.d.sync += value.eq((value & ~clears[(r.name, f.name)]) | self._port(r, f, "_set"))
+
+        # ---- read channel
+        rd_go = Signal()
+        m.d.comb += [
+            rd_go.eq(bus.arvalid & ~bus.rvalid),
+            bus.arready.eq(rd_go),
+        ]
+        with m.If(bus.rvalid & bus.rready):
+            m.d.sync += bus.rvalid.eq(0)
+        with m.If(rd_go):
+            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
+            with m.Switch(bus.araddr[word_bits]):
+                for r in amap:
+                    with m.Case(r.addr >> 2):
+                        m.d.sync += [bus.rdata.eq(self._read_value(r)), bus.rresp.eq(RESP_OKAY)]
+        return m
+
+    def _read_value(self, r):
+        parts = []
+        pos = 0
+        for f in r.fields:          # sorted by offset
+            if f.offset > pos:
+                parts.append(Const(0, f.offset - pos))
+            if f.access is PULSE:
+                parts.append(Const(0, f.width))
+            elif f.const:
+                parts.append(Const(f.reset, f.width))
+            elif f.param:
+                parts.append(Const(self.params[f.param], f.width))
+            else:
+                parts.append(self._port(r, f))
+            pos = f.offset + f.width
+        if pos < 32:
+            parts.append(Const(0, 32 - pos))
+        return Cat(*parts)
