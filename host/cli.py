@@ -64,6 +64,9 @@ def cli():
       rnic encode msgs.jsonl -o stream.bin --markers
       rnic decode stream.bin --markers       # one JSON object per FPDU
       rnic encode msgs.jsonl | rnic decode   # round trip
+      rnic listen --port 7000 --once         # accept one MPA connection, serve it
+      rnic connect 127.0.0.1:7000 --send 68656c6c6f --read 4 --stag 0x1000
+      rnic status --device model             # register view of a device
     """
 
 
@@ -216,6 +219,715 @@ def demo(seed, as_json):
             click.echo(f"  [{'ok' if chk['ok'] else 'FAIL'}] {chk['check']}")
         click.echo("demo: all checks passed" if result["ok"] else "demo: FAILED")
     return EXIT_OK if result["ok"] else EXIT_FAILURE
+
+
+# -- shared pieces of listen / connect / regs / status / serve ---------------------------
+
+def _parse_uint(text, bits, what):
+    try:
+        v = int(str(text).replace("_", ""), 0)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a number (hex 0x.. or decimal)") from None
+    if not 0 <= v < 1 << bits:
+        raise click.BadParameter(f"{what} {text} does not fit {bits} bits")
+    return v
+
+
+class _UInt(click.ParamType):
+    """An unsigned integer of ``bits`` bits, hex (0x..) or decimal."""
+
+    def __init__(self, bits, what="value"):
+        self.bits, self.what = bits, what
+        self.name = f"u{bits}"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return _parse_uint(value, self.bits, self.what)
+        except click.BadParameter as e:
+            self.fail(e.message, param, ctx)
+
+
+class _Hex(click.ParamType):
+    """Octets as hex (spaces, colons and a 0x prefix allowed; "" is no octets)."""
+    name = "hex"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, bytes):
+            return value
+        text = value.strip()
+        if text[:2].lower() == "0x":
+            text = text[2:]
+        try:
+            return bytes.fromhex(text.replace(":", " "))
+        except ValueError:
+            self.fail(f"{value!r} is not hex octets (e.g. 68656c6c6f)", param, ctx)
+
+
+def _rtr_types(ctx, param, value):
+    if value is None:
+        return None
+    names = {n.strip().lower() for n in value.split(",") if n.strip()}
+    bad = names - {"send", "write", "read"}
+    if bad or not names:
+        raise click.BadParameter(f"{value!r}: give a comma list of send, write, read")
+    return frozenset(names)
+
+
+def _device_spec(allow_none=True):
+    def check(ctx, param, value):
+        from .driver import parse_device_spec
+        try:
+            kind, _ = parse_device_spec(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e)) from None
+        if kind == "none" and not allow_none:
+            raise click.BadParameter("this command needs a device (model or tcp:HOST:PORT)")
+        return value
+    return check
+
+
+def _host_port(ctx, param, value):
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:7000)")
+    return host.strip("[]"), int(port)
+
+
+def _fail(text):
+    """One error line on stderr (the command path first); returns the failure status."""
+    ctx = click.get_current_context()
+    click.echo(f"{ctx.command_path}: error: {text}", err=True)
+    return EXIT_FAILURE
+
+
+def _open_device(spec):
+    """``(device or None, status)``; prints the error line when it cannot be opened."""
+    from .driver import DeviceError, open_device
+    try:
+        return open_device(spec), None
+    except (DeviceError, OSError) as e:
+        return None, _fail(str(e))
+
+
+def _negotiated_text(n):
+    def onoff(b):
+        return "on" if b else "off"
+    enh = f"rev {n['rev']}" + (" enhanced" if n["enhanced"] else "")
+    ird = "-" if n["ird"] is None else n["ird"]
+    ord_ = "-" if n["ord"] is None else n["ord"]
+    p2p = f"p2p yes (RTR {n['rtr'] or 'offered'})" if n["p2p"] else "p2p no"
+    pd = n["peer_private_data"] or "-"
+    return (f"{enh}, markers sent {onoff(n['markers_tx'])} / received {onoff(n['markers_rx'])}, "
+            f"CRC {onoff(n['crc'])}, IRD {ird}, ORD {ord_}, {p2p}, MULPDU {n['mulpdu']}, "
+            f"peer private data {pd}")
+
+
+def _short_hex(h, limit=64):
+    return h if len(h) <= 2 * limit else h[:2 * limit] + f"... ({len(h) // 2} octets)"
+
+
+def _event_text(obj):
+    from .transfer import describe_error
+    from .errors import ErrorInfo
+    kind = obj["event"]
+    err = obj.get("error")
+    info = ErrorInfo(**err) if err else None
+    if kind == "completion":
+        head = (f"{obj['queue']} {obj['opcode']} wr_id {obj['wr_id']}: {obj['status']}, "
+                f"{obj['length']} octets")
+        if "data" in obj:
+            head += f": {_short_hex(obj['data'])}"
+        if info is not None:
+            head += f" ({describe_error(info)})"
+        return head
+    if kind == "remote_write":
+        return (f"remote write of {obj['length']} octets to STag {obj['stag']:#x} TO "
+                f"{obj['to']:#x}: {_short_hex(obj.get('data', ''))}")
+    if kind == "remote_read":
+        return f"remote read of {obj['length']} octets from STag {obj['stag']:#x} TO {obj['to']:#x}"
+    if kind == "terminate_sent":
+        return f"Terminate sent: {describe_error(info)}"
+    if kind == "terminate_received":
+        return f"Terminate received: {describe_error(info)}"
+    if kind == "error":
+        return f"connection error: {describe_error(info)}"
+    if kind == "closed":
+        return "connection closed" + (f": {describe_error(info)}" if info else "")
+    return json.dumps(obj)
+
+
+def _conn_options(f):
+    """MPA options shared by listen and connect."""
+    f = click.option("--timeout", type=click.FloatRange(0.1, 3600), default=5.0,
+                     show_default=True, help="Seconds for the MPA exchange and each transfer.")(f)
+    f = click.option("--device", default="none", show_default=True, callback=_device_spec(),
+                     help="Device kept in step with the connection: none, model, tcp:HOST:PORT.")(f)
+    f = click.option("--private-data", type=_Hex(), default="", help="MPA private data (hex).")(f)
+    f = click.option("--crc/--no-crc", default=True, show_default=True,
+                     help="Ask for CRCs (C); on if either side asks.")(f)
+    f = click.option("--markers", is_flag=True, help="Ask for markers in what this side receives (M).")(f)
+    f = click.option("--rtr", callback=_rtr_types, default="send,write,read", show_default=True,
+                     help="RTR types (RFC 6581) proposed or supported, comma list.")(f)
+    f = click.option("--ord", "ord_", type=click.IntRange(0, 0x3FFF), default=4, show_default=True,
+                     help="ORD wanted (outbound RDMA Reads); 16383: left to the ULP.")(f)
+    f = click.option("--ird", type=click.IntRange(0, 0x3FFF), default=4, show_default=True,
+                     help="IRD offered (inbound RDMA Reads); 16383: left to the ULP.")(f)
+    f = click.option("--rev", type=click.IntRange(1, 2), default=2, show_default=True,
+                     help="MPA revision: 2 = RFC 6581 enhanced setup (IRD/ORD, RTR).")(f)
+    return f
+
+
+def _conn_params(**kw):
+    from .cm import ConnParams
+    try:
+        return ConnParams(**kw)
+    except (ValueError, TypeError) as e:
+        raise click.UsageError(str(e)) from None
+
+
+# -- rnic listen ----------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--port", type=click.IntRange(0, 65535), required=True,
+              help="TCP port to listen on (0: any free port; the first line says which).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@_conn_options
+@click.option("--reject", is_flag=True, help="Answer every MPA Request with a Reject (R=1).")
+@click.option("--stag", type=_UInt(32, "STag"), default="0x1000", show_default=True,
+              help="STag of the region exposed to the peer's RDMA Writes and Reads.")
+@click.option("--region-size", type=_UInt(32, "size"), default="65536", show_default=True,
+              help="Octets of the exposed region (0: no region).")
+@click.option("--region-to", type=_UInt(64, "TO"), default="0", show_default=True,
+              help="TO of the region's first octet.")
+@click.option("--region-data", type=_Hex(), default="",
+              help="Initial contents of the region (hex), e.g. for the peer to read.")
+@click.option("--recv-size", type=_UInt(32, "size"), default="65536", show_default=True,
+              help="Octets of each receive buffer (one per inbound Send).")
+@click.option("--recv-count", type=click.IntRange(1, 4096), default=16, show_default=True,
+              help="Receive buffers kept posted (each one is reposted when it fills).")
+@click.option("--idle-timeout", type=click.FloatRange(0.1, None), default=None,
+              help="Close a connection after this many idle seconds (default: never).")
+@click.option("--once", is_flag=True, help="Exit after the first connection.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line.")
+def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, timeout, reject,
+           stag, region_size, region_to, region_data, recv_size, recv_count, idle_timeout, once,
+           as_json):
+    """Accept MPA connections and service the peer's transfers.
+
+    Connections are served one at a time. For each: the MPA Request is
+    answered (or rejected with --reject), the negotiated parameters are
+    printed, and the software RNIC takes the connection: receive buffers
+    for the peer's Sends, a region (--stag, --region-size, --region-to,
+    --region-data) for its RDMA Writes and Reads, Read Responses within
+    IRD. Every completion and event is printed (with --json one JSON object
+    per line: listening, connected, rejected, setup_failed, completion,
+    remote_write, remote_read, terminate_sent, terminate_received, error,
+    closed). A validation error is answered with a Terminate.
+
+    Exit status with --once: 0 when the connection closed cleanly or was
+    rejected as asked, 1 when it ended with an error or Terminate.
+
+    \b
+    Examples:
+      rnic listen --port 7000
+      rnic listen --port 7000 --markers --region-data 00112233 --once --json
+      rnic listen --port 7000 --reject --private-data 6e6f
+      rnic listen --port 0 --device model --json     # driver sequences on the model
+    """
+    import socket
+    from . import cm
+    from .transfer import make_datapath, negotiated_json, serve_connection
+
+    if region_data and len(region_data) > region_size:
+        raise click.UsageError(f"--region-data has {len(region_data)} octets, more than "
+                               f"--region-size {region_size}")
+    params = _conn_params(rev=rev, ird=ird, ord=ord_, rtr=rtr,
+                          markers=markers, crc=crc, private_data=private_data, timeout=timeout)
+    out = sys.stdout
+
+    def emit(obj):
+        if as_json:
+            click.echo(json.dumps(obj), file=out)
+        else:
+            text = _event_text(obj) if obj["event"] in (
+                "completion", "remote_write", "remote_read", "terminate_sent",
+                "terminate_received", "error", "closed") else None
+            if text is not None:
+                click.echo(("  " if obj["event"] != "closed" else "") + text, file=out)
+
+    dev, status = _open_device(device)
+    if status is not None:
+        return status
+    try:
+        if dev is not None:
+            dev.reset()
+        try:
+            srv = socket.create_server((host, port))
+        except OSError as e:
+            return _fail(f"cannot listen on {host}:{port}: {e}")
+        with srv:
+            srv.settimeout(0.5)
+            bound = srv.getsockname()[1]
+            if as_json:
+                emit({"event": "listening", "host": host, "port": bound})
+            else:
+                click.echo(f"listening on {host}:{bound}", file=out)
+            result = EXIT_OK
+            while True:
+                try:
+                    sock, addr = srv.accept()
+                except socket.timeout:
+                    continue
+                peer = f"{addr[0]}:{addr[1]}"
+                try:
+                    neg = cm.accept(sock, params, reject=reject)
+                except cm.MpaSetupError as e:
+                    from .transfer import describe_error
+                    if as_json:
+                        emit({"event": "setup_failed", "peer": peer, "error": e.info.to_json()})
+                    else:
+                        click.echo(f"connection from {peer}: MPA setup failed: "
+                                   f"{describe_error(e.info)}", file=out)
+                    result = EXIT_FAILURE
+                    if once:
+                        return result
+                    continue
+                if neg.rejected:
+                    if as_json:
+                        emit({"event": "rejected", "peer": peer,
+                              "peer_private_data": neg.peer_private_data.hex(),
+                              "negotiated": negotiated_json(neg)})
+                    else:
+                        click.echo(f"connection from {peer}: rejected (R=1), peer private data "
+                                   f"{neg.peer_private_data.hex() or '-'}", file=out)
+                    result = EXIT_OK
+                    if once:
+                        return result
+                    continue
+                info = negotiated_json(neg)
+                dp = make_datapath(neg, dev, first_fpdu_timeout=None)
+                region = None
+                if region_size:
+                    dp.register_region(stag, region_size, to=region_to, data=region_data or None)
+                    region = {"stag": stag, "to": region_to, "length": region_size}
+                if as_json:
+                    obj = {"event": "connected", "peer": peer, "negotiated": info,
+                           "region": region}
+                    if dev is not None:
+                        obj["device"] = {"spec": dev.spec, **dev.identity.to_json(),
+                                         "connection": dev.connection(0)}
+                    emit(obj)
+                else:
+                    click.echo(f"connection from {peer}: {_negotiated_text(info)}", file=out)
+                    if region:
+                        click.echo(f"  region: STag {stag:#x}, TO {region_to:#x}, "
+                                   f"{region_size} octets", file=out)
+
+                def emit_closed(obj, dp=dp):
+                    if obj["event"] == "closed" and dev is not None:
+                        obj["device"] = dev.status()
+                    emit(obj)
+
+                try:
+                    err = serve_connection(dp, emit_closed, recv_size=recv_size,
+                                           recv_count=recv_count, idle_timeout=idle_timeout)
+                finally:
+                    dp.close()
+                result = EXIT_FAILURE if err is not None else EXIT_OK
+                if once:
+                    return result
+    finally:
+        if dev is not None:
+            dev.close()
+
+
+# -- rnic connect ---------------------------------------------------------------------------
+
+class _OrderedCommand(click.Command):
+    """A command that records the order of its options in ``ctx.meta["rnic.order"]``."""
+
+    def make_parser(self, ctx):
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
+
+        def parse_args(args):
+            opts, largs, order = parse(args)
+            ctx.meta["rnic.order"] = [p.name for p in order]
+            return opts, largs, order
+
+        parser.parse_args = parse_args
+        return parser
+
+
+def _transfers(ctx, send, write, read, stag, to):
+    """The transfers in command-line order; --stag/--to bind to the --write/--read before them."""
+    from .transfer import Transfer
+    values = {"send": iter(send), "write": iter(write), "read": iter(read),
+              "stag": iter(stag), "to": iter(to)}
+    transfers, defaults, last = [], {}, None
+    explicit = {}
+    for name in ctx.meta.get("rnic.order", []):
+        if name not in values:
+            continue
+        v = next(values[name])
+        if name == "send":
+            transfers.append(Transfer("send", data=v))
+        elif name == "write":
+            last = Transfer("write", data=v)
+            transfers.append(last)
+        elif name == "read":
+            last = Transfer("read", length=v)
+            transfers.append(last)
+        elif last is None:
+            if name in defaults:
+                raise click.UsageError(f"--{name} given twice before any --write/--read")
+            defaults[name] = v
+        else:
+            key = (id(last), name)
+            if key in explicit:
+                raise click.UsageError(f"--{name} given twice for --{last.op}")
+            explicit[key] = True
+            setattr(last, name, v)
+    for t in transfers:
+        if t.op == "send":
+            continue
+        if (id(t), "stag") not in explicit:
+            if "stag" not in defaults:
+                raise click.UsageError(f"--{t.op} needs --stag (the peer's STag)")
+            t.stag = defaults["stag"]
+        if (id(t), "to") not in explicit:
+            t.to = defaults.get("to", 0)
+    return transfers
+
+
+@cli.command(cls=_OrderedCommand)
+@click.argument("address", metavar="HOST:PORT", callback=_host_port)
+@click.option("--p2p", is_flag=True, help="Ask for the peer-to-peer model (RFC 6581 RTR; rev 2).")
+@_conn_options
+@click.option("--send", multiple=True, type=_Hex(), help="Send these octets (hex). Repeatable.")
+@click.option("--write", multiple=True, type=_Hex(),
+              help="RDMA Write these octets (hex) to --stag/--to. Repeatable.")
+@click.option("--read", multiple=True, type=_UInt(32, "length"),
+              help="RDMA Read this many octets from --stag/--to. Repeatable.")
+@click.option("--stag", multiple=True, type=_UInt(32, "STag"),
+              help="The peer's STag of the --write/--read before it (before any: the default).")
+@click.option("--to", multiple=True, type=_UInt(64, "TO"),
+              help="The peer's TO of the --write/--read before it (default 0).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+def connect(ctx, address, p2p, rev, ird, ord_, rtr, markers, crc, private_data, device, timeout,
+            send, write, read, stag, to, as_json):
+    """Open an MPA connection to HOST:PORT and run transfers on it.
+
+    Prints the negotiated parameters, then runs the transfers in the order
+    given (--send, --write, --read; --stag and --to belong to the --write or
+    --read before them), prints each result (read data in hex), and closes
+    the connection gracefully (a Terminate the peer sends is reported).
+
+    Exit status: 0 all transfers succeeded; 1 the connection was rejected
+    or failed, or a transfer failed (one error line on stderr with the MPA
+    or Terminate error); 2 usage.
+
+    \b
+    Examples:
+      rnic connect 127.0.0.1:7000 --send 68656c6c6f
+      rnic connect 127.0.0.1:7000 --write deadbeef --stag 0x1000 --to 16 \\
+                                  --read 4 --stag 0x1000 --to 16
+      rnic connect 127.0.0.1:7000 --p2p --rtr write --markers --json
+    """
+    from . import cm
+    from .transfer import describe_error, make_datapath, negotiated_json, run_transfers
+
+    transfers = _transfers(ctx, send, write, read, stag, to)
+    params = _conn_params(rev=rev, ird=ird, ord=ord_, rtr=rtr,
+                          p2p=p2p, markers=markers, crc=crc, private_data=private_data,
+                          timeout=timeout)
+    host, port = address
+    peer = f"{host}:{port}"
+    out = sys.stdout
+    result = {"ok": False, "peer": peer, "negotiated": None, "transfers": [], "events": [],
+              "error": None}
+
+    def finish(status, error_line=None):
+        if as_json:
+            _emit(result, out)
+        if error_line:
+            _fail(error_line)
+        return status
+
+    dev, status = _open_device(device)
+    if status is not None:
+        return status
+    try:
+        if dev is not None:
+            dev.reset()
+        try:
+            neg = cm.connect((host, port), params)
+        except cm.MpaRejected as e:
+            result["error"] = e.info.to_json()
+            result["rejected"] = True
+            result["peer_private_data"] = e.frame.private_data.hex() if e.frame else ""
+            if not as_json:
+                click.echo(f"rejected by {peer}, peer private data "
+                           f"{result['peer_private_data'] or '-'}", file=out)
+            return finish(EXIT_FAILURE, f"rejected by {peer} ({describe_error(e.info)})")
+        except cm.MpaSetupError as e:
+            result["error"] = e.info.to_json()
+            return finish(EXIT_FAILURE, f"MPA setup with {peer} failed: {describe_error(e.info)}")
+        result["negotiated"] = negotiated_json(neg)
+        if not as_json:
+            click.echo(f"connected to {peer}: {_negotiated_text(result['negotiated'])}", file=out)
+        dp = make_datapath(neg, dev)
+        try:
+            result["transfers"] = run_transfers(dp, transfers, timeout=timeout)
+        finally:
+            dp.close()
+        events = [ev.to_json() for ev in dp.poll_events()]
+        result["events"] = [e for e in events if e["event"] != "closed"]
+        if dev is not None:
+            result["device"] = dev.status()
+        failed = [r for r in result["transfers"] if r["status"] != "success"]
+        result["error"] = dp.error.to_json() if dp.error is not None else None
+        result["ok"] = not failed and dp.error is None
+        if not as_json:
+            for t, r in zip(transfers, result["transfers"]):
+                line = f"{t.describe()}: {r['status']}"
+                if "data" in r:
+                    line += f": {r['data']}"
+                click.echo(line, file=out)
+            for e in result["events"]:
+                click.echo(_event_text(e), file=out)
+        if result["ok"]:
+            return finish(EXIT_OK)
+        if dp.error is not None:
+            term = next((e for e in result["events"] if e["event"].startswith("terminate")), None)
+            what = {"terminate_received": "Terminate received",
+                    "terminate_sent": "Terminate sent"}.get(term["event"] if term else None,
+                                                            "connection failed")
+            return finish(EXIT_FAILURE, f"{what}: {describe_error(dp.error)}")
+        r = failed[0]
+        return finish(EXIT_FAILURE, f"{r['op']} wr_id {r['wr_id']} {r['status']}")
+    finally:
+        if dev is not None:
+            dev.close()
+
+
+# -- rnic regs / status / serve ------------------------------------------------------------
+
+def _reg_device_option(f):
+    return click.option("--device", default="model", show_default=True,
+                        callback=_device_spec(allow_none=False),
+                        help="Device: model (a fresh in-process model) or tcp:HOST:PORT.")(f)
+
+
+def _reg_name(ctx, param, value):
+    from .driver import Device
+    try:
+        Device.lookup(value)
+    except KeyError as e:
+        raise click.BadParameter(str(e).strip("'\"")) from None
+    return value
+
+
+def _fields_text(fields):
+    return " ".join(f"{k.upper()}={v:#x}" for k, v in fields.items())
+
+
+@cli.group()
+def regs():
+    """Read and write device registers by name (REG or REG.FIELD).
+
+    \b
+    Examples:
+      rnic regs dump
+      rnic regs read VERSION --json
+      rnic regs read CTX_STATUS.STATE --device tcp:127.0.0.1:7100
+      rnic regs write SCRATCH 0x12345678 --device tcp:127.0.0.1:7100
+      rnic regs write CTRL.ENABLE 1 --device tcp:127.0.0.1:7100
+    """
+
+
+@regs.command("dump")
+@_reg_device_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def regs_dump(device, as_json):
+    """Read every readable register.
+
+    \b
+    Examples:
+      rnic regs dump
+      rnic regs dump --device tcp:127.0.0.1:7100 --json | jq '.registers[0]'
+    """
+    from .driver import DeviceError
+    dev, status = _open_device(device)
+    if status is not None:
+        return status
+    with dev:
+        try:
+            rows = dev.dump()
+        except (DeviceError, OSError) as e:
+            return _fail(str(e))
+    out = sys.stdout
+    if as_json:
+        _emit({"device": device, "registers": rows}, out)
+    else:
+        for r in rows:
+            click.echo(f"{r['addr']:#05x}  {r['name']:<16} {r['value']:#010x}  "
+                       f"{_fields_text(r['fields'])}", file=out)
+    return EXIT_OK
+
+
+@regs.command("read")
+@click.argument("name", callback=_reg_name)
+@_reg_device_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def regs_read(name, device, as_json):
+    """Read register NAME (REG or REG.FIELD).
+
+    \b
+    Examples:
+      rnic regs read ID
+      rnic regs read CAPS.STAGS --json
+    """
+    from .driver import DeviceError
+    dev, status = _open_device(device)
+    if status is not None:
+        return status
+    with dev:
+        try:
+            r = dev.read_register(name)
+        except (DeviceError, OSError) as e:
+            return _fail(str(e))
+    if as_json:
+        _emit({"device": device, **r}, sys.stdout)
+    elif "fields" in r:
+        click.echo(f"{r['name']} = {r['value']:#010x}  {_fields_text(r['fields'])}")
+    else:
+        click.echo(f"{r['name']} = {r['value']:#x}")
+    return EXIT_OK
+
+
+@regs.command("write")
+@click.argument("name", callback=_reg_name)
+@click.argument("value", type=_UInt(32, "value"))
+@_reg_device_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def regs_write(name, value, device, as_json):
+    """Write VALUE (hex 0x.. or decimal) to register NAME.
+
+    REG writes the whole word; REG.FIELD is a read-modify-write of the
+    register's RW fields (write 1 to a pulse field to fire it, to a W1C
+    field to clear it). Prints the register read back.
+
+    \b
+    Examples:
+      rnic regs write SCRATCH 0xcafe
+      rnic regs write CTRL.SOFT_RESET 1 --device tcp:127.0.0.1:7100
+    """
+    from .driver import DeviceError
+    dev, status = _open_device(device)
+    if status is not None:
+        return status
+    with dev:
+        try:
+            word = dev.write_register(name, value)
+            back = dev.read_register(name.partition(".")[0])
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+        except (DeviceError, OSError) as e:
+            return _fail(str(e))
+    if as_json:
+        _emit({"device": device, "name": name.upper(), "written": word, "readback": back},
+              sys.stdout)
+    else:
+        click.echo(f"{name.upper()} <- {value:#x} (wrote {word:#010x}); {back['name']} = "
+                   f"{back['value']:#010x}  {_fields_text(back['fields'])}")
+    return EXIT_OK
+
+
+@cli.command()
+@_reg_device_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status(device, as_json):
+    """Show the device: identity, connections and their state, counters, last error.
+
+    \b
+    Examples:
+      rnic status
+      rnic status --device tcp:127.0.0.1:7100 --json
+    """
+    from .driver import DeviceError, describe_layer
+    dev, st = _open_device(device)
+    if st is not None:
+        return st
+    with dev:
+        try:
+            info = dev.status()
+        except (DeviceError, OSError) as e:
+            return _fail(str(e))
+    if as_json:
+        _emit(info, sys.stdout)
+        return EXIT_OK
+    ident = info["identity"]
+    click.echo(f"device {info['device']}: RNIC map {ident['version']}, W={ident['width']}, "
+               f"{ident['connections']} connections, {ident['stags']} STags, "
+               f"{'enabled' if info['enabled'] else 'disabled'}, "
+               f"{'ready' if info['ready'] else 'not ready'}")
+    if not info["connections"]:
+        click.echo("connections: none active")
+    for c in info["connections"]:
+        err = c["error"]
+        click.echo(f"connection {c['conn']}: {c['state']}" + (
+            f", error {describe_layer(err['layer'])} type {err['etype']} code {err['ecode']:#04x}"
+            if err else ""))
+    click.echo("counters: " + ", ".join(f"{k} {v}" for k, v in info["counters"].items()))
+    e = info["last_error"]
+    click.echo("last error: " + ("none" if e is None else
+               f"connection {e['conn']} ({'tx' if e['tx'] else 'rx'}): "
+               f"{describe_layer(e['layer'])} type {e['etype']} code {e['ecode']:#04x}"
+               + (" (more were lost)" if e["overflow"] else "")))
+    return EXIT_OK
+
+
+@cli.command()
+@click.option("--port", type=click.IntRange(0, 65535), required=True,
+              help="TCP port (0: any free port; printed).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--device", default="model", show_default=True,
+              callback=_device_spec(allow_none=False), help="The device to serve.")
+@click.option("--once", is_flag=True, help="Exit after the first client disconnects.")
+@click.option("--json", "as_json", is_flag=True, help="Print the address as JSON.")
+def serve(port, host, device, once, as_json):
+    """Serve a device's registers over TCP, for --device tcp:HOST:PORT.
+
+    The protocol is one ASCII line per access (R ADDR / W ADDR VALUE);
+    see host.driver. Runs until interrupted (or --once).
+
+    \b
+    Examples:
+      rnic serve --port 7100 &
+      rnic status --device tcp:127.0.0.1:7100
+    """
+    from .driver import TransportServer
+    dev, st = _open_device(device)
+    if st is not None:
+        return st
+    with dev:
+        try:
+            server = TransportServer(dev.transport, port, host)
+        except OSError as e:
+            return _fail(f"cannot listen on {host}:{port}: {e}")
+        with server:
+            if as_json:
+                click.echo(json.dumps({"event": "serving", "device": device,
+                                       "address": server.address, "port": server.port}))
+            else:
+                click.echo(f"serving {device} registers on {server.address}")
+            server.serve(once=once)
+    return EXIT_OK
+
 
 
 def main(argv=None):
