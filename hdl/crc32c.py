@@ -20,7 +20,7 @@ and the CRC value is ``state ^ 0xFFFFFFFF``, sent least significant octet first.
 
 from functools import lru_cache
 
-from amaranth.hdl import Cat, Const, Mux, Value
+from amaranth.hdl import Cat, Mux, Value
 from amaranth.lib.crc import catalog
 
 __all__ = ["CRC32C_INIT", "crc32c_step", "crc32c_steps", "crc32c_matrix", "crc32c_words_model"]

@@ -22,7 +22,7 @@ import random
 from . import mpa_frames, rdmap
 from .errors import ErrorInfo, Layer
 from .fpdu import FpduDecoder, FpduEncoder, FpduError, mulpdu
-from .rdmap import Opcode, ReadRequest
+from .rdmap import ReadRequest
 from .segment import TxStream
 from .sink import Access, Error, Memory, ReadRequestQueued, ReadResponseComplete, \
     SendComplete, Sink

