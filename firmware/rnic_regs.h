@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.1. 32-bit registers at byte offsets inside
+/* Map version 0.2. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x00000001u
+#define RNIC_VERSION_RESET 0x00000002u
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x00000001u
+#define RNIC_VERSION_MINOR_RESET 0x00000002u
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -848,10 +848,156 @@
 #define RNIC_CQ_CMD_POP_MASK 0x00000001u
 #define RNIC_CQ_CMD_POP_RESET 0x00000000u
 
+/* ---- Data port ---- */
+
+/* DP_CTRL (0x280, rw): Data port routing. */
+#define RNIC_DP_CTRL_ADDR 0x00000280u
+#define RNIC_DP_CTRL_RESET 0x00000000u
+#define RNIC_DP_CTRL_RW_MASK 0x00000007u
+/*   LOOPBACK [0] rw: The framer's TCP payload output is fed into the deframer's input (the core's TCP payload ports are idle: tx_wire never valid, rx_wire never ready). */
+#define RNIC_DP_CTRL_LOOPBACK_SHIFT 0u
+#define RNIC_DP_CTRL_LOOPBACK_WIDTH 1u
+#define RNIC_DP_CTRL_LOOPBACK_MASK 0x00000001u
+#define RNIC_DP_CTRL_LOOPBACK_RESET 0x00000000u
+/*   SOURCE [1] rw: The framer takes ULPDUs from the DP TX FIFO (the ULPDU input port is not ready). */
+#define RNIC_DP_CTRL_SOURCE_SHIFT 1u
+#define RNIC_DP_CTRL_SOURCE_WIDTH 1u
+#define RNIC_DP_CTRL_SOURCE_MASK 0x00000002u
+#define RNIC_DP_CTRL_SOURCE_RESET 0x00000000u
+/*   SINK [2] rw: The deframer's ULPDUs go to the DP RX FIFOs (the ULPDU output port is never valid). */
+#define RNIC_DP_CTRL_SINK_SHIFT 2u
+#define RNIC_DP_CTRL_SINK_WIDTH 1u
+#define RNIC_DP_CTRL_SINK_MASK 0x00000004u
+#define RNIC_DP_CTRL_SINK_RESET 0x00000000u
+
+/* DP_TX_CONN (0x284, rw): Connection of the ULPDU to send. */
+#define RNIC_DP_TX_CONN_ADDR 0x00000284u
+#define RNIC_DP_TX_CONN_RESET 0x00000000u
+#define RNIC_DP_TX_CONN_RW_MASK 0x0000ffffu
+/*   CONN [15:0] rw: Connection id. */
+#define RNIC_DP_TX_CONN_CONN_SHIFT 0u
+#define RNIC_DP_TX_CONN_CONN_WIDTH 16u
+#define RNIC_DP_TX_CONN_CONN_MASK 0x0000ffffu
+#define RNIC_DP_TX_CONN_CONN_RESET 0x00000000u
+
+/* DP_TX_LEN (0x288, rw): Length of the ULPDU to send. */
+#define RNIC_DP_TX_LEN_ADDR 0x00000288u
+#define RNIC_DP_TX_LEN_RESET 0x00000000u
+#define RNIC_DP_TX_LEN_RW_MASK 0x0000ffffu
+/*   LEN [15:0] rw: ULPDU octets, 1 .. 65535 (its ULPDU_Length field). */
+#define RNIC_DP_TX_LEN_LEN_SHIFT 0u
+#define RNIC_DP_TX_LEN_LEN_WIDTH 16u
+#define RNIC_DP_TX_LEN_LEN_MASK 0x0000ffffu
+#define RNIC_DP_TX_LEN_LEN_RESET 0x00000000u
+
+/* DP_TX_DATA (0x28c, pulse): Write-only FIFO port: every write pushes the whole written word (zero words included; write all four bytes) into the DP TX FIFO; dropped when the FIFO is full (DP_TX_STATUS.FREE = 0). Reads return 0. */
+#define RNIC_DP_TX_DATA_ADDR 0x0000028cu
+#define RNIC_DP_TX_DATA_RESET 0x00000000u
+#define RNIC_DP_TX_DATA_RW_MASK 0x00000000u
+/*   DATA [31:0] pulse: Write-only FIFO port: every write pushes the whole written word (zero words included; write all four bytes) into the DP TX FIFO; dropped when the FIFO is full (DP_TX_STATUS.FREE = 0). Reads return 0. */
+#define RNIC_DP_TX_DATA_DATA_SHIFT 0u
+#define RNIC_DP_TX_DATA_DATA_WIDTH 32u
+#define RNIC_DP_TX_DATA_DATA_MASK 0xffffffffu
+#define RNIC_DP_TX_DATA_DATA_RESET 0x00000000u
+
+/* DP_TX_CMD (0x290, pulse): Data port transmit command. */
+#define RNIC_DP_TX_CMD_ADDR 0x00000290u
+#define RNIC_DP_TX_CMD_RESET 0x00000000u
+#define RNIC_DP_TX_CMD_RW_MASK 0x00000000u
+/*   SEND [0] pulse: Send a ULPDU of DP_TX_LEN octets on connection DP_TX_CONN from the next ceil(LEN/4) words of the DP TX FIFO (they may still be pushed while it runs). Ignored while DP_TX_STATUS.BUSY or with LEN 0. */
+#define RNIC_DP_TX_CMD_SEND_SHIFT 0u
+#define RNIC_DP_TX_CMD_SEND_WIDTH 1u
+#define RNIC_DP_TX_CMD_SEND_MASK 0x00000001u
+#define RNIC_DP_TX_CMD_SEND_RESET 0x00000000u
+
+/* DP_TX_STATUS (0x294, ro): Data port transmit status. */
+#define RNIC_DP_TX_STATUS_ADDR 0x00000294u
+#define RNIC_DP_TX_STATUS_RESET 0x00000000u
+#define RNIC_DP_TX_STATUS_RW_MASK 0x00000000u
+/*   BUSY [0] ro: A SEND is still moving words from the FIFO to the framer. */
+#define RNIC_DP_TX_STATUS_BUSY_SHIFT 0u
+#define RNIC_DP_TX_STATUS_BUSY_WIDTH 1u
+#define RNIC_DP_TX_STATUS_BUSY_MASK 0x00000001u
+#define RNIC_DP_TX_STATUS_BUSY_RESET 0x00000000u
+/*   FREE [31:16] ro: Free words in the DP TX FIFO. */
+#define RNIC_DP_TX_STATUS_FREE_SHIFT 16u
+#define RNIC_DP_TX_STATUS_FREE_WIDTH 16u
+#define RNIC_DP_TX_STATUS_FREE_MASK 0xffff0000u
+#define RNIC_DP_TX_STATUS_FREE_RESET 0x00000000u
+
+/* DP_RX_STATUS (0x2a0, ro): The oldest ULPDU received through the sink. */
+#define RNIC_DP_RX_STATUS_ADDR 0x000002a0u
+#define RNIC_DP_RX_STATUS_RESET 0x00000000u
+#define RNIC_DP_RX_STATUS_RW_MASK 0x00000000u
+/*   VALID [0] ro: A whole ULPDU (or an error report) is at the head: the other fields, DP_RX_CONN and DP_RX_DATA describe it. */
+#define RNIC_DP_RX_STATUS_VALID_SHIFT 0u
+#define RNIC_DP_RX_STATUS_VALID_WIDTH 1u
+#define RNIC_DP_RX_STATUS_VALID_MASK 0x00000001u
+#define RNIC_DP_RX_STATUS_VALID_RESET 0x00000000u
+/*   CRC [5:4] ro: Its CRC verdict. */
+#define RNIC_DP_RX_STATUS_CRC_SHIFT 4u
+#define RNIC_DP_RX_STATUS_CRC_WIDTH 2u
+#define RNIC_DP_RX_STATUS_CRC_MASK 0x00000030u
+#define RNIC_DP_RX_STATUS_CRC_RESET 0x00000000u
+#define RNIC_DP_RX_STATUS_CRC_UNCHECKED 0u
+#define RNIC_DP_RX_STATUS_CRC_OK 1u
+#define RNIC_DP_RX_STATUS_CRC_BAD 2u
+/*   ERROR [10:8] ro: Its error; not NONE: the connection delivers nothing more until its context is committed again (the octets of a CRC or MARKER error are in the FIFO, as received). */
+#define RNIC_DP_RX_STATUS_ERROR_SHIFT 8u
+#define RNIC_DP_RX_STATUS_ERROR_WIDTH 3u
+#define RNIC_DP_RX_STATUS_ERROR_MASK 0x00000700u
+#define RNIC_DP_RX_STATUS_ERROR_RESET 0x00000000u
+#define RNIC_DP_RX_STATUS_ERROR_NONE 0u
+#define RNIC_DP_RX_STATUS_ERROR_CRC 1u
+#define RNIC_DP_RX_STATUS_ERROR_MARKER 2u
+#define RNIC_DP_RX_STATUS_ERROR_TOO_LONG 3u
+#define RNIC_DP_RX_STATUS_ERROR_TOO_SHORT 4u
+#define RNIC_DP_RX_STATUS_ERROR_ABORTED 5u
+/*   LEN [31:16] ro: ULPDU octets in the FIFO (ceil(LEN/4) words); 0 for a TOO_LONG/TOO_SHORT report. */
+#define RNIC_DP_RX_STATUS_LEN_SHIFT 16u
+#define RNIC_DP_RX_STATUS_LEN_WIDTH 16u
+#define RNIC_DP_RX_STATUS_LEN_MASK 0xffff0000u
+#define RNIC_DP_RX_STATUS_LEN_RESET 0x00000000u
+
+/* DP_RX_CONN (0x2a4, ro): Connection of the ULPDU at the head. */
+#define RNIC_DP_RX_CONN_ADDR 0x000002a4u
+#define RNIC_DP_RX_CONN_RESET 0x00000000u
+#define RNIC_DP_RX_CONN_RW_MASK 0x00000000u
+/*   CONN [15:0] ro: Connection id. */
+#define RNIC_DP_RX_CONN_CONN_SHIFT 0u
+#define RNIC_DP_RX_CONN_CONN_WIDTH 16u
+#define RNIC_DP_RX_CONN_CONN_MASK 0x0000ffffu
+#define RNIC_DP_RX_CONN_CONN_RESET 0x00000000u
+
+/* DP_RX_DATA (0x2a8, ro): The current word of the ULPDU at the head (octet k of the word in bits 8k+7 .. 8k; octets past LEN read 0). Reading does not advance: strobe DP_RX_CMD.NEXT. */
+#define RNIC_DP_RX_DATA_ADDR 0x000002a8u
+#define RNIC_DP_RX_DATA_RESET 0x00000000u
+#define RNIC_DP_RX_DATA_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: The current word of the ULPDU at the head (octet k of the word in bits 8k+7 .. 8k; octets past LEN read 0). Reading does not advance: strobe DP_RX_CMD.NEXT. */
+#define RNIC_DP_RX_DATA_DATA_SHIFT 0u
+#define RNIC_DP_RX_DATA_DATA_WIDTH 32u
+#define RNIC_DP_RX_DATA_DATA_MASK 0xffffffffu
+#define RNIC_DP_RX_DATA_DATA_RESET 0x00000000u
+
+/* DP_RX_CMD (0x2ac, pulse): Data port receive command. */
+#define RNIC_DP_RX_CMD_ADDR 0x000002acu
+#define RNIC_DP_RX_CMD_RESET 0x00000000u
+#define RNIC_DP_RX_CMD_RW_MASK 0x00000000u
+/*   POP [0] pulse: Drop the head ULPDU (its words not yet read included); VALID shows the next one a few cycles later. */
+#define RNIC_DP_RX_CMD_POP_SHIFT 0u
+#define RNIC_DP_RX_CMD_POP_WIDTH 1u
+#define RNIC_DP_RX_CMD_POP_MASK 0x00000001u
+#define RNIC_DP_RX_CMD_POP_RESET 0x00000000u
+/*   NEXT [1] pulse: Advance DP_RX_DATA to the next word of the head ULPDU. */
+#define RNIC_DP_RX_CMD_NEXT_SHIFT 1u
+#define RNIC_DP_RX_CMD_NEXT_WIDTH 1u
+#define RNIC_DP_RX_CMD_NEXT_MASK 0x00000002u
+#define RNIC_DP_RX_CMD_NEXT_RESET 0x00000000u
+
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x00000001u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x00000002u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
@@ -910,6 +1056,16 @@
     X(CQ_INFO, 0x00000248u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffff3fu) \
     X(CQ_LENGTH, 0x0000024cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CQ_INV_STAG, 0x00000250u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(CQ_CMD, 0x00000254u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u)
+    X(CQ_CMD, 0x00000254u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u) \
+    X(DP_CTRL, 0x00000280u, 0x00000000u, 0x00000007u, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(DP_TX_CONN, 0x00000284u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(DP_TX_LEN, 0x00000288u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(DP_TX_DATA, 0x0000028cu, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu, 0x00000000u) \
+    X(DP_TX_CMD, 0x00000290u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u) \
+    X(DP_TX_STATUS, 0x00000294u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffff0001u) \
+    X(DP_RX_STATUS, 0x000002a0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffff0731u) \
+    X(DP_RX_CONN, 0x000002a4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x0000ffffu) \
+    X(DP_RX_DATA, 0x000002a8u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(DP_RX_CMD, 0x000002acu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u, 0x00000000u)
 
 #endif /* RNIC_REGS_H */

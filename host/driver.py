@@ -27,9 +27,10 @@ Layers
 
 :func:`open_device`
     A registry of device specs: ``none`` (no device: None), ``model``,
-    ``tcp:HOST:PORT`` and ``sim`` (the Verilated device; not available yet,
-    it comes with the simulated-hardware data path issue, whose engineer
-    plugs it in with :func:`register_device_kind`).
+    ``tcp:HOST:PORT`` and ``sim[:width=8,connections=16,...]`` (the Verilated
+    RnicCore of :mod:`sim.device`, whose data paths go through the simulated
+    hardware, :mod:`host.rnic_hw`); more kinds plug in with
+    :func:`register_device_kind`.
 
 Register server protocol (ASCII lines, ``\\n`` terminated)
 ----------------------------------------------------------
@@ -897,11 +898,15 @@ def _open_tcp(arg, **kw):
 
 
 def _open_sim(arg, **kw):
-    raise DeviceUnavailable(
-        "device 'sim' (the Verilated RNIC) is not available yet: it comes with the "
-        "simulated-hardware data path issue (sim/ device transport), which registers it with "
-        "host.driver.register_device_kind('sim', ...). Use --device model, or serve a running "
-        "simulation with host.driver.serve_transport and use --device tcp:HOST:PORT")
+    """The Verilated RnicCore (:mod:`sim.device`; built on first use): ``sim`` or
+    ``sim:width=8,connections=16,stags=256,dp_depth=512``. Returns a :class:`Device` whose
+    ``datapath_factory`` runs connections through the simulated MPA layer (:mod:`host.rnic_hw`)."""
+    try:
+        from sim.device import open_sim
+    except ImportError as e:
+        raise DeviceUnavailable(f"device 'sim' needs the sim package of the repository "
+                                f"(and Amaranth, Verilator): {e}") from None
+    return open_sim(arg, **kw)
 
 
 def _host_port(arg):

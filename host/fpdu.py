@@ -64,6 +64,8 @@ __all__ = [
     "MAX_ULPDU_LENGTH", "TAGGED_HEADER_LEN", "UNTAGGED_HEADER_LEN",
     "mulpdu", "FpduLayout", "fpdu_layout", "is_marker_offset",
     "FpduEncoder", "FpduRecord", "FpduError", "FpduDecoder",
+    "check_fpduptrs", "too_long_error", "too_short_error", "crc_error", "marker_error",
+    "truncated_error",
 ]
 
 #: Octets between two markers of a direction.
@@ -222,6 +224,60 @@ def fpdu_layout(ulpdu_length, *, offset, markers, marker_origin=0):
     return _layout(offset, ulpdu_length, markers, origin)
 
 
+def check_fpduptrs(layout):
+    """Raise ``ValueError`` if a marker of ``layout`` needs an FPDUPTR above 0xFFFF (unsendable)."""
+    for m, ptr in layout.markers:
+        if ptr > 0xFFFF:
+            raise ValueError(f"ULPDU of {layout.ulpdu_length} octets: the marker at {m} "
+                             f"would need FPDUPTR {ptr} > 0xFFFF")
+
+
+# -- the receive errors (one function each, so that every engine words them alike) ------------
+
+def too_long_error(ulpdu_length, mulpdu):
+    """Check a: ULPDU_Length above MULPDU."""
+    return ErrorInfo.ddp(0, 0, f"ULPDU_Length {ulpdu_length} exceeds MULPDU {mulpdu}")
+
+
+def too_short_error(ulpdu_length, control=None):
+    """Check b: ULPDU_Length below the DDP header announced by the ``control`` octet's T bit.
+
+    ``control`` is not needed (and ignored) for ULPDU_Length 0, shorter than any header.
+    """
+    if ulpdu_length == 0:
+        return ErrorInfo.ddp(
+            0, 0, "ULPDU_Length 0 is shorter than any DDP header "
+            f"({TAGGED_HEADER_LEN}-octet tagged, {UNTAGGED_HEADER_LEN}-octet untagged)")
+    tagged = bool(control & _T_BIT)
+    hdr = TAGGED_HEADER_LEN if tagged else UNTAGGED_HEADER_LEN
+    kind = "tagged" if tagged else "untagged"
+    return ErrorInfo.ddp(
+        0, 0, f"ULPDU_Length {ulpdu_length} is shorter than the {hdr}-octet {kind} DDP header")
+
+
+def crc_error(received, computed, covered, offset):
+    """Check c: CRC mismatch; ``covered`` octets of the FPDU at ``offset`` precede the CRC."""
+    return ErrorInfo.mpa(
+        MpaError.CRC, f"CRC {received:#010x} received, {computed:#010x} computed "
+        f"over the {covered}-octet FPDU at offset {offset}")
+
+
+def marker_error(marker_offset, fpduptr, length_offset, expected):
+    """Check c: the marker at ``marker_offset`` carries ``fpduptr`` instead of ``expected``."""
+    return ErrorInfo.mpa(
+        MpaError.MARKER, f"marker at offset {marker_offset} carries FPDUPTR {fpduptr:#06x}, "
+        f"the ULPDU_Length field at {length_offset} needs {expected:#06x}")
+
+
+def truncated_error(have, whole, offset):
+    """The stream ends after ``have`` octets of the FPDU at ``offset`` (``whole``: its length,
+    None while its ULPDU_Length field is incomplete)."""
+    whole = f"{whole}" if whole is not None else "an unknown number of"
+    return ErrorInfo.mpa(
+        MpaError.TCP_CLOSED, f"stream ends inside an FPDU: {have} of {whole} "
+        f"octets of the FPDU at offset {offset} received")
+
+
 def _marker(fpduptr):
     return b"\x00\x00" + fpduptr.to_bytes(2, "big")
 
@@ -297,10 +353,7 @@ class FpduEncoder:
             raise ValueError(f"ULPDU of {len(ulpdu)} octets does not fit the 16-bit "
                              "ULPDU_Length field")
         lay = _layout(self._offset, len(ulpdu), self._markers, self._origin)
-        for m, ptr in lay.markers:
-            if ptr > 0xFFFF:
-                raise ValueError(f"ULPDU of {len(ulpdu)} octets: the marker at {m} "
-                                 f"would need FPDUPTR {ptr} > 0xFFFF")
+        check_fpduptrs(lay)
         content = len(ulpdu).to_bytes(2, "big") + ulpdu + bytes(lay.pad)
         out = bytearray()
         pos, ci = lay.offset, 0
@@ -473,15 +526,11 @@ class FpduDecoder:
             lo = self._len_pos - start
             n = int.from_bytes(raw[lo:lo + LENGTH_FIELD_LEN], "big")
             if n > self._mulpdu:
-                return self._fail(ErrorInfo.ddp(
-                    0, 0, f"ULPDU_Length {n} exceeds MULPDU {self._mulpdu}"))
+                return self._fail(too_long_error(n, self._mulpdu))
             self._layout = _layout(start, n, self._markers, self._origin)
             if self._check_header:
                 if n == 0:
-                    return self._fail(ErrorInfo.ddp(
-                        0, 0, "ULPDU_Length 0 is shorter than any DDP header "
-                        f"({TAGGED_HEADER_LEN}-octet tagged, "
-                        f"{UNTAGGED_HEADER_LEN}-octet untagged)"))
+                    return self._fail(too_short_error(0))
                 self._stage = _FIRST
                 self._need = lo + LENGTH_FIELD_LEN + 1
             else:
@@ -494,10 +543,7 @@ class FpduDecoder:
             tagged = bool(control & _T_BIT)
             hdr = TAGGED_HEADER_LEN if tagged else UNTAGGED_HEADER_LEN
             if n < hdr:
-                kind = "tagged" if tagged else "untagged"
-                return self._fail(ErrorInfo.ddp(
-                    0, 0, f"ULPDU_Length {n} is shorter than the {hdr}-octet "
-                    f"{kind} DDP header"))
+                return self._fail(too_short_error(n, control))
             self._stage = _BODY
             self._need = self._layout.length
             return None
@@ -510,18 +556,13 @@ class FpduDecoder:
             got = crc_from_field(raw[crc_at:crc_at + CRC_FIELD_LEN])
             want = crc32c(raw[:crc_at])
             if got != want:
-                return self._fail(ErrorInfo.mpa(
-                    MpaError.CRC, f"CRC {got:#010x} received, {want:#010x} computed "
-                    f"over the {crc_at}-octet FPDU at offset {start}"))
+                return self._fail(crc_error(got, want, crc_at, start))
         received = []
         for m, expected in lay.markers:
             ptr = int.from_bytes(raw[m - start + 2:m - start + MARKER_LEN], "big")
             received.append((m, ptr))
             if (ptr & ~3) != expected:      # the 2 low bits are reserved
-                return self._fail(ErrorInfo.mpa(
-                    MpaError.MARKER, f"marker at offset {m} carries FPDUPTR {ptr:#06x}, "
-                    f"the ULPDU_Length field at {lay.length_offset} needs "
-                    f"{expected:#06x}"))
+                return self._fail(marker_error(m, ptr, lay.length_offset, expected))
         # strip the markers: the rest is length field, ULPDU, pad
         parts, pos = [], start
         for m, _ in lay.markers:
@@ -551,9 +592,5 @@ class FpduDecoder:
         self._closed = True
         if self.error is not None or not self._raw:
             return None
-        have = len(self._raw)
-        whole = (f"{self._layout.length}" if self._layout is not None
-                 else "an unknown number of")
-        return self._fail(ErrorInfo.mpa(
-            MpaError.TCP_CLOSED, f"stream ends inside an FPDU: {have} of {whole} "
-            f"octets of the FPDU at offset {self._start} received"))
+        whole = self._layout.length if self._layout is not None else None
+        return self._fail(truncated_error(len(self._raw), whole, self._start))

@@ -74,7 +74,7 @@ __doc__ = (__doc__ or "") + "\nAccess types\n------------\n" + ACCESS_DOC + "\nB
 __all__ = [
     "Access", "RW", "RO", "PULSE", "WO", "W1C",
     "Field", "Register", "RegisterMap", "RegMapError",
-    "ConnState", "SqOpcode", "CqQueue", "CqStatus",
+    "ConnState", "SqOpcode", "CqQueue", "CqStatus", "DpCrc", "DpError",
     "MAGIC", "VERSION_MAJOR", "VERSION_MINOR", "ADDR_WIDTH", "PARAMS", "REGMAP", "ACCESS_DOC", "BUS_DOC",
     "c_header", "markdown", "constants", "generated_files", "write_generated", "stale_files",
     "main",
@@ -85,7 +85,7 @@ MAGIC = 0x69575250
 #: Register map version. MAJOR changes when a driver built for the old map would misbehave
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 VERSION_MAJOR = 0
-VERSION_MINOR = 1
+VERSION_MINOR = 2
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -154,6 +154,23 @@ class CqStatus(enum.IntEnum):
     BAD_REQUEST = 3        # invalid opcode, connection or length in the work request
     REMOTE_ERROR = 4       # the peer answered with a Terminate
     FLUSHED = 5            # the connection left RTS before the request ran
+
+
+class DpCrc(enum.IntEnum):
+    """CRC verdict of a received ULPDU (``DP_RX_STATUS.CRC``; the RX deframer's ``CrcStatus``)."""
+    UNCHECKED = 0  # CRC checking is off for the connection
+    OK = 1
+    BAD = 2
+
+
+class DpError(enum.IntEnum):
+    """Why a received ULPDU was not delivered (``DP_RX_STATUS.ERROR``; the RX deframer's ``RxError``)."""
+    NONE = 0
+    CRC = 1        # MPA error 2: the octets were passed on, the CRC did not match
+    MARKER = 2     # MPA error 3: a marker's FPDUPTR disagrees with the ULPDU_Length chain
+    TOO_LONG = 3   # ULPDU_Length above the connection's RX MULPDU (no octets)
+    TOO_SHORT = 4  # ULPDU_Length below the DDP header its first octet announces (no octets)
+    ABORTED = 5    # the connection's context was rewritten (COMMIT) inside the ULPDU
 
 
 # ---------------------------------------------------------------------------
@@ -626,6 +643,59 @@ BLOCKS = (
         _word("CQ_INV_STAG", 0x250, RO, "STAG", "STag invalidated by a received Send with Invalidate."),
         _reg("CQ_CMD", 0x254, PULSE, "Completion queue command.",
              _f("POP", 0, 1, "Remove the head completion (ignored while not VALID).")),
+    )),
+    Block("Data port", "A register-level path into and out of the MPA data path, so that a board or a "
+          "simulation can move ULPDUs with register accesses alone. DP_CTRL.SOURCE feeds the TX framer "
+          "from the DP TX FIFO instead of the core's ULPDU input; DP_CTRL.SINK sends the RX deframer's "
+          "ULPDUs (with their CRC/error verdict) to the DP RX FIFOs instead of the core's ULPDU output; "
+          "DP_CTRL.LOOPBACK feeds the TCP payload the framer sends back into the deframer. To send a "
+          "ULPDU: push its octets as 32-bit words into DP_TX_DATA (first octet in bits 7..0, the last "
+          "word zero-padded; at most DP_TX_STATUS.FREE words), set DP_TX_CONN and DP_TX_LEN, strobe "
+          "DP_TX_CMD.SEND. To receive: while DP_RX_STATUS.VALID, DP_RX_STATUS/DP_RX_CONN describe the "
+          "oldest ULPDU and DP_RX_DATA shows its next word; DP_RX_CMD.NEXT advances to the following "
+          "word, DP_RX_CMD.POP drops the rest of the ULPDU and shows the next one. Both FIFOs hold "
+          "DP_DEPTH 32-bit words (a build parameter of the core, 512 by default); a ULPDU received "
+          "through the sink must fit the RX FIFO. Change DP_CTRL only while no traffic is moving.", (
+        _reg("DP_CTRL", 0x280, RW, "Data port routing.",
+             _f("LOOPBACK", 0, 1, "The framer's TCP payload output is fed into the deframer's input "
+                                  "(the core's TCP payload ports are idle: tx_wire never valid, rx_wire "
+                                  "never ready)."),
+             _f("SOURCE", 1, 1, "The framer takes ULPDUs from the DP TX FIFO (the ULPDU input port "
+                                "is not ready)."),
+             _f("SINK", 2, 1, "The deframer's ULPDUs go to the DP RX FIFOs (the ULPDU output port "
+                              "is never valid).")),
+        _reg("DP_TX_CONN", 0x284, RW, "Connection of the ULPDU to send.",
+             _f("CONN", 0, 16, "Connection id.")),
+        _reg("DP_TX_LEN", 0x288, RW, "Length of the ULPDU to send.",
+             _f("LEN", 0, 16, "ULPDU octets, 1 .. 65535 (its ULPDU_Length field).")),
+        _word("DP_TX_DATA", 0x28C, PULSE, "DATA", "Write-only FIFO port: every write pushes the whole "
+              "written word (zero words included; write all four bytes) into the DP TX FIFO; dropped "
+              "when the FIFO is full (DP_TX_STATUS.FREE = 0). Reads return 0."),
+        _reg("DP_TX_CMD", 0x290, PULSE, "Data port transmit command.",
+             _f("SEND", 0, 1, "Send a ULPDU of DP_TX_LEN octets on connection DP_TX_CONN from the "
+                              "next ceil(LEN/4) words of the DP TX FIFO (they may still be pushed "
+                              "while it runs). Ignored while DP_TX_STATUS.BUSY or with LEN 0.")),
+        _reg("DP_TX_STATUS", 0x294, RO, "Data port transmit status.",
+             _f("BUSY", 0, 1, "A SEND is still moving words from the FIFO to the framer."),
+             _f("FREE", 16, 16, "Free words in the DP TX FIFO.")),
+        _reg("DP_RX_STATUS", 0x2A0, RO, "The oldest ULPDU received through the sink.",
+             _f("VALID", 0, 1, "A whole ULPDU (or an error report) is at the head: the other fields, "
+                               "DP_RX_CONN and DP_RX_DATA describe it."),
+             _f("CRC", 4, 2, "Its CRC verdict.", enum=DpCrc),
+             _f("ERROR", 8, 3, "Its error; not NONE: the connection delivers nothing more until its "
+                               "context is committed again (the octets of a CRC or MARKER error "
+                               "are in the FIFO, as received).", enum=DpError),
+             _f("LEN", 16, 16, "ULPDU octets in the FIFO (ceil(LEN/4) words); 0 for a "
+                               "TOO_LONG/TOO_SHORT report.")),
+        _reg("DP_RX_CONN", 0x2A4, RO, "Connection of the ULPDU at the head.",
+             _f("CONN", 0, 16, "Connection id.")),
+        _word("DP_RX_DATA", 0x2A8, RO, "DATA", "The current word of the ULPDU at the head (octet k of "
+              "the word in bits 8k+7 .. 8k; octets past LEN read 0). Reading does not advance: "
+              "strobe DP_RX_CMD.NEXT."),
+        _reg("DP_RX_CMD", 0x2AC, PULSE, "Data port receive command.",
+             _f("POP", 0, 1, "Drop the head ULPDU (its words not yet read included); VALID shows the "
+                             "next one a few cycles later."),
+             _f("NEXT", 1, 1, "Advance DP_RX_DATA to the next word of the head ULPDU.")),
     )),
 )
 

@@ -23,7 +23,9 @@ Pure helpers (no device)
     with ``read32(addr)`` and ``write32(addr, value)``, byte addresses within
     the window), plus the sequences of the C library ``firmware/rnic.c``
     (probe, connection context programming, error and completion popping,
-    64-bit counters).
+    64-bit counters) and of the register data port (``dp_configure``,
+    ``dp_send``, ``dp_recv``: ULPDUs through the DP_* registers alone, for
+    boards and simulations without a data path of their own).
 
 :class:`BankModel`
     A Python model of the gateware register bank (:mod:`hdl.regbank`),
@@ -39,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from host.regmap import MAGIC, PULSE, REGMAP, RO, RW, W1C, ConnState, Register, constants
+from host.regmap import MAGIC, PULSE, REGMAP, RO, RW, W1C, ConnState, DpCrc, DpError, Register, constants
 
 CONSTANTS = constants(REGMAP)
 globals().update(CONSTANTS)
@@ -49,7 +51,7 @@ OKAY, SLVERR = 0, 2
 __all__ = [
     "CONSTANTS", "OKAY", "SLVERR", "reg", "encode", "decode", "merge",
     "Transport", "Registers", "BankModel", "DeviceInfo", "DeviceMismatch", "MpaDirection",
-    "ErrorReport", "Completion", "context_from_negotiated", *CONSTANTS,
+    "ErrorReport", "Completion", "DpUlpdu", "context_from_negotiated", *CONSTANTS,
 ]
 
 
@@ -151,6 +153,15 @@ class Completion:
     length: int
     invalidated: bool
     inv_stag: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DpUlpdu:
+    """A ULPDU read from the data port's RX FIFOs (:meth:`Registers.dp_recv`)."""
+    conn: int
+    data: bytes
+    crc: DpCrc
+    error: DpError
 
 
 class Registers:
@@ -349,6 +360,49 @@ class Registers:
                        self.read("CQ_LENGTH"), bool(info["invalidated"]), self.read("CQ_INV_STAG"))
         self.write("CQ_CMD", pop=1)
         return c
+
+    # -- the data port (DP_*): ULPDUs through registers alone (boards, simulation)
+    def dp_configure(self, *, loopback=False, source=False, sink=False):
+        """Route the data path: LOOPBACK (wire out -> wire in), SOURCE (ULPDUs from DP_TX_DATA),
+        SINK (ULPDUs to DP_RX_*). Change it only while no traffic moves."""
+        self.write("DP_CTRL", loopback=loopback, source=source, sink=sink)
+
+    def dp_send(self, conn, ulpdu):
+        """Send one ULPDU (1..65535 octets) on ``conn`` from the DP TX FIFO (DP_CTRL.SOURCE on).
+
+        Waits until no SEND is running; returns False (nothing written) when the FIFO has
+        fewer than ceil(len/4) free words.
+        """
+        data = bytes(ulpdu)
+        if not 1 <= len(data) <= 0xFFFF:
+            raise ValueError(f"a ULPDU has 1..65535 octets, not {len(data)}")
+        self._check_conn(conn)
+        self._wait("DP_TX_STATUS", "BUSY", 0)
+        words = -(-len(data) // 4)
+        if self.field("DP_TX_STATUS", "FREE") < words:
+            return False
+        padded = data + bytes(4 * words - len(data))
+        for k in range(words):
+            self.write("DP_TX_DATA", int.from_bytes(padded[4 * k:4 * k + 4], "little"))
+        self.write("DP_TX_CONN", conn=conn)
+        self.write("DP_TX_LEN", len=len(data))
+        self.write("DP_TX_CMD", send=1)
+        return True
+
+    def dp_recv(self):
+        """Pop the oldest ULPDU of the DP RX FIFOs (DP_CTRL.SINK on) as a :class:`DpUlpdu`, or None."""
+        st = self.fields("DP_RX_STATUS")
+        if not st["valid"]:
+            return None
+        conn = self.field("DP_RX_CONN", "CONN")
+        words = -(-st["len"] // 4)
+        out = bytearray()
+        for k in range(words):
+            out += self.read("DP_RX_DATA").to_bytes(4, "little")
+            if k < words - 1:
+                self.write("DP_RX_CMD", next=1)
+        self.write("DP_RX_CMD", pop=1)
+        return DpUlpdu(conn, bytes(out[:st["len"]]), DpCrc(st["crc"]), DpError(st["error"]))
 
     def counters(self):
         """Every counter by lower-case name (the 64-bit pairs as ``rx_octets``, ``tx_octets``)."""

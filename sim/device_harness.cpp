@@ -1,0 +1,339 @@
+// Interactive C++ harness of the Verilated RnicCore (sim/device.py builds it).
+//
+// A long-running process: it reads one command per line on stdin and answers
+// on stdout (ASCII lines, numbers in hexadecimal without 0x unless noted).
+// The design is clocked only while a command needs it; every clock cycle
+// (step()) drives the queued input beats, takes every output beat (the
+// output streams are always ready), and advances the AXI4-Lite master, so
+// register accesses and traffic overlap like on a board.
+//
+//   greeting             RNIC-SIM 1 width=<W> connections=<N>
+//   R <addr>             register read (AXI4-Lite)        -> OK <value> | ERR <text>
+//   W <addr> <value>     register write (all byte strobes) -> OK | ERR <text>
+//   S <conn> <hex>       queue a TCP segment of <conn> on rx_wire (cut into beats) -> OK
+//   U <conn> <hex>       queue a ULPDU of <conn> on tx_ulpdu (length = its octets) -> OK
+//   RUN [<max> [<idle>]] clock until the input queues are empty and nothing moved for
+//                        <idle> cycles (default 32), at most <max> cycles (decimal;
+//                        default 10^7); then print what came out since the last RUN:
+//                          TX <conn> <hex>                 one run of tx_wire (first..last)
+//                          RX <conn> <crc> <error> <hex|->  one ULPDU of rx_ulpdu (its last
+//                                                           beat's CRC status and error; '-'
+//                                                           for a status/abort beat without octets)
+//                        and end with  OK <cycles run> <total cycles>
+//   C                    cycle count -> OK <total cycles>
+//   Q                    exit
+// A malformed command answers ERR <text> and changes nothing.
+//
+// Lines marked "//@DECLS@" are replaced by sim/device.py with the constants of one build
+// (datapath width, connections, payload layouts).
+
+#include "Vtop.h"
+#include "verilated.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+//@DECLS@
+
+// ---------------------------------------------------------------------------
+// payload access by Verilator port type (as in sim/fast_harness.cpp)
+
+static inline void put(CData& p, const uint32_t* w) { p = (CData)w[0]; }
+static inline void put(SData& p, const uint32_t* w) { p = (SData)w[0]; }
+static inline void put(IData& p, const uint32_t* w) { p = (IData)w[0]; }
+static inline void put(QData& p, const uint32_t* w) { p = (QData)w[0] | ((QData)w[1] << 32); }
+template <std::size_t N>
+static inline void put(VlWide<N>& p, const uint32_t* w) {
+    for (std::size_t i = 0; i < N; ++i) p[i] = w[i];
+}
+static inline void get(const CData& p, uint32_t* w) { w[0] = p; }
+static inline void get(const SData& p, uint32_t* w) { w[0] = p; }
+static inline void get(const IData& p, uint32_t* w) { w[0] = p; }
+static inline void get(const QData& p, uint32_t* w) { w[0] = (uint32_t)p; w[1] = (uint32_t)(p >> 32); }
+template <std::size_t N>
+static inline void get(const VlWide<N>& p, uint32_t* w) {
+    for (std::size_t i = 0; i < N; ++i) w[i] = p[i];
+}
+
+static void set_bits(uint32_t* w, int off, int width, uint64_t v) {
+    for (int i = 0; i < width; ++i) {
+        int b = off + i;
+        uint32_t bit = (uint32_t)((v >> i) & 1u);
+        w[b / 32] = (w[b / 32] & ~(1u << (b % 32))) | (bit << (b % 32));
+    }
+}
+
+static uint64_t get_bits(const uint32_t* w, int off, int width) {
+    uint64_t v = 0;
+    for (int i = 0; i < width; ++i) {
+        int b = off + i;
+        v |= (uint64_t)((w[b / 32] >> (b % 32)) & 1u) << i;
+    }
+    return v;
+}
+
+// octet k of a payload whose data field starts at bit 0
+static inline uint8_t octet(const uint32_t* w, int k) { return (uint8_t)(w[k / 4] >> (8 * (k % 4))); }
+
+static const char HEX[] = "0123456789abcdef";
+
+static std::string to_hex(const std::string& bytes) {
+    std::string out;
+    out.reserve(2 * bytes.size());
+    for (unsigned char c : bytes) {
+        out.push_back(HEX[c >> 4]);
+        out.push_back(HEX[c & 15]);
+    }
+    return out;
+}
+
+static int nibble(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static bool from_hex(const std::string& text, std::string& out) {
+    if (text.size() % 2) return false;
+    out.resize(text.size() / 2);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        out[i] = (char)(hi << 4 | lo);
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------------------
+
+static Vtop* top;
+static uint64_t cycle = 0;
+
+typedef std::vector<uint32_t> Words;
+
+struct InStream {
+    std::deque<Words> queue;
+    Words cur;
+    bool valid = false;
+};
+
+static InStream rxw, txu;                       // rx_wire, tx_ulpdu
+static std::map<int, std::string> txw_acc;      // tx_wire: octets of the open run, per conn
+static std::map<int, std::string> rxu_acc;      // rx_ulpdu: octets of the open ULPDU, per conn
+static std::vector<std::string> pending;        // output lines not yet printed
+
+enum AxiState { AX_IDLE, AX_W, AX_WRESP, AX_R, AX_RDATA, AX_DONE };
+static AxiState ax = AX_IDLE;
+static uint32_t ax_addr = 0, ax_wdata = 0, ax_rdata = 0, ax_resp = 0;
+
+// One clock cycle; true if any beat or bus handshake moved.
+static bool step() {
+    bool act = false;
+    if (!rxw.valid && !rxw.queue.empty()) { rxw.cur = rxw.queue.front(); rxw.queue.pop_front(); rxw.valid = true; }
+    if (!txu.valid && !txu.queue.empty()) { txu.cur = txu.queue.front(); txu.queue.pop_front(); txu.valid = true; }
+    if (rxw.valid) put(top->p_rx_wire_payload, rxw.cur.data());
+    top->p_rx_wire_valid = rxw.valid;
+    if (txu.valid) put(top->p_tx_ulpdu_payload, txu.cur.data());
+    top->p_tx_ulpdu_valid = txu.valid;
+    top->p_tx_wire_ready = 1;
+    top->p_rx_ulpdu_ready = 1;
+    top->p_s_axil_awaddr = ax_addr;
+    top->p_s_axil_araddr = ax_addr;
+    top->p_s_axil_wdata = ax_wdata;
+    top->p_s_axil_wstrb = 0xF;
+    top->p_s_axil_awprot = 0;
+    top->p_s_axil_arprot = 0;
+    top->p_s_axil_awvalid = ax == AX_W;
+    top->p_s_axil_wvalid = ax == AX_W;
+    top->p_s_axil_bready = 1;
+    top->p_s_axil_arvalid = ax == AX_R;
+    top->p_s_axil_rready = 1;
+    top->clk = 0;
+    top->eval();
+
+    if (rxw.valid && top->p_rx_wire_ready) { rxw.valid = false; act = true; }
+    if (txu.valid && top->p_tx_ulpdu_ready) { txu.valid = false; act = true; }
+    if (top->p_tx_wire_valid) {
+        uint32_t w[TXW_NW + 2] = {0};
+        get(top->p_tx_wire_payload, w);
+        int conn = (int)get_bits(w, TXW_CONN_OFF, TXW_CONN_W);
+        int n = (int)get_bits(w, TXW_N_OFF, TXW_N_W);
+        std::string& acc = txw_acc[conn];
+        if (get_bits(w, TXW_FIRST_OFF, 1)) acc.clear();
+        for (int k = 0; k < n; ++k) acc.push_back((char)octet(w, k));
+        if (get_bits(w, TXW_LAST_OFF, 1)) {
+            pending.push_back("TX " + std::to_string(conn) + " " + to_hex(acc));
+            acc.clear();
+        }
+        act = true;
+    }
+    if (top->p_rx_ulpdu_valid) {
+        uint32_t w[RXU_NW + 2] = {0};
+        get(top->p_rx_ulpdu_payload, w);
+        int conn = (int)get_bits(w, RXU_CONN_OFF, RXU_CONN_W);
+        int n = (int)get_bits(w, RXU_N_OFF, RXU_N_W);
+        std::string& acc = rxu_acc[conn];
+        if (get_bits(w, RXU_FIRST_OFF, 1)) acc.clear();
+        for (int k = 0; k < n; ++k) acc.push_back((char)octet(w, k));
+        if (get_bits(w, RXU_LAST_OFF, 1)) {
+            int crc = (int)get_bits(w, RXU_CRC_OFF, RXU_CRC_W);
+            int err = (int)get_bits(w, RXU_ERROR_OFF, RXU_ERROR_W);
+            pending.push_back("RX " + std::to_string(conn) + " " + std::to_string(crc) + " " +
+                              std::to_string(err) + " " + (acc.empty() ? std::string("-") : to_hex(acc)));
+            acc.clear();
+        }
+        act = true;
+    }
+    if (ax == AX_W && top->p_s_axil_awready && top->p_s_axil_wready) { ax = AX_WRESP; act = true; }
+    else if (ax == AX_WRESP && top->p_s_axil_bvalid) { ax_resp = top->p_s_axil_bresp; ax = AX_DONE; act = true; }
+    if (ax == AX_R && top->p_s_axil_arready) { ax = AX_RDATA; act = true; }
+    else if (ax == AX_RDATA && top->p_s_axil_rvalid) {
+        ax_rdata = top->p_s_axil_rdata;
+        ax_resp = top->p_s_axil_rresp;
+        ax = AX_DONE;
+        act = true;
+    }
+
+    top->clk = 1;
+    top->eval();
+    ++cycle;
+    return act;
+}
+
+static bool bus(AxiState start, std::string& err) {
+    ax = start;
+    for (int i = 0; i < 10000 && ax != AX_DONE; ++i) step();
+    bool done = ax == AX_DONE;
+    ax = AX_IDLE;
+    step();                                     // one idle cycle between accesses
+    if (!done) { err = "bus timeout"; return false; }
+    if (ax_resp != 0) { err = "SLVERR"; return false; }
+    return true;
+}
+
+static void queue_octets(InStream& s, int conn, const std::string& data, bool ulpdu) {
+    const int W = W_OCTETS;
+    std::size_t count = (data.size() + W - 1) / W;
+    for (std::size_t i = 0; i < count; ++i) {
+        Words w(ulpdu ? TXU_NW + 2 : RXW_NW + 2, 0);
+        std::size_t base = i * W;
+        int n = (int)std::min<std::size_t>(W, data.size() - base);
+        for (int k = 0; k < n; ++k)
+            w[k / 4] |= (uint32_t)(uint8_t)data[base + k] << (8 * (k % 4));
+        if (ulpdu) {
+            set_bits(w.data(), TXU_N_OFF, TXU_N_W, (uint64_t)n);
+            set_bits(w.data(), TXU_FIRST_OFF, 1, i == 0);
+            set_bits(w.data(), TXU_LAST_OFF, 1, i + 1 == count);
+            set_bits(w.data(), TXU_CONN_OFF, TXU_CONN_W, (uint64_t)conn);
+            set_bits(w.data(), TXU_LENGTH_OFF, TXU_LENGTH_W, (uint64_t)data.size());
+        } else {
+            set_bits(w.data(), RXW_N_OFF, RXW_N_W, (uint64_t)n);
+            set_bits(w.data(), RXW_FIRST_OFF, 1, i == 0);
+            set_bits(w.data(), RXW_LAST_OFF, 1, i + 1 == count);
+            set_bits(w.data(), RXW_CONN_OFF, RXW_CONN_W, (uint64_t)conn);
+        }
+        s.queue.push_back(w);
+    }
+}
+
+static void answer(const std::string& line) {
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+}
+
+static bool parse_u64(const std::string& text, uint64_t& v, int base) {
+    if (text.empty()) return false;
+    char* end = nullptr;
+    v = std::strtoull(text.c_str(), &end, base);
+    return end && *end == '\0';
+}
+
+int main(int argc, char** argv) {
+    VerilatedContext* ctx = new VerilatedContext;
+    ctx->commandArgs(argc, argv);
+    top = new Vtop{ctx, "top"};
+    ax = AX_IDLE;
+    top->rst = 1;
+    for (int i = 0; i < 4; ++i) step();
+    top->rst = 0;
+    cycle = 0;
+    pending.clear();
+    std::printf("RNIC-SIM 1 width=%d connections=%d\n", W_OCTETS, CONNECTIONS);
+    std::fflush(stdout);
+
+    std::string line;
+    while (std::getline(std::cin, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        std::vector<std::string> f;
+        std::size_t pos = 0;
+        while (pos < line.size()) {
+            std::size_t sp = line.find(' ', pos);
+            if (sp == std::string::npos) sp = line.size();
+            if (sp > pos) f.push_back(line.substr(pos, sp - pos));
+            pos = sp + 1;
+        }
+        if (f.empty()) { answer("ERR empty command"); std::fflush(stdout); continue; }
+        const std::string& cmd = f[0];
+        uint64_t a = 0, b = 0;
+        std::string err;
+        if (cmd == "Q") {
+            break;
+        } else if (cmd == "R" && f.size() == 2 && parse_u64(f[1], a, 16)) {
+            ax_addr = (uint32_t)a;
+            if (bus(AX_R, err)) {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, "OK %08x", ax_rdata);
+                answer(buf);
+            } else {
+                answer("ERR " + err);
+            }
+        } else if (cmd == "W" && f.size() == 3 && parse_u64(f[1], a, 16) && parse_u64(f[2], b, 16)
+                   && b <= 0xFFFFFFFFull) {
+            ax_addr = (uint32_t)a;
+            ax_wdata = (uint32_t)b;
+            answer(bus(AX_W, err) ? "OK" : "ERR " + err);
+        } else if ((cmd == "S" || cmd == "U") && f.size() == 3 && parse_u64(f[1], a, 10)) {
+            std::string data;
+            if (a >= (uint64_t)CONNECTIONS) answer("ERR connection out of range");
+            else if (!from_hex(f[2], data) || data.empty()) answer("ERR bad octets");
+            else if (cmd == "U" && data.size() > 65535) answer("ERR ULPDU longer than 65535 octets");
+            else {
+                queue_octets(cmd == "S" ? rxw : txu, (int)a, data, cmd == "U");
+                answer("OK");
+            }
+        } else if (cmd == "RUN" && f.size() <= 3) {
+            uint64_t max = 10000000, idle = 32;
+            if ((f.size() > 1 && !parse_u64(f[1], max, 10)) || (f.size() > 2 && !parse_u64(f[2], idle, 10))) {
+                answer("ERR bad number");
+            } else {
+                uint64_t start = cycle, quiet = 0;
+                while (cycle - start < max) {
+                    bool busy = !rxw.queue.empty() || rxw.valid || !txu.queue.empty() || txu.valid;
+                    bool act = step();
+                    quiet = (act || busy) ? 0 : quiet + 1;
+                    if (quiet >= idle) break;
+                }
+                for (const std::string& p : pending) answer(p);
+                pending.clear();
+                answer("OK " + std::to_string(cycle - start) + " " + std::to_string(cycle));
+            }
+        } else if (cmd == "C" && f.size() == 1) {
+            answer("OK " + std::to_string(cycle));
+        } else {
+            answer("ERR bad command (R ADDR | W ADDR VALUE | S CONN HEX | U CONN HEX | RUN [MAX [IDLE]] | C | Q)");
+        }
+        std::fflush(stdout);
+    }
+    top->final();
+    delete top;
+    delete ctx;
+    return 0;
+}

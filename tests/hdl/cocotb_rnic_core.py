@@ -1,0 +1,425 @@
+"""cocotb side of tests/hdl/test_rnic_core.py: RnicCore under cocotbext-axi's AxiLiteMaster.
+
+Everything goes through the registers (host.regmap names, host.regs encode/decode);
+the expected wire octets, marker counts and errors come from the model (host.fpdu).
+"""
+
+import random
+
+import cocotb
+from cocotb.triggers import RisingEdge
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
+
+from hdl.beat import OctetBeat
+from hdl.mpa_rx import MpaRxBeat
+from hdl.mpa_tx import MpaTxBeat
+from host import regs
+from host.errors import ErrorInfo, Layer, MpaError
+from host.fpdu import FpduDecoder, FpduEncoder, FpduError
+from host.regmap import MAGIC, VERSION_MAJOR, VERSION_MINOR, ConnState, DpCrc, DpError
+from sim.streams import TB, bytes_to_beats
+
+
+def origin_of(phase):
+    return (-phase) % 512
+
+
+def ulpdu(rng, length, tagged=None):
+    """A ULPDU whose first octet announces a DDP header it is long enough for."""
+    if tagged is None:
+        tagged = length < 18 or rng.random() < 0.5
+    body = bytes(rng.getrandbits(8) for _ in range(length - 1))
+    return bytes([0xC1 if tagged else 0x41]) + body
+
+
+def info_of(error):
+    """The ErrorInfo (layer, etype, ecode) the model reports for a deframer error code."""
+    return {DpError.CRC: (Layer.LLP, 0, MpaError.CRC), DpError.MARKER: (Layer.LLP, 0, MpaError.MARKER),
+            DpError.TOO_LONG: (Layer.DDP, 0, 0), DpError.TOO_SHORT: (Layer.DDP, 0, 0)}[error]
+
+
+class CoreTB(TB):
+    def __init__(self, dut):
+        super().__init__(dut)
+        p = self.params
+        self.W, self.N = p["width"], p["connections"]
+        self.beat = OctetBeat(width=self.W, connections=self.N)
+        self.rx_src = self.source("rx_wire", self.beat)
+        self.tx_src = self.source("tx_ulpdu", MpaTxBeat(width=self.W, connections=self.N))
+        self.tx_snk = self.sink("tx_wire", self.beat)
+        self.rx_snk = self.sink("rx_ulpdu", MpaRxBeat(width=self.W, connections=self.N))
+
+    async def start(self):
+        await self.reset()
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(self.dut, "s_axil_"), self.clk, self.rst)
+        self.axil.write_if.log.setLevel("WARNING")
+        self.axil.read_if.log.setLevel("WARNING")
+        await self.wait_field("STATUS", "READY", 1)
+
+    # -- registers by name
+    async def rd(self, name):
+        r = await self.axil.read(regs.reg(name).addr, 4)
+        assert r.resp == AxiResp.OKAY, name
+        return int.from_bytes(r.data, "little")
+
+    async def wr(self, name, value=0, /, **fields):
+        word = regs.encode(name, value, **fields)
+        r = await self.axil.write(regs.reg(name).addr, word.to_bytes(4, "little"))
+        assert r.resp == AxiResp.OKAY, name
+
+    async def fields(self, name):
+        return regs.decode(name, await self.rd(name))
+
+    async def wait_field(self, name, field, want, limit=5000):
+        for _ in range(limit):
+            if (await self.fields(name))[field.lower()] == want:
+                return
+        raise AssertionError(f"{name}.{field} never became {want}")
+
+    async def program(self, conn, *, tx, rx, state=ConnState.RTS):
+        await self.wr("CONN_SEL", conn=conn)
+        for name, dct in (("CTX_TX", tx), ("CTX_RX", rx)):
+            await self.wr(name, markers=dct["markers"], crc=dct["crc"], phase=dct["phase"],
+                          mulpdu=dct.get("mulpdu", 0))
+        await self.wr("CTX_STATE", state=state)
+        await self.wr("CTX_CMD", commit=1)
+        await self.wait_field("CTX_STATUS", "BUSY", 0)
+
+    async def conn_status(self, conn):
+        await self.wr("CONN_SEL", conn=conn)
+        return {**(await self.fields("CTX_STATUS")), **(await self.fields("CTX_ERROR"))}
+
+    async def counters(self):
+        out = {}
+        for name in ("RX_FPDUS", "RX_CRC_ERRORS", "RX_MARKER_ERRORS", "RX_LENGTH_ERRORS", "TX_FPDUS",
+                     "TX_MARKERS", "ERR_COUNT"):
+            out[name.lower()] = await self.rd(name)
+        for name in ("RX_OCTETS", "TX_OCTETS"):
+            out[name.lower()] = await self.rd(name + "_HI") << 32 | await self.rd(name + "_LO")
+        return out
+
+    # -- the data port
+    async def dp_send(self, conn, data):
+        words = -(-len(data) // 4)
+        assert (await self.fields("DP_TX_STATUS"))["free"] >= words
+        padded = data + bytes(4 * words - len(data))
+        for k in range(words):
+            await self.wr("DP_TX_DATA", int.from_bytes(padded[4 * k:4 * k + 4], "little"))
+        await self.wr("DP_TX_CONN", conn=conn)
+        await self.wr("DP_TX_LEN", len=len(data))
+        await self.wr("DP_TX_CMD", send=1)
+
+    async def dp_recv(self, limit=400):
+        """(conn, octets, crc, error) of the next ULPDU of the sink (waits), popped."""
+        for _ in range(limit):
+            st = await self.fields("DP_RX_STATUS")
+            if st["valid"]:
+                break
+        else:
+            raise AssertionError("no ULPDU in the data port")
+        conn = (await self.fields("DP_RX_CONN"))["conn"]
+        out = bytearray()
+        words = -(-st["len"] // 4)
+        for k in range(words):
+            out += (await self.rd("DP_RX_DATA")).to_bytes(4, "little")
+            if k < words - 1:
+                await self.wr("DP_RX_CMD", next=1)
+        await self.wr("DP_RX_CMD", pop=1)
+        return conn, bytes(out[:st["len"]]), DpCrc(st["crc"]), DpError(st["error"])
+
+    async def wait_quiet(self, cycles=64):
+        await self.cycles(cycles)
+
+
+@cocotb.test()
+async def identity_reset_enable(dut):
+    """ID/VERSION/CAPS from the build; READY after the reset sweep; soft reset and READY;
+    ENABLE 0 holds the inputs."""
+    tb = CoreTB(dut)
+    await tb.start()
+    assert await tb.rd("ID") == MAGIC
+    assert await tb.fields("VERSION") == {"minor": VERSION_MINOR, "major": VERSION_MAJOR, "width": tb.W}
+    assert (await tb.fields("CAPS"))["connections"] == tb.N
+    assert await tb.fields("DP_TX_STATUS") == {"busy": 0, "free": tb.params["dp_depth"]}
+    assert (await tb.fields("DP_RX_STATUS"))["valid"] == 0
+    for conn in (0, tb.N - 1):
+        st = await tb.conn_status(conn)
+        assert st["state"] == ConnState.IDLE and st["error"] == 0 and st["busy"] == 0
+    # CONN_SEL out of range: COMMIT ignored, status reads IDLE
+    await tb.wr("CONN_SEL", conn=tb.N)
+    await tb.wr("CTX_STATE", state=ConnState.RTS)
+    await tb.wr("CTX_CMD", commit=1)
+    assert (await tb.fields("CTX_STATUS"))["busy"] == 0
+    # enable off: the framer input is held
+    await tb.wr("CTRL", enable=0)
+    tb.tx_src.append({"data": 0x41, "n": 1, "first": 1, "last": 1, "conn": 0, "length": 1})
+    await tb.cycles(30)
+    assert tb.tx_src.sent == 0
+    await tb.wr("CTRL", enable=1)
+    await tb.tx_src.wait_idle()
+    # soft reset: READY drops while the contexts are rewritten, the bank keeps its values
+    await tb.wr("SCRATCH", 0x1234)
+    await tb.program(3, tx=dict(markers=1, crc=1, phase=8), rx=dict(markers=1, crc=1, phase=8, mulpdu=100))
+    assert (await tb.conn_status(3))["state"] == ConnState.RTS
+    await tb.wr("CTRL", enable=1, soft_reset=1)
+    assert (await tb.fields("STATUS"))["ready"] == 0
+    await tb.wait_field("STATUS", "READY", 1)
+    assert (await tb.conn_status(3))["state"] == ConnState.IDLE
+    assert await tb.rd("SCRATCH") == 0x1234 and (await tb.fields("CTRL"))["enable"] == 1
+    c = await tb.counters()
+    assert c["tx_fpdus"] == 0 and c["tx_octets"] == 0
+
+
+@cocotb.test()
+async def loopback_two_connections(dut):
+    """Two connections programmed through registers (markers+CRC with a phase, and plain),
+    ULPDUs looped back through the data port: ULPDUs and status as sent, counters as the model,
+    a WAIT_RX connection opens (RTS) on its first ULPDU."""
+    tb = CoreTB(dut)
+    await tb.start()
+    rng = random.Random(tb.rng.getrandbits(32))
+    cfg = {1: dict(markers=1, crc=1, phase=476, mulpdu=2000),
+           tb.N - 2: dict(markers=0, crc=0, phase=0, mulpdu=2000)}
+    await tb.program(1, tx=cfg[1], rx=cfg[1], state=ConnState.RTS)
+    await tb.program(tb.N - 2, tx=cfg[tb.N - 2], rx=cfg[tb.N - 2], state=ConnState.WAIT_RX)
+    assert (await tb.conn_status(tb.N - 2))["state"] == ConnState.WAIT_RX
+    await tb.wr("DP_CTRL", loopback=1, source=1, sink=1)
+    await tb.wr("CTRL", enable=1, clear_counters=1)
+    enc = {c: FpduEncoder(markers=bool(d["markers"]), crc=bool(d["crc"]), marker_origin=origin_of(d["phase"]))
+           for c, d in cfg.items()}
+    markers = 0
+    octets = 0
+    sent = []
+    lengths = [14, 18, 19, 20, 21, 510, 507, 300, 33, 64]
+    for i, n in enumerate(lengths):
+        conn = list(cfg)[i % 2]
+        data = ulpdu(rng, n, tagged=n < 18 or None)
+        sent.append((conn, data))
+        markers += len(enc[conn].layout(n).markers)
+        octets += len(enc[conn].encode(data))
+        await tb.dp_send(conn, data)
+        got = await tb.dp_recv()
+        crc_want = DpCrc.OK if cfg[conn]["crc"] else DpCrc.UNCHECKED
+        assert got == (conn, data, crc_want, DpError.NONE), (i, got[0], len(got[1]), got[2:])
+    assert len(tb.tx_snk) == 0 and len(tb.rx_snk) == 0            # the ports stayed idle
+    c = await tb.counters()
+    assert c == {"rx_fpdus": len(sent), "rx_crc_errors": 0, "rx_marker_errors": 0, "rx_length_errors": 0,
+                 "tx_fpdus": len(sent), "tx_markers": markers, "err_count": 0,
+                 "rx_octets": octets, "tx_octets": octets}, c
+    assert markers > 0
+    assert (await tb.conn_status(tb.N - 2))["state"] == ConnState.RTS      # fence opened
+    assert (await tb.conn_status(1))["state"] == ConnState.RTS
+    await tb.wr("CTRL", enable=1, clear_counters=1)
+    assert all(v == 0 for v in (await tb.counters()).values())
+
+
+@cocotb.test()
+async def tx_port_matches_model(dut):
+    """tx_ulpdu -> tx_wire (LOOPBACK off) on three connections, interleaved at ULPDU granularity,
+    with back-pressure: each connection's octets are the model's FPDUs; TX_MARKERS as the model."""
+    tb = CoreTB(dut)
+    await tb.start()
+    rng = random.Random(tb.rng.getrandbits(32))
+    tb.tx_snk.backpressure_prob = 0.3
+    tb.tx_src.idle_prob = 0.2
+    cfg = {0: dict(markers=1, crc=1, phase=0), 2: dict(markers=1, crc=0, phase=500),
+           5: dict(markers=0, crc=1, phase=0)}
+    for conn, d in cfg.items():
+        await tb.program(conn, tx=d, rx=d)
+    await tb.wr("DP_CTRL", 0)
+    await tb.wr("CTRL", enable=1, clear_counters=1)
+    enc = {c: FpduEncoder(markers=bool(d["markers"]), crc=bool(d["crc"]), marker_origin=origin_of(d["phase"]))
+           for c, d in cfg.items()}
+    want = {c: bytearray() for c in cfg}
+    markers = 0
+    count = 0
+    for _ in range(24):
+        conn = rng.choice(list(cfg))
+        n = rng.choice([14, 18, 25, 100, 509, 700, rng.randrange(18, 1200)])
+        data = ulpdu(rng, n)
+        markers += len(enc[conn].layout(n).markers)
+        want[conn] += enc[conn].encode(data)
+        tb.tx_src.extend(bytes_to_beats(data, tb.W, conn=conn, length=n))
+        count += 1
+    await tb.tx_src.wait_idle()
+    total = sum(len(v) for v in want.values())
+    got = {c: bytearray() for c in cfg}
+    seen = 0
+    for _ in range(20000):
+        await RisingEdge(tb.clk)
+        while len(tb.tx_snk):
+            b = tb.tx_snk.get_nowait()
+            got[b["conn"]] += (b["data"] & ((1 << (8 * b["n"])) - 1)).to_bytes(b["n"], "little")
+            seen += b["n"]
+        if seen >= total:
+            break
+    for c in cfg:
+        assert bytes(got[c]) == bytes(want[c]), c
+    c = await tb.counters()
+    assert c["tx_fpdus"] == count and c["tx_markers"] == markers and c["tx_octets"] == total
+
+
+async def _drive_segments(tb, conn, wire, rng):
+    """``wire`` into rx_wire as TCP segments of random sizes (cut anywhere)."""
+    pos = 0
+    while pos < len(wire):
+        n = min(len(wire) - pos, rng.choice([1, 3, 7, 64, 200, 1500]))
+        tb.rx_src.extend(bytes_to_beats(wire[pos:pos + n], tb.W, conn=conn))
+        pos += n
+    await tb.rx_src.wait_idle()
+
+
+async def _collect(tb, want_units, limit=4000):
+    beats = []
+    units = 0
+    for _ in range(limit):
+        await RisingEdge(tb.clk)
+        while len(tb.rx_snk):
+            b = tb.rx_snk.get_nowait()
+            beats.append(b)
+            units += b["last"]
+        if units >= want_units:
+            break
+    return beats
+
+
+def _ulpdus(beats):
+    """[(conn, octets, crc, error)] from rx_ulpdu beats (status beats included)."""
+    out, cur = [], {}
+    for b in beats:
+        if b["first"]:
+            cur[b["conn"]] = bytearray()
+        n = b["n"]
+        cur[b["conn"]] += (b["data"] & ((1 << (8 * n)) - 1)).to_bytes(n, "little") if n else b""
+        if b["last"]:
+            out.append((b["conn"], bytes(cur.pop(b["conn"])), DpCrc(b["crc"]), DpError(b["error"])))
+    return out
+
+
+@cocotb.test()
+async def rx_errors_and_capture(dut):
+    """rx_wire driven by the testbench (LOOPBACK off): a corrupted octet gives a CRC error
+    (status on the last beat, as the model), ERR_* capture, CTX_ERROR and ERROR state; a second
+    error sets OVERFLOW only; W1C clears; a marker and a length error are captured after that."""
+    tb = CoreTB(dut)
+    await tb.start()
+    rng = random.Random(tb.rng.getrandbits(32))
+    tb.rx_snk.backpressure_prob = 0.2
+    await tb.wr("DP_CTRL", 0)
+    await tb.wr("CTRL", enable=1, clear_counters=1)
+    d4 = dict(markers=1, crc=1, phase=132, mulpdu=4000)
+    await tb.program(4, tx=d4, rx=d4)
+    enc = FpduEncoder(markers=True, crc=True, marker_origin=origin_of(132))
+    data = [ulpdu(rng, n) for n in (40, 700, 60)]
+    fpdus = [enc.encode(u) for u in data]
+    wire = bytearray(b"".join(fpdus))
+    hit = len(fpdus[0]) + 300                     # inside the second FPDU
+    wire[hit] ^= 0x10
+    model = FpduDecoder(markers=True, crc=True, marker_origin=origin_of(132), mulpdu=4000)
+    results = model.feed(bytes(wire))
+    assert isinstance(results[-1], FpduError) and results[-1].info.ecode == MpaError.CRC
+    await _drive_segments(tb, 4, bytes(wire), rng)
+    got = _ulpdus(await _collect(tb, 2))
+    assert got[0] == (4, data[0], DpCrc.OK, DpError.NONE)
+    corrupt = bytearray(data[1])
+    # the octets were passed on as received (markers removed): the flipped one is in the ULPDU
+    assert got[1][0] == 4 and got[1][2:] == (DpCrc.BAD, DpError.CRC) and len(got[1][1]) == len(data[1])
+    assert sum(a != b for a, b in zip(got[1][1], corrupt)) == 1
+    assert len(got) == 2
+    await tb.cycles(50)
+    assert len(tb.rx_snk) == 0                    # nothing more on that connection
+    assert await tb.fields("ERR_STATUS") == {"pending": 1, "overflow": 0}
+    assert (await tb.fields("ERR_CONN")) == {"conn": 4, "tx": 0}
+    want = info_of(DpError.CRC)
+    assert await tb.fields("ERR_INFO") == {"layer": want[0], "etype": want[1], "ecode": want[2]}
+    st = await tb.conn_status(4)
+    assert (st["state"], st["error"], st["layer"], st["ecode"]) == \
+        (ConnState.ERROR, 1, Layer.LLP, MpaError.CRC)
+    c = await tb.counters()
+    assert (c["rx_fpdus"], c["rx_crc_errors"], c["err_count"], c["rx_octets"]) == (2, 1, 1, len(wire))
+
+    # a length error (ULPDU_Length above MULPDU) on connection 6 while PENDING: OVERFLOW only
+    d6 = dict(markers=0, crc=1, phase=0, mulpdu=100)
+    await tb.program(6, tx=d6, rx=d6)
+    enc6 = FpduEncoder(markers=False, crc=True)
+    long_one = ulpdu(rng, 101)
+    model6 = FpduDecoder(markers=False, crc=True, mulpdu=100).feed(enc6.encode(long_one))
+    assert model6[0].info.layer == Layer.DDP
+    await _drive_segments(tb, 6, enc6.encode(long_one), rng)
+    got = _ulpdus(await _collect(tb, 1))
+    assert got == [(6, b"", DpCrc.UNCHECKED, DpError.TOO_LONG)]
+    assert await tb.fields("ERR_STATUS") == {"pending": 1, "overflow": 1}
+    assert (await tb.fields("ERR_CONN"))["conn"] == 4
+    assert (await tb.fields("ERR_INFO"))["ecode"] == MpaError.CRC
+    assert await tb.rd("ERR_COUNT") == 2 and await tb.rd("RX_LENGTH_ERRORS") == 1
+    st = await tb.conn_status(6)
+    assert (st["state"], st["layer"], st["etype"], st["ecode"]) == (ConnState.ERROR, Layer.DDP, 0, 0)
+
+    # W1C: clear both; then a marker error on connection 4 (recommitted) is captured
+    await tb.wr("ERR_STATUS", pending=1, overflow=1)
+    assert await tb.fields("ERR_STATUS") == {"pending": 0, "overflow": 0}
+    await tb.program(4, tx=d4, rx=d4)
+    assert (await tb.conn_status(4))["error"] == 0
+    enc = FpduEncoder(markers=True, crc=False, marker_origin=origin_of(132))
+    d4c = dict(d4, crc=0)
+    await tb.program(4, tx=d4c, rx=d4c)
+    fp = bytearray(enc.encode(ulpdu(rng, 600)))
+    lay = FpduEncoder(markers=True, crc=False, marker_origin=origin_of(132)).layout(600)
+    lay_markers = [m for m, _ in lay.markers]
+    fp[lay_markers[0] + 3] ^= 0x40                 # FPDUPTR off by 0x40
+    res = FpduDecoder(markers=True, crc=False, marker_origin=origin_of(132), mulpdu=4000).feed(bytes(fp))
+    assert res[-1].info == ErrorInfo.mpa(MpaError.MARKER, res[-1].info.text)
+    await _drive_segments(tb, 4, bytes(fp), rng)
+    got = _ulpdus(await _collect(tb, 1))
+    assert got[0][0] == 4 and got[0][2:] == (DpCrc.UNCHECKED, DpError.MARKER)
+    assert await tb.fields("ERR_STATUS") == {"pending": 1, "overflow": 0}
+    assert await tb.fields("ERR_INFO") == {"layer": Layer.LLP, "etype": 0, "ecode": MpaError.MARKER}
+    assert await tb.rd("RX_MARKER_ERRORS") == 1 and await tb.rd("ERR_COUNT") == 3
+    # the interrupt line follows ERR_STATUS.PENDING when enabled
+    assert int(dut.irq.value) == 0
+    await tb.wr("INT_ENABLE", err=1)
+    await tb.cycles(2)
+    assert int(dut.irq.value) == 1
+    await tb.wr("ERR_STATUS", pending=1)
+    await tb.cycles(2)
+    assert int(dut.irq.value) == 0
+
+
+@cocotb.test()
+async def rx_data_port_words(dut):
+    """The sink through rx_wire segments: two connections, POP without reading, NEXT/POP,
+    length status reports, DP_RX_DATA zero past LEN."""
+    tb = CoreTB(dut)
+    await tb.start()
+    rng = random.Random(tb.rng.getrandbits(32))
+    await tb.wr("DP_CTRL", sink=1)
+    await tb.wr("CTRL", enable=1)
+    d = dict(markers=1, crc=1, phase=0, mulpdu=1000)
+    for conn in (7, 8):
+        await tb.program(conn, tx=d, rx=d)
+    enc = {conn: FpduEncoder(markers=True, crc=True) for conn in (7, 8)}
+    first = ulpdu(rng, 61)
+    second = ulpdu(rng, 130)
+    third = ulpdu(rng, 23)
+    await _drive_segments(tb, 7, enc[7].encode(first), rng)
+    await _drive_segments(tb, 8, enc[8].encode(second), rng)
+    await _drive_segments(tb, 7, enc[7].encode(third), rng)
+    await tb.cycles(40)
+    st = await tb.fields("DP_RX_STATUS")
+    assert (st["valid"], st["len"], st["crc"], st["error"]) == (1, 61, DpCrc.OK, DpError.NONE)
+    await tb.wr("DP_RX_CMD", pop=1)                   # drop it unread
+    assert await tb.dp_recv() == (8, second, DpCrc.OK, DpError.NONE)
+    # read 2 words of the third, then the last word: octets past LEN read 0
+    w = []
+    for _ in range(6):
+        w.append(await tb.rd("DP_RX_DATA"))
+        await tb.wr("DP_RX_CMD", next=1)
+    assert b"".join(x.to_bytes(4, "little") for x in w)[:23] == third
+    assert w[5] >> 24 == 0 and (await tb.fields("DP_RX_STATUS"))["valid"] == 1
+    await tb.wr("DP_RX_CMD", pop=1)
+    await tb.cycles(4)
+    assert (await tb.fields("DP_RX_STATUS"))["valid"] == 0
+    # a too-short ULPDU_Length: a status report without octets
+    await _drive_segments(tb, 8, FpduEncoder(markers=True, crc=True, offset=enc[8].offset).encode(
+        bytes([0x41]) + bytes(9)), rng)
+    assert await tb.dp_recv() == (8, b"", DpCrc.UNCHECKED, DpError.TOO_SHORT)
