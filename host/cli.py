@@ -12,8 +12,13 @@ import click
 
 __all__ = ["main", "cli", "ENGINES"]
 
-#: Engines that ``rnic encode``/``rnic decode`` can run on.
-ENGINES = ("model",)
+#: Engines that ``rnic encode``/``rnic decode`` can run on: the Python model (host.fpdu)
+#: or the Verilated gateware (hdl.mpa_rx / hdl.mpa_tx through sim.mpa_engine).
+ENGINES = ("model", "rtl")
+
+#: Boards of ``rnic build`` (the keys of hdl.board_top.BOARDS; kept here so that the CLI
+#: starts without importing Amaranth; tests check that the two agree).
+_BOARD_NAMES = ("versa_ecp5", "ecpix5", "ecpix5_45")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_PROTOCOL = 0, 1, 2, 3
 
@@ -67,7 +72,10 @@ def cli():
       rnic listen --port 7000 --once         # accept one MPA connection, serve it
       rnic connect 127.0.0.1:7000 --send 68656c6c6f --read 4 --stag 0x1000
       rnic status --device model             # register view of a device
+      rnic status --device uart:/dev/ttyUSB1 # a board running the bitstream, over its UART
+      rnic build --board versa_ecp5          # bitstream and fmax/resource report
     """
+    from . import transport_uart  # noqa: F401 - registers the uart:PATH[@BAUD] device kind
 
 
 @cli.command()
@@ -81,8 +89,10 @@ def cli():
 @click.option("--strict", is_flag=True,
               help="Also reject DDP/RDMAP versions other than 1 and unknown opcodes.")
 @click.option("--engine", type=click.Choice(ENGINES), default="model", show_default=True,
-              help="What does the decoding.")
-def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine):
+              help="What does the decoding: the Python model, or the RTL deframer on Verilator.")
+@click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default=None,
+              help="Datapath width W of --engine rtl (default 8); an error with other engines.")
+def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
     """Decode one direction of an MPA connection into FPDUs.
 
     FILE (default: standard input) holds the TCP payload octets of one
@@ -91,14 +101,19 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine):
     payload. On the first protocol error prints {"offset", "error": {layer,
     etype, ecode, text}}, stops and exits with status 3.
 
+    --engine rtl runs the Verilated RX deframer (hdl/mpa_rx.py) instead of the
+    model, fed in TCP segments of random sizes; it prints the same lines.
+
     \b
     Examples:
       rnic decode capture.bin --markers
       rnic decode --no-crc < stream.bin | jq .rdmap.name
+      rnic decode capture.bin --markers --engine rtl --width 16
     """
     from .fpdu import FpduDecoder, FpduError
     from .dissect import ulpdu_to_json
 
+    width = _engine_width(engine, width)
     out = click.get_text_stream("stdout")
     dec = FpduDecoder(markers=markers, crc=not no_crc, marker_origin=marker_origin,
                       mulpdu=mulpdu)
@@ -124,6 +139,14 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine):
             _emit(obj, out)
         return True
 
+    if engine == "rtl":
+        items = _decode_rtl(file, markers=markers, crc=not no_crc, marker_origin=marker_origin,
+                            mulpdu=mulpdu, width=width)
+        if items is None:
+            return EXIT_FAILURE
+        if not report(items):
+            sys.exit(EXIT_PROTOCOL)
+        return EXIT_OK
     try:
         while True:
             chunk = file.read(_CHUNK)
@@ -148,21 +171,31 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine):
 @click.option("-o", "--output", type=click.File("wb"), default="-",
               help="Where to write the FPDU stream (default: standard output).")
 @click.option("--engine", type=click.Choice(ENGINES), default="model", show_default=True,
-              help="What does the framing.")
-def encode(file, markers, no_crc, marker_origin, output, engine):
+              help="What does the framing: the Python model, or the RTL framer on Verilator.")
+@click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default=None,
+              help="Datapath width W of --engine rtl (default 8); an error with other engines.")
+def encode(file, markers, no_crc, marker_origin, output, engine, width):
     """Frame ULPDUs given as JSON lines into an MPA FPDU stream.
 
     Each input line is an object of the shape `rnic decode` prints (its
     ddp, rdmap and payload keys are used, others ignored).
 
+    --engine rtl frames them on the Verilated TX framer (hdl/mpa_tx.py)
+    instead of the model; the octets are the same.
+
     \b
     Examples:
       rnic encode msgs.jsonl -o stream.bin --markers
       rnic decode a.bin | rnic encode --markers > b.bin
+      rnic encode msgs.jsonl --markers --engine rtl --width 4 -o stream.bin
     """
     from .fpdu import FpduEncoder
     from .dissect import ulpdu_from_json
 
+    width = _engine_width(engine, width)
+    if engine == "rtl":
+        return _encode_rtl(file, output, markers=markers, crc=not no_crc,
+                           marker_origin=marker_origin, width=width)
     enc = FpduEncoder(markers=markers, crc=not no_crc, marker_origin=marker_origin)
     for lineno, line in enumerate(file, 1):
         if not line.strip():
@@ -928,6 +961,282 @@ def serve(port, host, device, once, as_json):
             server.serve(once=once)
     return EXIT_OK
 
+
+
+# -- rnic build ----------------------------------------------------------------------------
+
+def _int_list(ctx, param, value):
+    try:
+        items = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma list of integers") from None
+    if not items:
+        raise click.BadParameter("empty list")
+    return items
+
+
+def _progress_printer():
+    """Progress lines on stderr when it is a terminal; nothing when piped."""
+    if not sys.stderr.isatty():
+        return None
+    import time as _time
+    start = _time.monotonic()
+
+    def say(text):
+        click.echo(f"[{_time.monotonic() - start:6.0f} s] {text}", err=True)
+    return say
+
+
+@cli.command("build")
+@click.option("--board", type=click.Choice(_BOARD_NAMES), default="versa_ecp5", show_default=True,
+              help="Target board (amaranth-boards platform).")
+@click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default="8", show_default=True,
+              help="Datapath width W in octets.")
+@click.option("--connections", type=click.IntRange(1, 65535), default=16, show_default=True,
+              help="Connection contexts.")
+@click.option("--freq", type=click.FloatRange(10, 400), default=125.0, show_default=True,
+              help="Core clock target in MHz (made by the PLL; the timing constraint).")
+@click.option("--baud", type=click.IntRange(1200, 12_000_000), default=115200, show_default=True,
+              help="UART rate of the register bridge.")
+@click.option("--core", "core", type=click.Choice(["auto", "interim", "rnic"]), default="auto",
+              show_default=True,
+              help="auto: RnicCore if hdl/rnic_core.py exists, else the interim core "
+                   "(register bank + MPA TX framer).")
+@click.option("--top", type=click.Choice(["board", "core"]), default="board", show_default=True,
+              help="board: the full board top (PLL, UART bridge, PHY pins, LEDs); core: the core "
+                   "alone in a benchmark harness.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=1, show_default=True,
+              help="nextpnr placement seed.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Directory for the products (default build/<board>-w<W>-c<N>-<top>; "
+                   "with --sweep build/sweep-<board>).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the report).")
+@click.option("--allow-timing-fail", is_flag=True,
+              help="Exit 0 even if a clock misses its constraint (the report says so).")
+@click.option("--nextpnr-opts", default="", metavar="OPTS",
+              help="Extra nextpnr-ecp5 options (e.g. \"--router router2 --tmg-ripup\").")
+@click.option("--sweep", is_flag=True,
+              help="Benchmark: the core alone at W = 4, 8, 16 and 16, 1024 connections; writes "
+                   "sweep.md and sweep.json (ignores --width/--connections/--top).")
+@click.option("--sweep-widths", default="4,8,16", show_default=True, callback=_int_list,
+              help="Widths of --sweep.")
+@click.option("--sweep-connections", default="16,1024", show_default=True, callback=_int_list,
+              help="Connection counts of --sweep.")
+def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, as_json,
+              allow_timing_fail, nextpnr_opts, sweep, sweep_widths, sweep_connections):
+    """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
+
+    Elaborates the board top (or the core alone), runs Amaranth's build
+    script with the YoWASP tools of this environment, and reports per clock
+    domain the fmax against the constraint, LUT4/FF/block RAM/DSP use and
+    share of the device, and the seconds per stage. Exits 1 when timing is
+    not met, unless --allow-timing-fail. Progress goes to stderr on a
+    terminal. The bitstream is OUT/top.bit; OUT/report.json holds the report.
+
+    \b
+    Examples:
+      rnic build --board versa_ecp5                    # W=8, 16 connections, 125 MHz
+      rnic build --board ecpix5 --width 4 --json
+      rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
+      rnic build --top core --width 16 --out /tmp/w16  # the core alone
+      rnic build --sweep                               # benchmark table (takes a while)
+    """
+    from .build import BuildConfig, BuildError, TimingFailure, ToolMissing, build, sweep as run_sweep
+    say = _progress_printer()
+    if sweep:
+        unsupported = [w for w in sweep_widths if w not in (4, 8, 16, 32)]
+        if unsupported:
+            raise click.BadParameter(f"widths must be 4, 8, 16 or 32, not {unsupported[0]}",
+                                     param_hint="--sweep-widths")
+        try:
+            rows, paths = run_sweep(board=board, widths=sweep_widths,
+                                    connections=sweep_connections, freq_mhz=freq, core=core,
+                                    seed=seed, out_dir=out_dir, progress=say,
+                                    nextpnr_opts=nextpnr_opts)
+        except BuildError as e:
+            return _fail(str(e))
+        if as_json:
+            _emit({"rows": rows, "files": paths}, sys.stdout)
+        else:
+            click.echo(open(paths["markdown"]).read().rstrip())
+            click.echo(f"\nwritten: {paths['markdown']}, {paths['json']}")
+        failed = [r for r in rows if "error" in r]
+        return EXIT_FAILURE if failed else EXIT_OK
+    cfg = BuildConfig(board=board, width=int(width), connections=connections, freq_mhz=freq,
+                      baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
+                      allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts)
+    try:
+        report = build(cfg, progress=say)
+    except TimingFailure as e:
+        if as_json:
+            _emit(e.report.to_json(), sys.stdout)
+        else:
+            click.echo("\n".join(e.report.summary_lines()))
+        return _fail(str(e))
+    except ToolMissing as e:
+        return _fail(str(e))
+    except BuildError as e:
+        return _fail(str(e))
+    except ValueError as e:          # e.g. a PLL or UART rate that cannot be made
+        return _fail(str(e))
+    if as_json:
+        _emit(report.to_json(), sys.stdout)
+    else:
+        click.echo("\n".join(report.summary_lines()))
+    return EXIT_OK
+
+
+
+# -- --engine rtl (rnic decode/encode) and rnic bench ----------------------------------------
+
+def _engine_width(engine, width):
+    """``--width`` as an int for ``--engine rtl`` (default 8); a usage error with other engines."""
+    if engine != "rtl":
+        if width is not None:
+            raise click.UsageError(f"--width applies to --engine rtl only, not --engine {engine}")
+        return None
+    return 8 if width is None else int(width)
+
+
+def _bench_say():
+    """Progress lines on stderr when it is a terminal; None (quiet) when piped."""
+    if not sys.stderr.isatty():
+        return None
+    import time as _time
+    start = _time.monotonic()
+
+    def say(text):
+        click.echo(f"[{_time.monotonic() - start:7.1f} s] {text}", err=True)
+    return say
+
+
+def _rtl_engine(kind, width):
+    """The cached sim.mpa_engine engine (a note on a terminal: the first use builds it)."""
+    from sim import mpa_engine
+    say = _bench_say()
+    if say:
+        say(f"{'RX deframer' if kind == 'rx' else 'TX framer'} W={width}: Verilog and "
+            "Verilator model (built once, then cached)")
+    return (mpa_engine.rx_engine if kind == "rx" else mpa_engine.tx_engine)(width)
+
+
+def _decode_rtl(file, *, markers, crc, marker_origin, mulpdu, width):
+    """The FpduRecord/FpduError list of ``rnic decode --engine rtl`` (None: failed, reported)."""
+    from sim.fast import FastSimError
+    from sim.mpa_engine import RtlEngineError, decode as rtl_decode
+    try:
+        data = file.read()
+    except OSError as exc:
+        raise click.FileError(file.name, str(exc)) from None
+    try:
+        return rtl_decode(data, markers=markers, crc=crc, marker_origin=marker_origin,
+                          mulpdu=mulpdu, width=width, engine=_rtl_engine("rx", width))
+    except (RtlEngineError, FastSimError) as exc:
+        _fail(f"rtl engine: {exc}")
+        return None
+
+
+def _encode_rtl(file, output, *, markers, crc, marker_origin, width):
+    """``rnic encode --engine rtl``: the JSON lines are read as by the model path, framed on
+    the RTL framer; an input error frames the lines before it, then is a usage error."""
+    from sim.fast import FastSimError
+    from sim.mpa_engine import RtlEngineError, encode as rtl_encode
+    from .dissect import ulpdu_from_json
+    from .fpdu import check_fpduptrs, fpdu_layout
+    ulpdus, problem, pos = [], None, 0
+    for lineno, line in enumerate(file, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+            if "error" in obj and "ddp" not in obj:
+                continue  # an error line of `rnic decode`: nothing to frame
+            ulpdu = ulpdu_from_json(obj)
+            if len(ulpdu) > 0xFFFF:
+                raise ValueError(f"ULPDU of {len(ulpdu)} octets does not fit ULPDU_Length")
+            lay = fpdu_layout(len(ulpdu), offset=pos, markers=markers, marker_origin=marker_origin)
+            check_fpduptrs(lay)
+        except (ValueError, TypeError, KeyError) as exc:
+            problem = click.UsageError(f"{file.name}, line {lineno}: {exc}")
+            break
+        ulpdus.append(ulpdu)
+        pos = lay.end
+    try:
+        stream = rtl_encode(ulpdus, markers=markers, crc=crc, marker_origin=marker_origin,
+                            width=width, engine=_rtl_engine("tx", width) if ulpdus else None)
+    except (RtlEngineError, FastSimError) as exc:
+        return _fail(f"rtl engine: {exc}")
+    output.write(stream)
+    output.flush()
+    if problem is not None:
+        raise problem
+    return EXIT_OK
+
+
+def _bench_widths(ctx, param, value):
+    if not value:
+        return (4, 8, 16, 32)
+    widths = []
+    for v in value:
+        for w in ((4, 8, 16, 32) if v == "all" else (int(v),)):
+            if w not in widths:
+                widths.append(w)
+    return tuple(widths)
+
+
+@cli.group()
+def bench():
+    """Benchmarks of the gateware in simulation (Verilator)."""
+
+
+@bench.command("mpa")
+@click.option("--width", "widths", multiple=True, callback=_bench_widths,
+              type=click.Choice(["4", "8", "16", "32", "all"]),
+              help="Datapath width W; repeatable; 'all' (the default) = 4, 8, 16, 32.")
+@click.option("--ulpdus", type=click.IntRange(1, 10_000_000), default=10_000, show_default=True,
+              help="ULPDUs per direction.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Random seed of the traffic.")
+@click.option("--connections", type=click.IntRange(1, 16), default=8, show_default=True,
+              help="Connections carrying the traffic (the blocks have 16 contexts).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the report).")
+def bench_mpa(widths, ulpdus, seed, connections, as_json):
+    """Throughput of the MPA TX framer and RX deframer on long random traffic.
+
+    Per width W: random ULPDUs (1..MULPDU for TX, 14..MULPDU for RX; EMSS
+    1460, MULPDU 1442), markers and CRC on, on several connections
+    interleaved at FPDU (TX) or TCP segment (RX) boundaries, with
+    one-connection runs between; the RX input is the model's FPDU stream of
+    each connection cut into EMSS-octet segments. No idle cycles, no
+    back-pressure. Reports cycles from the first to the last beat, wire
+    octets, efficiency = wire octets / (cycles x W), beats, simulated
+    cycles/s and build seconds. Every output octet is checked against the
+    model; a mismatch exits 1. Progress goes to stderr on a terminal.
+
+    \b
+    Examples:
+      rnic bench mpa --width 8
+      rnic bench mpa --width all --ulpdus 20000 --json
+    """
+    from sim.fast import FastSimError
+    from sim.mpa_engine import RtlEngineError
+    from .bench import BenchMismatch, run_bench, text_report
+    try:
+        report = run_bench(widths, ulpdus=ulpdus, seed=seed, connections=connections,
+                           say=_bench_say())
+    except (RtlEngineError, FastSimError, BenchMismatch) as exc:
+        return _fail(str(exc))
+    if as_json:
+        _emit(report, sys.stdout)
+    else:
+        click.echo(text_report(report))
+    if not report["verified"]:
+        for r in report["results"]:
+            if not r["verified"]:
+                _fail(r["mismatch"])
+        return EXIT_FAILURE
+    return EXIT_OK
 
 
 def main(argv=None):

