@@ -140,8 +140,24 @@ def test_encode_decode_round_trip_with_markers(tmp_path):
     assert proc.returncode == 0 and proc.stdout == out_path.read_bytes()
 
 
-def test_demo_passes_its_checks():
-    code, out, err = rnic("demo", "--json")
+@pytest.mark.parametrize("device", ["sim", "none"])
+def test_demo_over_tcp_moves_and_checks_every_octet(device):
+    proc = subprocess.run([sys.executable, "-m", "host.cli", "demo", "--device", device, "--json"],
+                          capture_output=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode()
+    result = json.loads(proc.stdout)
+    assert result["ok"] and len(result["checks"]) >= 11 and all(c["ok"] for c in result["checks"])
+    n = result["negotiated"]
+    assert (n["rev"], n["p2p"], n["rtr"], n["crc"]) == (2, True, "write", True)
+    assert n["markers_a_to_b"] and n["markers_b_to_a"]
+    assert set(result["moved"]) == {"A->B", "B->A"}
+    if device == "sim":
+        hc = result["hardware_counters"]
+        assert hc["tx_fpdus"] > 0 and hc["rx_fpdus"] > 0 and hc["err_count"] == 0
+
+
+def test_model_demo_passes_its_checks():
+    code, out, err = rnic("demo", "--device", "model", "--json")
     assert code == 0, err
     result = json.loads(out)
     assert result["ok"] and all(c["ok"] for c in result["checks"])
@@ -151,6 +167,6 @@ def test_demo_passes_its_checks():
 
 
 def test_help_has_examples():
-    for cmd in ((), ("decode",), ("encode",), ("demo",)):
+    for cmd in ((), ("decode",), ("encode",), ("demo",), ("listen",), ("connect",)):
         code, out, _ = rnic(*cmd, "--help")
         assert code == 0 and "Examples" in out
