@@ -1,0 +1,1163 @@
+"""DDP/RDMAP receive path: parse, validate, place, complete (RFC 5041 / RFC 5040).
+
+See :class:`DdpRx`. It sits behind the MPA deframer (:class:`hdl.mpa_rx.MpaRxDeframer`,
+payload :class:`hdl.mpa_rx.MpaRxBeat`) and turns ULPDUs into byte-granular AXI4
+writes to host memory, completions, queued RDMA Read Requests and error /
+Terminate reports. The golden model is :class:`host.sink.Sink`: validation order
+and codes follow its module docstring exactly.
+
+Layouts of the host-facing ports: :class:`StagWrite`, :class:`RqPost`,
+:class:`ConnCtl`, :class:`Completion`, :class:`ReadRequestOut`,
+:class:`TermReport`; the memory port is :class:`AXI4WriteSignature`.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import bits_for, ceil_log2, exact_log2
+
+from .beat import WIDTHS, conn_bits
+from .mpa_config import RxError
+from .mpa_rx import RX_ABORTED, MpaRxBeat
+
+__all__ = [
+    "AXI4WriteSignature", "StagWrite", "RqPost", "ConnCtl", "RrDone", "Completion",
+    "ReadRequestOut", "TermReport", "DdpRx", "TERM_BYTES",
+    "error_word",
+]
+
+#: Octets of the Terminate payload in a :class:`TermReport` (4 + 2 + 18 + 28).
+TERM_BYTES = 52
+_QN1_CAP = 28
+_QN2_CAP = 52
+_QN2_BASE = 32           # QN 2 message buffer starts at octet 32 of a connection's control buffer
+_CTL_BYTES = 96          # control-message buffer per connection: QN 1 at 0..31, QN 2 at 32..95
+
+_M64 = (1 << 64) - 1
+
+
+def error_word(layer, etype, ecode):
+    """16-bit error id used internally: layer(4) etype(4) ecode(8), as in a Terminate's first word."""
+    return (layer << 12) | (etype << 8) | ecode
+
+
+# Error ids (Layer 0 RDMAP, 1 DDP, 2 LLP), see host.errors.
+E_DDP_CATASTROPHIC = error_word(1, 0, 0)
+E_DDP_T_INVALID_STAG = error_word(1, 1, 0)
+E_DDP_T_BOUNDS = error_word(1, 1, 1)
+E_DDP_T_NOT_ASSOC = error_word(1, 1, 2)
+E_DDP_T_TO_WRAP = error_word(1, 1, 3)
+E_DDP_T_VERSION = error_word(1, 1, 4)
+E_DDP_U_QN = error_word(1, 2, 1)
+E_DDP_U_NO_BUFFER = error_word(1, 2, 2)
+E_DDP_U_MSN_RANGE = error_word(1, 2, 3)
+E_DDP_U_MO = error_word(1, 2, 4)
+E_DDP_U_TOO_LONG = error_word(1, 2, 5)
+E_DDP_U_VERSION = error_word(1, 2, 6)
+E_RP_INVALID_STAG = error_word(0, 1, 0)
+E_RP_BOUNDS = error_word(0, 1, 1)
+E_RP_ACCESS = error_word(0, 1, 2)
+E_RP_NOT_ASSOC = error_word(0, 1, 3)
+E_RP_TO_WRAP = error_word(0, 1, 4)
+E_RP_CANNOT_INV = error_word(0, 1, 9)
+E_RO_VERSION = error_word(0, 2, 5)
+E_RO_OPCODE = error_word(0, 2, 6)
+E_RO_CATA_STREAM = error_word(0, 2, 7)
+E_RO_CANNOT_INV = error_word(0, 2, 9)
+E_RO_UNSPECIFIED = error_word(0, 2, 0xFF)
+E_LLP_CRC = error_word(2, 0, 2)
+E_LLP_MARKER = error_word(2, 0, 3)
+
+
+# ---------------------------------------------------------------------------- port layouts
+
+class AXI4WriteSignature(wiring.Signature):
+    """AXI4 write channels (AW, W, B), seen from the master.
+
+    Members carry the AMBA names in lower case: ``awid awaddr awlen awsize awburst
+    awvalid awready wdata wstrb wlast wvalid wready bid bresp bvalid bready`` (ID width 1, always 0). A port
+    ``m_axi: Out(AXI4WriteSignature(...))`` becomes Verilog ports
+    ``m_axi__awaddr`` ... which ``cocotbext.axi.AxiWriteBus.from_prefix(dut,
+    "m_axi_")`` finds (it joins prefix and name with ``_``).
+    """
+
+    def __init__(self, *, addr_width, data_width):
+        self.addr_width = addr_width
+        self.data_width = data_width
+        super().__init__({
+            "awid": Out(1), "awaddr": Out(addr_width), "awlen": Out(8), "awsize": Out(3), "awburst": Out(2),
+            "awvalid": Out(1), "awready": In(1),
+            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wlast": Out(1),
+            "wvalid": Out(1), "wready": In(1),
+            "bid": In(1), "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+        })
+
+    def __eq__(self, other):
+        return (type(other) is type(self) and other.addr_width == self.addr_width
+                and other.data_width == self.data_width)
+
+    def __hash__(self):
+        return hash((type(self), self.addr_width, self.data_width))
+
+
+class StagWrite(data.StructLayout):
+    """One STag table row write (STAG_* registers + STAG_CMD.COMMIT).
+
+    The row of a wire STag is ``stag % stags``; the row matches when ``valid`` and
+    its ``stag`` equals the wire STag in full. A tagged segment is placed at host
+    address = TO (the region's TOs ``base .. base + length - 1`` are addresses).
+    """
+
+    def __init__(self, *, stags, connections):
+        super().__init__({
+            "index": unsigned(ceil_log2(stags) or 1),
+            "stag": unsigned(32), "base": unsigned(64), "length": unsigned(32),
+            "valid": unsigned(1), "remote_read": unsigned(1), "remote_write": unsigned(1),
+            "conn": unsigned(conn_bits(connections)),
+        })
+
+
+class _StagRow(data.StructLayout):
+    def __init__(self, *, connections, addr_width):
+        super().__init__({
+            "stag": unsigned(32), "base": unsigned(addr_width), "length": unsigned(32),
+            "valid": unsigned(1), "rr": unsigned(1), "rw": unsigned(1),
+            "conn": unsigned(conn_bits(connections)),
+        })
+
+
+class RqPost(data.StructLayout):
+    """Post a QN 0 receive buffer (RQ_* registers + RQ_CMD.POST)."""
+
+    def __init__(self, *, connections):
+        super().__init__({
+            "conn": unsigned(conn_bits(connections)),
+            "addr": unsigned(64), "length": unsigned(32), "id": unsigned(32),
+        })
+
+
+class ConnCtl(data.StructLayout):
+    """Reset a connection's receive context (CTX_CMD.COMMIT): MSNs to 1, queues empty,
+    no error, IRD set."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": unsigned(conn_bits(connections)), "ird": unsigned(14)})
+
+
+class RrDone(data.StructLayout):
+    """The TX side finished answering one inbound RDMA Read Request of ``conn`` (frees an IRD slot)."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": unsigned(conn_bits(connections))})
+
+
+class Completion(data.StructLayout):
+    """Completion of a received message.
+
+    ``opcode`` 3..6: a Send kind filled receive buffer ``wr_id`` (MSN ``msn``) with
+    ``length`` octets; ``invalidated``/``inval_stag``: the Send-with-Invalidate
+    kinds; ``solicited``: the SE kinds. ``opcode`` 2: the last segment of an RDMA
+    Read Response: ``stag``/``to`` of its first segment, ``length`` octets.
+    """
+
+    def __init__(self, *, connections):
+        super().__init__({
+            "conn": unsigned(conn_bits(connections)), "opcode": unsigned(4),
+            "msn": unsigned(32), "wr_id": unsigned(32), "length": unsigned(32),
+            "solicited": unsigned(1), "invalidated": unsigned(1), "inval_stag": unsigned(32),
+            "stag": unsigned(32), "to": unsigned(64),
+        })
+
+
+class ReadRequestOut(data.StructLayout):
+    """A validated inbound RDMA Read Request, for the TX side (it holds an IRD slot until
+    ``rr_done``)."""
+
+    def __init__(self, *, connections):
+        super().__init__({
+            "conn": unsigned(conn_bits(connections)), "msn": unsigned(32),
+            "sink_stag": unsigned(32), "sink_to": unsigned(64), "size": unsigned(32),
+            "src_stag": unsigned(32), "src_to": unsigned(64),
+        })
+
+
+class TermReport(data.StructLayout):
+    """An error found on the connection (``received = 0``) or a Terminate received from the
+    peer (``received = 1``); either way the connection stops (later segments dropped).
+
+    ``term`` holds ``tlen`` octets of a Terminate payload (octet 0 in bits 0..7): for an
+    error, the payload this side sends (RFC 5040 section 4.8: Layer/EType/ErrorCode,
+    M D R, DDP Segment Length, the offending DDP header, the Read Request header), exactly
+    :meth:`host.rdmap.Terminate.for_error`; for a received Terminate, its payload as
+    received. ``layer``/``etype``/``ecode`` repeat the error (or the received one's).
+    """
+
+    def __init__(self, *, connections):
+        super().__init__({
+            "conn": unsigned(conn_bits(connections)), "received": unsigned(1),
+            "layer": unsigned(4), "etype": unsigned(4), "ecode": unsigned(8),
+            "tlen": unsigned(6), "term": unsigned(8 * TERM_BYTES),
+        })
+
+
+# ---------------------------------------------------------------------------- internal layouts
+
+class _QState(data.StructLayout):
+    """Reassembly state of the QN 1 / QN 2 message in progress (values <= 52 once checked)."""
+
+    def __init__(self):
+        super().__init__({
+            "msn": unsigned(32), "any": unsigned(1), "max_mo": unsigned(6), "max_end": unsigned(6),
+            "lv": unsigned(1), "l_mo": unsigned(6), "l_end": unsigned(6),
+        })
+
+
+class _Ctx(data.StructLayout):
+    """Per-connection receive context (one memory row per connection)."""
+
+    def __init__(self, *, rq_depth):
+        db = exact_log2(rq_depth)
+        super().__init__({
+            "stopped": unsigned(1), "ird": unsigned(14), "rrc": unsigned(14),
+            "rbase": unsigned(32), "head": unsigned(max(db, 1)), "count": unsigned(db + 1),
+            "q1": _QState(), "q2": _QState(),
+            "tm_v": unsigned(1), "tm_stag": unsigned(32), "tm_to": unsigned(64), "tm_len": unsigned(32),
+        })
+
+
+class _RqEntry(data.StructLayout):
+    """A posted receive buffer and the reassembly state of its message."""
+
+    def __init__(self):
+        super().__init__({
+            "addr": unsigned(64), "length": unsigned(32), "id": unsigned(32),
+            "any": unsigned(1), "max_mo": unsigned(32), "max_end": unsigned(32),
+            "lv": unsigned(1), "l_mo": unsigned(32), "l_end": unsigned(32),
+            "done": unsigned(1), "opcode": unsigned(4), "inval": unsigned(1), "inval_stag": unsigned(32),
+        })
+
+
+class _Entry(data.StructLayout):
+    """A received ULPDU waiting in its slot (or an MPA status without a slot)."""
+
+    def __init__(self, *, slots, connections):
+        super().__init__({
+            "slot": unsigned(max(1, exact_log2(slots))), "has_slot": unsigned(1),
+            "conn": unsigned(conn_bits(connections)), "len": unsigned(16),
+            "err": unsigned(3), "ovf": unsigned(1),
+        })
+
+
+class _InCtx(data.StructLayout):
+    def __init__(self, *, slots, rows):
+        super().__init__({
+            "open": unsigned(1), "slot": unsigned(max(1, exact_log2(slots))),
+            "beats": unsigned(bits_for(rows)), "len": unsigned(16), "ovf": unsigned(1),
+        })
+
+
+def _be(byte_sigs):
+    """Big-endian value of a list of 8-bit values (first = most significant)."""
+    return Cat(*reversed(byte_sigs))
+
+
+# ---------------------------------------------------------------------------- the block
+
+class DdpRx(wiring.Component):
+    """DDP/RDMAP receive path: ULPDUs in, placement writes, completions and reports out.
+
+    Parameters
+    ----------
+    width : int
+        Datapath width W in octets (4, 8, 16, 32); also the AXI data width.
+    connections : int
+        Connection contexts (rows of the context memories).
+    stags : int
+        Rows of the STag table (power of 2); row of a wire STag = ``stag % stags``.
+    slots : int
+        Segment buffers (power of 2). A ULPDU is buffered whole until the deframer's
+        verdict on its last beat, so that no octet of an FPDU with a bad CRC is placed.
+    slot_bytes : int
+        Capacity of one segment buffer (power of 2, >= MULPDU of every connection);
+        longer ULPDUs are reported as DDP local catastrophic.
+    rq_depth : int
+        Receive buffers that may be posted per connection (power of 2).
+    addr_width : int
+        AXI address width AW: host memory is ``2**AW`` octets. Placement and bounds
+        arithmetic is done in AW bits: an STag row or receive buffer reaching beyond
+        ``2**AW`` is refused (the row never matches, the post is dropped), and a TO with
+        bits set above AW fails the bounds check (the TO-wrap check stays 64-bit).
+
+    Ports
+    -----
+    i : In(stream(MpaRxBeat))
+        The deframer's output.
+    stag_w : In(stream(StagWrite))
+        STag table row writes. Taken only between segments while no write is in
+        flight, so a region that is rewritten is never written after the rewrite.
+    rq_post : In(stream(RqPost))
+        (Also taken only between segments with no write in flight.)
+        Receive buffer posts; ``rq_overflow`` pulses (the cycle after the handshake) when
+        one is dropped: queue full, or the buffer not inside the bus address space
+        (``addr + length > 2**addr_width``).
+    ctl : In(stream(ConnCtl))
+        Connection (re)start: MSNs 1, queues empty, no error, IRD.
+    rr_done : In(stream(RrDone))
+        One Read Request of the connection answered (IRD slot freed).
+    cq : Out(stream(Completion))
+        Send and Read Response completions; issued after every write of the message
+        was acknowledged on B.
+    rrq : Out(stream(ReadRequestOut))
+        Validated inbound RDMA Read Requests, in order, for the TX side.
+    term : Out(stream(TermReport))
+        Errors and received Terminates (one per connection until ``ctl``).
+    m_axi : Out(AXI4WriteSignature)
+        Placement writes: single-beat (``awlen`` 0) full-width writes, byte strobes.
+    aw_conn : Out(conn)
+        Connection of the write on ``m_axi`` AW (side band, for checkers).
+    rq_overflow : Out(1)
+        See ``rq_post``.
+
+    Operation
+    ---------
+    *Ingest* (one beat per cycle, no bubbles): a per-connection context (memory
+    ``inctx``) says whether the connection has a ULPDU open and in which slot; a
+    ULPDU's first beat takes a free slot, every beat is written to the slot buffer, the
+    last beat (with the deframer's verdict) queues an entry for the processor. An MPA
+    status beat queues an entry without a slot. Nothing is placed before the verdict:
+    a ULPDU with a CRC or marker error is dropped whole and reported (LLP 0/2, 0/3).
+    Caveat: a first beat waits for a free slot, so more than ``slots`` ULPDUs open at
+    once (partial ULPDUs of different connections interleaved by the deframer) stall
+    the input for good; ``slots`` must cover the connections that can have a partial
+    FPDU in flight.
+
+    *Processor* (one segment at a time, in order of last beats): reads the header rows
+    of the slot and the connection context, validates in the order of
+    :class:`host.sink.Sink` (STag table row, receive-queue entry, QN 1/2 state), then
+    streams the payload from the slot through a byte rotator into full-width AXI writes
+    with byte strobes (one AW and one W per word, at most 128 unacknowledged), or, for
+    QN 1/2, into the per-connection control buffer; on the L bit it completes (Sends in
+    MSN order, after every write of the message has its B response), queues a Read
+    Request or reports a Terminate. The first error is reported once every write already
+    issued has left on AW, and stops the connection (later segments dropped) until
+    ``ctl``. Per-segment overhead about ``ceil(18/W) + 8`` cycles.
+    """
+
+    def __init__(self, *, width=8, connections=16, stags=256, slots=4, slot_bytes=2048,
+                 rq_depth=8, addr_width=64):
+        if width not in WIDTHS:
+            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+        for name, v in (("stags", stags), ("slots", slots), ("slot_bytes", slot_bytes),
+                        ("rq_depth", rq_depth)):
+            if not isinstance(v, int) or v < 2 or v & (v - 1):
+                raise ValueError(f"{name} must be a power of 2 (>= 2), not {v!r}")
+        if slot_bytes < 2 * width or slot_bytes < 32:
+            raise ValueError("slot_bytes too small")
+        if not 8 <= addr_width <= 64:
+            raise ValueError("addr_width must be 8..64")
+        self.width = width
+        self.connections = connections
+        self.stags = stags
+        self.slots = slots
+        self.slot_bytes = slot_bytes
+        self.rq_depth = rq_depth
+        self.addr_width = addr_width
+        C = connections
+        super().__init__({
+            "i": In(stream.Signature(MpaRxBeat(width=width, connections=C))),
+            "stag_w": In(stream.Signature(StagWrite(stags=stags, connections=C))),
+            "rq_post": In(stream.Signature(RqPost(connections=C))),
+            "ctl": In(stream.Signature(ConnCtl(connections=C))),
+            "rr_done": In(stream.Signature(RrDone(connections=C))),
+            "cq": Out(stream.Signature(Completion(connections=C))),
+            "rrq": Out(stream.Signature(ReadRequestOut(connections=C))),
+            "term": Out(stream.Signature(TermReport(connections=C))),
+            "m_axi": Out(AXI4WriteSignature(addr_width=addr_width, data_width=8 * width)),
+            "aw_conn": Out(conn_bits(C)),
+            "rq_overflow": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.width
+        LW = exact_log2(W)
+        C = self.connections
+        CB = conn_bits(C)
+        S = self.stags
+        SB = exact_log2(S)
+        N = self.slots
+        NB = max(1, exact_log2(N))
+        ROWS = self.slot_bytes // W
+        RB = exact_log2(ROWS)
+        D = self.rq_depth
+        DB = exact_log2(D)
+        HR = -(-18 // W)              # rows holding the 18-octet untagged header
+        CROWS = _CTL_BYTES // W       # control-buffer rows per connection
+        entry_l = _Entry(slots=N, connections=C)
+        ctx_l = _Ctx(rq_depth=D)
+        AW = self.addr_width
+        row_l = _StagRow(connections=C, addr_width=AW)
+        rqe_l = _RqEntry()
+
+        # ---------------------------------------------------------------- memories
+        slotbuf = Memory(shape=8 * W, depth=N * ROWS, init=[])
+        m.submodules.slotbuf = slotbuf
+        sb_wr = slotbuf.write_port()
+        sb_rd = slotbuf.read_port(domain="sync")
+
+        inctx = Memory(shape=_InCtx(slots=N, rows=ROWS), depth=C, init=[])
+        m.submodules.inctx = inctx
+        ic_wr = inctx.write_port()
+        ic_rd = inctx.read_port(domain="sync", transparent_for=(ic_wr,))
+
+        ctxm = Memory(shape=ctx_l, depth=C, init=[])
+        m.submodules.ctx = ctxm
+        cx_wr = ctxm.write_port()
+        cx_rd = ctxm.read_port(domain="sync", transparent_for=(cx_wr,))
+
+        stagm = Memory(shape=row_l, depth=S, init=[])
+        m.submodules.stag = stagm
+        st_wr = stagm.write_port()
+        st_rd = stagm.read_port(domain="sync", transparent_for=(st_wr,))
+
+        rqm = Memory(shape=rqe_l, depth=C * D, init=[])
+        m.submodules.rq = rqm
+        rq_wr = rqm.write_port()
+        rq_rd = rqm.read_port(domain="sync", transparent_for=(rq_wr,))
+
+        ctlm = Memory(shape=8 * W, depth=C * CROWS, init=[])
+        m.submodules.ctlbuf = ctlm
+        cb_wr = ctlm.write_port(granularity=8)
+        cb_rd = ctlm.read_port(domain="sync", transparent_for=(cb_wr,))
+
+        # entries of complete ULPDUs, in order of their last beats
+        ready = SyncFIFOBuffered(width=entry_l.size, depth=N + 4)
+        m.submodules.ready = ready
+
+        # AXI AW / W FIFOs; the AW one carries side band for checkers (conn, tagged, lanes)
+        aw_l = data.StructLayout({
+            "addr": unsigned(self.addr_width), "conn": unsigned(CB), "tagged": unsigned(1),
+            "lo": unsigned(max(1, LW)), "hi": unsigned(max(1, LW)),
+        })
+        w_l = data.StructLayout({"data": unsigned(8 * W), "strb": unsigned(W)})
+        awf = SyncFIFOBuffered(width=aw_l.size, depth=4)
+        wf = SyncFIFOBuffered(width=w_l.size, depth=4)
+        m.submodules.awf = awf
+        m.submodules.wf = wf
+        aw_out = aw_l(awf.r_data)
+        w_out = w_l(wf.r_data)
+        axi = self.m_axi
+        m.d.comb += [
+            axi.awaddr.eq(aw_out.addr), axi.awlen.eq(0), axi.awsize.eq(LW), axi.awburst.eq(1),
+            axi.awvalid.eq(awf.r_rdy), awf.r_en.eq(axi.awready),
+            self.aw_conn.eq(aw_out.conn),
+            axi.wdata.eq(w_out.data), axi.wstrb.eq(w_out.strb), axi.wlast.eq(1),
+            axi.wvalid.eq(wf.r_rdy), wf.r_en.eq(axi.wready),
+            axi.bready.eq(1),
+        ]
+        # writes pushed and not yet acknowledged on B
+        outstanding = Signal(range(256))
+        w_push = Signal()
+        b_ack = Signal()
+        m.d.comb += b_ack.eq(axi.bvalid & (outstanding != 0))
+        m.d.sync += outstanding.eq(outstanding + w_push - b_ack)
+        writes_idle = Signal()
+        m.d.comb += writes_idle.eq((outstanding == 0) & ~awf.r_rdy & ~wf.r_rdy)
+        aw_quiet = Signal()      # every pushed AW has been handed to the bus
+        m.d.comb += aw_quiet.eq(~awf.r_rdy & ~wf.r_rdy)
+
+        # ---------------------------------------------------------------- ingest
+        busy = Signal(N)           # slot in use
+        free_mask = Signal(N)      # slots freed by the processor this cycle
+        alloc_mask = Signal(N)
+
+        s1_valid = Signal()
+        s1 = Signal(MpaRxBeat(width=W, connections=C))
+        s1_go = Signal()
+        m.d.comb += self.i.ready.eq(~s1_valid | s1_go)
+        m.d.comb += [ic_rd.addr.eq(self.i.payload.conn), ic_rd.en.eq(self.i.ready)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [s1.eq(self.i.payload), s1_valid.eq(1)]
+        with m.Elif(s1_go):
+            m.d.sync += s1_valid.eq(0)
+
+        ictx = _InCtx(slots=N, rows=ROWS)(ic_rd.data)
+        nctx = Signal(_InCtx(slots=N, rows=ROWS))
+        have_free = Signal()
+        free_idx = Signal(NB)
+        for k in reversed(range(N)):
+            with m.If(~busy[k]):
+                m.d.comb += [have_free.eq(1), free_idx.eq(k)]
+        ent_in = Signal(entry_l)
+        push = Signal()
+        need_slot = Signal()
+        m.d.comb += [
+            need_slot.eq((s1.n != 0) & s1.first & ~ictx.open),
+            s1_go.eq(s1_valid & (~need_slot | have_free) & (~push | ready.w_rdy)),
+            ready.w_data.eq(ent_in.as_value()),
+            ready.w_en.eq(s1_go & push),
+            ic_wr.addr.eq(s1.conn), ic_wr.data.eq(nctx), ic_wr.en.eq(s1_go),
+        ]
+        slot_now = Signal(NB)
+        row_now = Signal(bits_for(ROWS))
+        m.d.comb += [
+            nctx.eq(ictx),
+            slot_now.eq(Mux(ictx.open, ictx.slot, free_idx)),
+            row_now.eq(Mux(s1.first, 0, ictx.beats)),
+            sb_wr.addr.eq(Cat(row_now[:RB], slot_now)),
+            sb_wr.data.eq(s1.data),
+            ent_in.conn.eq(s1.conn), ent_in.err.eq(s1.error),
+        ]
+        with m.If(s1.n == 0):
+            # status or abort beat: ends an open ULPDU (its slot goes with the entry)
+            m.d.comb += [
+                push.eq(ictx.open | ((s1.error != 0) & (s1.error != RX_ABORTED))),
+                ent_in.slot.eq(ictx.slot), ent_in.has_slot.eq(ictx.open),
+                ent_in.len.eq(0), nctx.open.eq(0),
+            ]
+        with m.Else():
+            new_len = Signal(17)
+            ovf = Signal()
+            m.d.comb += [
+                new_len.eq(Mux(s1.first, 0, ictx.len) + s1.n),
+                ovf.eq((row_now >= ROWS) | (~s1.first & ictx.ovf) | new_len[16]),
+                sb_wr.en.eq(s1_go & (row_now < ROWS)),
+                alloc_mask.eq(Mux(s1_go & need_slot, 1 << free_idx, 0)),
+                nctx.slot.eq(slot_now), nctx.beats.eq(row_now + 1), nctx.len.eq(new_len),
+                nctx.ovf.eq(ovf), nctx.open.eq(~s1.last),
+                push.eq(s1.last),
+                ent_in.slot.eq(slot_now), ent_in.has_slot.eq(1),
+                ent_in.len.eq(Mux(new_len[16], 0xFFFF, new_len[:16])), ent_in.ovf.eq(ovf),
+            ]
+        m.d.sync += busy.eq((busy | alloc_mask) & ~free_mask)
+
+        # ---------------------------------------------------------------- processor
+        ent = Signal(entry_l)
+        c = Signal(ctx_l)
+        hdr = Signal(8 * HR * W)
+        hk = Signal(range(HR + 2))
+        hb = [hdr[8 * k:8 * k + 8] for k in range(HR * W)]
+        ctrl = hb[0]
+        T = ctrl[7]
+        Lb = ctrl[6]
+        dv = ctrl[0:2]
+        rv = hb[1][6:8]
+        opcode = hb[1][0:4]
+        h_stag = _be(hb[2:6])
+        h_to = _be(hb[6:14])
+        h_inval = _be(hb[2:6])
+        h_qn = _be(hb[6:10])
+        h_msn = _be(hb[10:14])
+        h_mo = _be(hb[14:18])
+        hlen = Signal(5)
+        m.d.comb += hlen.eq(Mux(T, 14, 18))
+        n = Signal(17)             # payload octets (valid once len >= hlen)
+        m.d.comb += n.eq(ent.len - hlen)
+        n_nz = Signal()
+        m.d.comb += n_nz.eq(n != 0)
+
+        einfo = Signal(16)
+        emd = Signal()             # report carries M (segment length) and D (DDP header)
+        ed = Signal()
+        er = Signal()
+        row = Signal(row_l)        # STag row under check
+        e = Signal(rqe_l)          # receive buffer of the segment (QN 0)
+        # uniform message state for the offset checks
+        mcap = Signal(32)
+        many = Signal()
+        mmaxmo = Signal(32)
+        mmaxend = Signal(33)
+        mlv = Signal()
+        mlmo = Signal(32)
+        mlend = Signal(33)
+        endv = Signal(33)
+        m.d.comb += endv.eq(h_mo + n)
+        qn_now = Signal(2)         # QN of the segment (0, 1, 2) once checked
+        ridx = Signal(DB + CB)     # rq entry index of the segment
+        msgbuf = Signal(8 * 64)    # read back QN 1 / QN 2 message
+        mb = [msgbuf[8 * k:8 * k + 8] for k in range(64)]
+        rcnt = Signal(range(64 // W + 2))
+
+        # placer
+        p_axi = Signal()           # target: host memory (else the control buffer)
+        p_addr = Signal(AW)        # aligned address of the next output word
+        p_start = Signal(AW)       # first and one-past-last address of the placement
+        p_end = Signal(AW + 1)     # (kept for checkers; unused by the logic)
+        p_lo = Signal(max(1, LW))  # A mod W
+        p_rem = Signal(18)         # octets from the current output word's start to the end
+        p_first_word = Signal()
+        p_r = Signal(max(1, LW))   # byte rotation
+        p_row = Signal(RB + 1)
+        p_reads = Signal(bits_for(ROWS + 2))
+        p_words = Signal(bits_for(ROWS + 2))
+        p_dv = Signal()
+        p_load = Signal()          # next consumed row only loads ``prev``
+        prev = Signal(8 * W)
+        p_done = Signal()
+        m.d.comb += p_done.eq(p_words == 0)
+
+        cq_p = Signal(Completion(connections=C))
+        rr_p = Signal(ReadRequestOut(connections=C))
+        tr_p = Signal(TermReport(connections=C))
+        m.d.comb += [self.cq.payload.eq(cq_p), self.rrq.payload.eq(rr_p), self.term.payload.eq(tr_p)]
+
+        req_conn = Signal(CB)
+        m.d.comb += [cx_rd.addr.eq(req_conn), cx_rd.en.eq(0)]
+        ctl_p = self.ctl.payload
+        post_p = self.rq_post.payload
+        ent_head = entry_l(ready.r_data)
+        lat = Signal(RqPost(connections=C))    # latched post / ctl / rr_done request
+        lat_ird = Signal(14)
+        clr = Signal(range(CROWS + 1))
+        clr_base = Signal(range(CROWS + 1))
+        clr_n = Signal(range(CROWS + 1))
+
+        # slot read port default: header rows
+        m.d.comb += [sb_rd.en.eq(0), sb_rd.addr.eq(Cat(Const(0, RB), ent.slot))]
+
+        # control-buffer port defaults
+        m.d.comb += [cb_wr.en.eq(0)]
+
+        def fail(code, md=1):
+            m.d.sync += [einfo.eq(code), emd.eq(md)]
+            m.next = "ERR"
+
+        # placement start
+        def start_place(addr, to_axi, nxt):
+            lo = addr[:LW] if LW else Const(0, 1)
+            s = Signal(6, name="p_s")
+            m.d.comb += s.eq(hlen + W - lo)
+            first_row = Signal(7, name="p_first_row")
+            m.d.comb += first_row.eq(s[LW:] - 1)
+            m.d.sync += [
+                p_axi.eq(to_axi),
+                p_addr.eq(Cat(Const(0, LW), addr[LW:AW])),
+                p_start.eq(addr[:AW]), p_end.eq(addr[:AW] + n),
+                p_lo.eq(lo), p_r.eq(s[:LW] if LW else 0),
+                p_rem.eq(lo + n), p_first_word.eq(1),
+                p_row.eq(first_row[:RB + 1]),
+                p_reads.eq(((lo + n + W - 1) >> LW) + 1),
+                p_words.eq((lo + n + W - 1) >> LW),
+                p_dv.eq(0), p_load.eq(1),
+            ]
+            m.next = nxt
+
+        def in_space(to, length, r):
+            """TOs to .. to + length - 1 inside row r (arithmetic in the bus address width:
+            every valid row lies below 2**AW)."""
+            ok = Signal(name="in_space")
+            lo = to[:AW]
+            hi_zero = (to[AW:64] == 0) if AW < 64 else Const(1)
+            m.d.comb += ok.eq(hi_zero & (lo >= r.base) & ((lo + length) <= (r.base + r.length)))
+            return ok
+
+        stag_idx = Signal(SB if SB else 1)
+        m.d.comb += [st_rd.en.eq(1), st_rd.addr.eq(stag_idx), st_wr.en.eq(0)]
+        m.d.comb += [rq_rd.en.eq(1), rq_wr.en.eq(0)]
+        rd_row = row_l(st_rd.data)
+        rd_e = rqe_l(rq_rd.data)
+
+        with m.FSM(name="proc") as fsm:
+            with m.State("IDLE"):
+                m.d.comb += cx_rd.en.eq(1)
+                with m.If(self.ctl.valid):
+                    m.d.comb += [req_conn.eq(ctl_p.conn), self.ctl.ready.eq(1)]
+                    m.d.sync += [lat.conn.eq(ctl_p.conn), lat_ird.eq(ctl_p.ird)]
+                    m.next = "CTL"
+                with m.Elif(self.stag_w.valid & writes_idle):
+                    sw = self.stag_w.payload
+                    m.d.comb += [
+                        self.stag_w.ready.eq(1), st_wr.en.eq(1),
+                        st_wr.addr.eq(sw.index),
+                    ]
+                    wrow = Signal(row_l, name="wrow")
+                    m.d.comb += [
+                        wrow.stag.eq(sw.stag), wrow.base.eq(sw.base[:AW]), wrow.length.eq(sw.length),
+                        # a region outside the bus address space never matches
+                        wrow.valid.eq(sw.valid & ((sw.base + sw.length) <= (1 << AW))
+                                      & (sw.base < (1 << AW))), wrow.rr.eq(sw.remote_read),
+                        wrow.rw.eq(sw.remote_write), wrow.conn.eq(sw.conn),
+                        st_wr.data.eq(wrow),
+                    ]
+                with m.Elif(self.rq_post.valid & writes_idle):
+                    m.d.comb += [req_conn.eq(post_p.conn), self.rq_post.ready.eq(1)]
+                    m.d.sync += lat.eq(post_p)
+                    m.next = "POST"
+                with m.Elif(self.rr_done.valid):
+                    m.d.comb += [req_conn.eq(self.rr_done.payload.conn), self.rr_done.ready.eq(1)]
+                    m.d.sync += lat.conn.eq(self.rr_done.payload.conn)
+                    m.next = "RRD"
+                with m.Elif(ready.r_rdy):
+                    m.d.comb += [req_conn.eq(ent_head.conn), ready.r_en.eq(1),
+                                 sb_rd.en.eq(1), sb_rd.addr.eq(Cat(Const(0, RB), ent_head.slot))]
+                    m.d.sync += [ent.eq(ent_head), hk.eq(0)]
+                    m.next = "HDR"
+
+            with m.State("CTL"):
+                m.d.comb += [cx_wr.en.eq(1), cx_wr.addr.eq(lat.conn)]
+                rst = Signal(ctx_l, name="ctx_reset")
+                m.d.comb += [rst.ird.eq(lat_ird), rst.rbase.eq(1), rst.q1.msn.eq(1),
+                             rst.q2.msn.eq(1), cx_wr.data.eq(rst)]
+                m.d.sync += [clr.eq(0), clr_base.eq(0), clr_n.eq(CROWS)]
+                m.next = "CLR"
+
+            with m.State("CLR"):
+                # zero control-buffer rows clr_base .. clr_base + clr_n - 1 of lat.conn
+                m.d.comb += [
+                    cb_wr.addr.eq(lat.conn * CROWS + clr_base + clr), cb_wr.data.eq(0),
+                    cb_wr.en.eq((1 << W) - 1),
+                ]
+                m.d.sync += clr.eq(clr + 1)
+                with m.If(clr + 1 >= clr_n):
+                    m.next = "IDLE"
+
+            with m.State("POST"):
+                cc = ctx_l(cx_rd.data)
+                post_end = Signal(65, name="post_end")
+                m.d.comb += post_end.eq(lat.addr + lat.length)
+                # a buffer that wraps the 64-bit address space is refused like a full queue
+                with m.If((cc.count < D) & (post_end <= (1 << AW)) & (lat.addr < (1 << AW))):
+                    ne = Signal(rqe_l, name="post_entry")
+                    m.d.comb += [
+                        ne.addr.eq(lat.addr), ne.length.eq(lat.length), ne.id.eq(lat.id),
+                        rq_wr.en.eq(1),
+                        rq_wr.addr.eq(Cat((cc.head + cc.count)[:DB], lat.conn) if DB else lat.conn),
+                        rq_wr.data.eq(ne),
+                        cx_wr.en.eq(1), cx_wr.addr.eq(lat.conn),
+                    ]
+                    nc = Signal(ctx_l, name="post_ctx")
+                    m.d.comb += [nc.eq(cc), nc.count.eq(cc.count + 1), cx_wr.data.eq(nc)]
+                with m.Else():
+                    m.d.comb += self.rq_overflow.eq(1)
+                m.next = "IDLE"
+
+            with m.State("RRD"):
+                cc = ctx_l(cx_rd.data)
+                nc = Signal(ctx_l, name="rrd_ctx")
+                m.d.comb += [nc.eq(cc), nc.rrc.eq(cc.rrc - (cc.rrc != 0)),
+                             cx_wr.en.eq(1), cx_wr.addr.eq(lat.conn), cx_wr.data.eq(nc)]
+                m.next = "IDLE"
+
+            with m.State("HDR"):
+                with m.If(hk == 0):
+                    m.d.sync += c.eq(cx_rd.data)
+                # data of row hk is on the read port
+                for k in range(HR):
+                    with m.If(hk == k):
+                        m.d.sync += hdr[8 * W * k:8 * W * (k + 1)].eq(sb_rd.data)
+                hrow = Signal(RB, name="hdr_row")
+                m.d.comb += [hrow.eq(hk + 1), sb_rd.en.eq(1), sb_rd.addr.eq(Cat(hrow, ent.slot))]
+                m.d.sync += hk.eq(hk + 1)
+                with m.If(hk == HR - 1):
+                    m.next = "DEC"
+
+            with m.State("DEC"):
+                m.d.sync += [ed.eq(0), er.eq(0)]
+                d_msn = Signal(32)
+                m.d.comb += d_msn.eq(h_msn - c.rbase)
+                with m.If(c.stopped):
+                    m.next = "DONE"
+                with m.Elif(ent.err == RX_ABORTED):
+                    m.next = "DONE"
+                with m.Elif(ent.err == RxError.CRC):
+                    fail(E_LLP_CRC, 0)
+                with m.Elif(ent.err == RxError.MARKER):
+                    fail(E_LLP_MARKER, 0)
+                with m.Elif(ent.err != 0):
+                    fail(E_DDP_CATASTROPHIC, 0)
+                with m.Elif(ent.ovf | (ent.len < hlen)):
+                    fail(E_DDP_CATASTROPHIC)
+                with m.Else():
+                    m.d.sync += ed.eq(1)
+                    with m.If(dv != 1):
+                        fail(Mux(T, E_DDP_T_VERSION, E_DDP_U_VERSION))
+                    with m.Elif(rv != 1):
+                        fail(E_RO_VERSION)
+                    with m.Elif(opcode[3] | (((opcode == 0) | (opcode == 2)) != T)):
+                        fail(E_RO_OPCODE)
+                    with m.Elif(T):
+                        m.d.comb += stag_idx.eq(h_stag)
+                        with m.If(n_nz):
+                            m.next = "TCHK"
+                        with m.Else():
+                            m.next = "TFIN"
+                    with m.Elif(h_qn > 2):
+                        fail(E_DDP_U_QN)
+                    with m.Elif(h_qn != Mux(opcode == 1, 1, Mux(opcode == 7, 2, 0))):
+                        fail(E_RO_OPCODE)
+                    with m.Elif(h_qn == 0):
+                        m.d.sync += [qn_now.eq(0), ridx.eq(Cat((c.head + d_msn)[:DB], ent.conn)
+                                                         if DB else ent.conn)]
+                        m.d.comb += rq_rd.addr.eq(Cat((c.head + d_msn)[:DB], ent.conn)
+                                                  if DB else ent.conn)
+                        with m.If(d_msn < c.count):
+                            m.next = "ULOAD"
+                        with m.Elif(d_msn == c.count):
+                            fail(E_DDP_U_NO_BUFFER)
+                        with m.Else():
+                            fail(E_DDP_U_MSN_RANGE)
+                    with m.Else():
+                        q = Signal(_QState(), name="q_sel")
+                        m.d.comb += q.eq(Mux(h_qn == 1, c.q1, c.q2))
+                        m.d.sync += [
+                            qn_now.eq(h_qn[:2]),
+                            mcap.eq(Mux(h_qn == 1, _QN1_CAP, _QN2_CAP)),
+                            many.eq(q.any), mmaxmo.eq(q.max_mo), mmaxend.eq(q.max_end),
+                            mlv.eq(q.lv), mlmo.eq(q.l_mo), mlend.eq(q.l_end),
+                        ]
+                        with m.If(h_msn != q.msn):
+                            fail(E_DDP_U_MSN_RANGE)
+                        with m.Else():
+                            m.next = "UCHK"
+
+            with m.State("ULOAD"):
+                m.d.sync += [
+                    e.eq(rd_e), mcap.eq(rd_e.length), many.eq(rd_e.any), mmaxmo.eq(rd_e.max_mo),
+                    mmaxend.eq(rd_e.max_end), mlv.eq(rd_e.lv), mlmo.eq(rd_e.l_mo),
+                    mlend.eq(rd_e.l_end),
+                ]
+                m.next = "UCHK"
+
+            with m.State("UCHK"):
+                m.d.comb += stag_idx.eq(h_inval)
+                bad = Signal(16, name="uchk_bad")
+                with m.If(n_nz & (h_mo >= mcap)):
+                    m.d.comb += bad.eq(E_DDP_U_MO)
+                with m.Elif(n_nz & (endv > mcap)):
+                    m.d.comb += bad.eq(E_DDP_U_TOO_LONG)
+                with m.Elif(~n_nz & Lb & (h_mo > mcap)):
+                    m.d.comb += bad.eq(E_DDP_U_TOO_LONG)
+                with m.Elif((n_nz | Lb) & mlv & ((h_mo > mlmo) | (endv > mlend))):
+                    m.d.comb += bad.eq(E_DDP_U_MO)
+                with m.Elif(Lb & ((many & (mmaxmo > h_mo)) | (mmaxend > endv))):
+                    m.d.comb += bad.eq(E_DDP_U_MO)
+                with m.If(bad != 0):
+                    fail(bad)
+                with m.Elif((qn_now == 0) & Lb & ((opcode == 4) | (opcode == 6))):
+                    m.next = "ICHK"
+                with m.Elif(n_nz):
+                    start_place(Mux(qn_now == 0, (e.addr[:AW] + h_mo)[:AW],
+                                    Mux(qn_now == 1, 0, _QN2_BASE) + h_mo[:7]),
+                                qn_now == 0, "PLACE")
+                with m.Else():
+                    m.next = "UFIN"
+
+            with m.State("ICHK"):
+                m.d.sync += row.eq(rd_row)
+                with m.If(~rd_row.valid | (rd_row.stag != h_inval)):
+                    fail(E_RO_CANNOT_INV)
+                with m.Elif(rd_row.conn != ent.conn):
+                    fail(E_RP_CANNOT_INV)
+                with m.Elif(n_nz):
+                    start_place((e.addr[:AW] + h_mo)[:AW], 1, "PLACE")
+                with m.Else():
+                    m.next = "UFIN"
+
+            with m.State("TCHK"):
+                endt = Signal(65, name="tchk_end")
+                m.d.comb += endt.eq(h_to + n)
+                t_ok = in_space(h_to, n, rd_row)
+                with m.If(~rd_row.valid | (rd_row.stag != h_stag)):
+                    fail(E_DDP_T_INVALID_STAG)
+                with m.Elif(rd_row.conn != ent.conn):
+                    fail(E_DDP_T_NOT_ASSOC)
+                with m.Elif(~rd_row.rw):
+                    fail(E_RP_ACCESS)
+                with m.Elif(endt[64]):
+                    fail(E_DDP_T_TO_WRAP)
+                with m.Elif(~t_ok):
+                    fail(E_DDP_T_BOUNDS)
+                with m.Else():
+                    start_place(h_to[:AW], 1, "PLACE")
+
+            with m.State("PLACE"):
+                out_ok = Signal()
+                consume = Signal()
+                issue = Signal()
+                m.d.comb += [
+                    out_ok.eq(~p_axi | (awf.w_rdy & wf.w_rdy & (outstanding < 128))),
+                    consume.eq(p_dv & (p_load | out_ok)),
+                    issue.eq((p_reads != 0) & (~p_dv | consume)),
+                    sb_rd.en.eq(issue), sb_rd.addr.eq(Cat(p_row[:RB], ent.slot)),
+                ]
+                with m.If(issue):
+                    m.d.sync += [p_row.eq(p_row + 1), p_reads.eq(p_reads - 1)]
+                m.d.sync += p_dv.eq(issue | (p_dv & ~consume))
+                # output word: bytes p_r .. p_r + W - 1 of {row, prev}
+                win = Signal(16 * W)
+                word = Signal(8 * W)
+                strb = Signal(W)
+                m.d.comb += win.eq(Cat(prev, sb_rd.data))
+                for r in range(W):
+                    with m.If(p_r == r):
+                        m.d.comb += word.eq(win[8 * r:8 * (r + W)])
+                for lane in range(W):
+                    m.d.comb += strb[lane].eq((~p_first_word | (lane >= p_lo)) & (lane < p_rem))
+                lo_lane = Signal(max(1, LW))
+                hi_lane = Signal(max(1, LW))
+                m.d.comb += [lo_lane.eq(Mux(p_first_word, p_lo, 0)),
+                             hi_lane.eq(Mux(p_rem >= W, W - 1, p_rem - 1))]
+                aw_in = Signal(aw_l)
+                w_in = Signal(w_l)
+                m.d.comb += [
+                    aw_in.addr.eq(p_addr), aw_in.conn.eq(ent.conn), aw_in.tagged.eq(T),
+                    aw_in.lo.eq(lo_lane), aw_in.hi.eq(hi_lane),
+                    w_in.data.eq(word), w_in.strb.eq(strb),
+                    awf.w_data.eq(aw_in), wf.w_data.eq(w_in),
+                ]
+                with m.If(consume):
+                    m.d.sync += [prev.eq(sb_rd.data), p_load.eq(0)]
+                    with m.If(~p_load):
+                        m.d.sync += [p_addr.eq(p_addr + W), p_rem.eq(p_rem - W),
+                                     p_first_word.eq(0), p_words.eq(p_words - 1)]
+                        with m.If(p_axi):
+                            m.d.comb += [awf.w_en.eq(1), wf.w_en.eq(1), w_push.eq(1)]
+                        with m.Else():
+                            m.d.comb += [
+                                cb_wr.addr.eq(ent.conn * CROWS + p_addr[LW:7]),
+                                cb_wr.data.eq(word), cb_wr.en.eq(strb),
+                            ]
+                with m.If(p_done):
+                    m.d.sync += p_dv.eq(0)
+                    with m.If(T):
+                        m.next = "TFIN"
+                    with m.Else():
+                        m.next = "UFIN"
+
+            with m.State("TFIN"):
+                tm_stag = Mux(c.tm_v, c.tm_stag, h_stag)
+                tm_to = Mux(c.tm_v, c.tm_to, h_to)
+                tm_len = Mux(c.tm_v, c.tm_len, 0) + n
+                m.d.sync += [c.tm_v.eq(~Lb), c.tm_stag.eq(tm_stag), c.tm_to.eq(tm_to),
+                             c.tm_len.eq(tm_len)]
+                m.d.sync += [cq_p.conn.eq(ent.conn), cq_p.opcode.eq(2), cq_p.msn.eq(0),
+                             cq_p.wr_id.eq(0), cq_p.length.eq(tm_len), cq_p.solicited.eq(0),
+                             cq_p.invalidated.eq(0), cq_p.inval_stag.eq(0),
+                             cq_p.stag.eq(tm_stag), cq_p.to.eq(tm_to)]
+                with m.If(Lb & (opcode == 2)):
+                    m.next = "CQ_RR"
+                with m.Else():
+                    m.next = "DONE"
+
+            with m.State("CQ_RR"):
+                m.d.comb += self.cq.valid.eq(writes_idle)
+                with m.If(writes_idle & self.cq.ready):
+                    m.next = "DONE"
+
+            with m.State("UFIN"):
+                note = n_nz | Lb
+                nmaxmo = Mux(many & (mmaxmo > h_mo), mmaxmo, h_mo)
+                nmaxend = Mux(mmaxend > endv, mmaxend, endv)
+                with m.If(qn_now == 0):
+                    ne = Signal(rqe_l, name="ufin_entry")
+                    m.d.comb += [ne.eq(e), rq_wr.en.eq(1), rq_wr.addr.eq(ridx), rq_wr.data.eq(ne)]
+                    with m.If(note):
+                        m.d.comb += [ne.any.eq(1), ne.max_mo.eq(nmaxmo), ne.max_end.eq(nmaxend)]
+                    with m.If(Lb):
+                        inv = (opcode == 4) | (opcode == 6)
+                        m.d.comb += [ne.lv.eq(1), ne.l_mo.eq(h_mo), ne.l_end.eq(endv),
+                                     ne.done.eq(1), ne.opcode.eq(opcode), ne.inval.eq(inv),
+                                     ne.inval_stag.eq(Mux(inv, h_inval, 0))]
+                        with m.If(inv):
+                            irow = Signal(row_l, name="inv_row")
+                            m.d.comb += [irow.eq(row), irow.valid.eq(0), st_wr.en.eq(1),
+                                         st_wr.addr.eq(h_inval), st_wr.data.eq(irow)]
+                        m.next = "DRAIN0"
+                    with m.Else():
+                        m.next = "DONE"
+                with m.Else():
+                    nq = Signal(_QState(), name="ufin_q")
+                    m.d.comb += nq.eq(Mux(qn_now == 1, c.q1, c.q2))
+                    with m.If(note):
+                        m.d.comb += [nq.any.eq(1), nq.max_mo.eq(nmaxmo), nq.max_end.eq(nmaxend)]
+                    with m.If(Lb):
+                        m.d.comb += [nq.lv.eq(1), nq.l_mo.eq(h_mo), nq.l_end.eq(endv)]
+                    with m.If(qn_now == 1):
+                        m.d.sync += c.q1.eq(nq)
+                    with m.Else():
+                        m.d.sync += c.q2.eq(nq)
+                    with m.If(Lb):
+                        m.d.sync += rcnt.eq(0)
+                        m.next = "RB"
+                    with m.Else():
+                        m.next = "DONE"
+
+            with m.State("DRAIN0"):
+                m.d.comb += rq_rd.addr.eq(Cat(c.head[:DB], ent.conn) if DB else ent.conn)
+                m.next = "DRAIN1"
+
+            with m.State("DRAIN1"):
+                m.d.sync += [cq_p.conn.eq(ent.conn), cq_p.opcode.eq(rd_e.opcode),
+                             cq_p.msn.eq(c.rbase), cq_p.wr_id.eq(rd_e.id), cq_p.length.eq(rd_e.l_end),
+                             cq_p.solicited.eq((rd_e.opcode == 5) | (rd_e.opcode == 6)),
+                             cq_p.invalidated.eq(rd_e.inval), cq_p.inval_stag.eq(rd_e.inval_stag),
+                             cq_p.stag.eq(0), cq_p.to.eq(0)]
+                with m.If((c.count != 0) & rd_e.done):
+                    m.next = "CQ_SEND"
+                with m.Else():
+                    m.next = "DONE"
+
+            with m.State("CQ_SEND"):
+                m.d.comb += self.cq.valid.eq(writes_idle)
+                with m.If(writes_idle & self.cq.ready):
+                    m.d.sync += [c.head.eq(c.head + 1), c.count.eq(c.count - 1),
+                                 c.rbase.eq(c.rbase + 1)]
+                    m.next = "DRAIN0"
+
+            with m.State("RB"):
+                # read back the message buffer of QN 1 (32 octets) / QN 2 (64 octets)
+                nrows = Mux(qn_now == 1, 32 // W, 64 // W)
+                base = ent.conn * CROWS + Mux(qn_now == 1, 0, _QN2_BASE // W)
+                m.d.comb += [cb_rd.en.eq(1), cb_rd.addr.eq(base + rcnt)]
+                for k in range(64 // W):
+                    with m.If(rcnt == k + 1):
+                        m.d.sync += msgbuf[8 * W * k:8 * W * (k + 1)].eq(cb_rd.data)
+                m.d.sync += rcnt.eq(rcnt + 1)
+                with m.If(rcnt == nrows):
+                    m.next = "RBCHK"
+
+            with m.State("RBCHK"):
+                mlen = Signal(7, name="mlen")
+                m.d.comb += mlen.eq(endv[:7])
+                m.d.comb += stag_idx.eq(_be(mb[16:20]))
+                rr_size = _be(mb[12:16])
+                with m.If(qn_now == 1):
+                    m.d.sync += [
+                        rr_p.conn.eq(ent.conn), rr_p.msn.eq(c.q1.msn),
+                        rr_p.sink_stag.eq(_be(mb[0:4])), rr_p.sink_to.eq(_be(mb[4:12])),
+                        rr_p.size.eq(rr_size), rr_p.src_stag.eq(_be(mb[16:20])),
+                        rr_p.src_to.eq(_be(mb[20:28])),
+                    ]
+                    # R (the Read Request header) goes with RDMAP errors from here on
+                    m.d.sync += er.eq(n == _QN1_CAP)
+                    with m.If(mlen != _QN1_CAP):
+                        fail(E_RO_UNSPECIFIED)
+                    with m.Elif(c.rrc >= c.ird):
+                        fail(E_RO_CATA_STREAM)
+                    with m.Elif(rr_size != 0):
+                        m.next = "SCHK"
+                    with m.Else():
+                        m.next = "RRPUSH"
+                with m.Else():
+                    tm = mb[2][7]
+                    td = mb[2][6]
+                    tr = mb[2][5]
+                    hl = Mux(mb[6][7], 14, 18)
+                    expect = Signal(7, name="term_expect")
+                    m.d.comb += expect.eq(4 + Mux(tm | td, 2, 0) + Mux(td, hl, 0) + Mux(tr, 28, 0))
+                    with m.If((td & (mlen <= 6)) | (mlen != expect)):
+                        fail(E_RO_UNSPECIFIED)
+                    with m.Else():
+                        m.d.sync += [
+                            tr_p.conn.eq(ent.conn), tr_p.received.eq(1),
+                            tr_p.layer.eq(mb[0][4:8]), tr_p.etype.eq(mb[0][0:4]), tr_p.ecode.eq(mb[1]),
+                            tr_p.tlen.eq(mlen), tr_p.term.eq(msgbuf[:8 * TERM_BYTES]),
+                        ]
+                        m.next = "TRECV"
+
+            with m.State("SCHK"):
+                src_to = _be(mb[20:28])
+                src_stag = _be(mb[16:20])
+                size = _be(mb[12:16])
+                ends = Signal(65, name="schk_end")
+                m.d.comb += ends.eq(src_to + size)
+                s_ok = in_space(src_to, size, rd_row)
+                with m.If(~rd_row.valid | (rd_row.stag != src_stag)):
+                    fail(E_RP_INVALID_STAG)
+                with m.Elif(rd_row.conn != ent.conn):
+                    fail(E_RP_NOT_ASSOC)
+                with m.Elif(~rd_row.rr):
+                    fail(E_RP_ACCESS)
+                with m.Elif(ends[64]):
+                    fail(E_RP_TO_WRAP)
+                with m.Elif(~s_ok):
+                    fail(E_RP_BOUNDS)
+                with m.Else():
+                    m.next = "RRPUSH"
+
+            with m.State("RRPUSH"):
+                m.d.comb += self.rrq.valid.eq(1)
+                with m.If(self.rrq.ready):
+                    m.d.sync += [c.rrc.eq(c.rrc + 1), c.q1.eq(0), c.q1.msn.eq(c.q1.msn + 1),
+                                 lat.conn.eq(ent.conn), clr.eq(0), clr_base.eq(0),
+                                 clr_n.eq(32 // W)]
+                    m.next = "QCLR"
+
+            with m.State("QCLR"):
+                m.d.comb += [
+                    cb_wr.addr.eq(lat.conn * CROWS + clr_base + clr), cb_wr.data.eq(0),
+                    cb_wr.en.eq((1 << W) - 1),
+                ]
+                m.d.sync += clr.eq(clr + 1)
+                with m.If(clr + 1 >= clr_n):
+                    m.next = "DONE"
+
+            with m.State("TRECV"):
+                # like an error report: every write already issued leaves first
+                m.d.comb += self.term.valid.eq(aw_quiet)
+                with m.If(aw_quiet & self.term.ready):
+                    m.d.sync += c.stopped.eq(1)
+                    m.next = "DONE"
+
+            with m.State("ERR"):
+                # report once every write already issued has left on AW (none follows)
+                lay = einfo[12:16]
+                et = einfo[8:12]
+                ec = einfo[0:8]
+                d_on = emd & ed
+                r_on = (d_on & er & (lay == 0) & ((et == 1) | (et == 2))
+                        & ~((et == 2) & ((ec == 5) | (ec == 6)))
+                        & ~T & (opcode == 1))
+                term = Signal(8 * TERM_BYTES, name="term_bytes")
+                tb = [term[8 * k:8 * k + 8] for k in range(TERM_BYTES)]
+                m.d.comb += [
+                    tb[0].eq(Cat(et, lay)), tb[1].eq(ec),
+                    tb[2].eq(Cat(Const(0, 5), r_on, d_on, emd)), tb[3].eq(0),
+                ]
+                with m.If(emd):
+                    m.d.comb += [tb[4].eq(ent.len[8:16]), tb[5].eq(ent.len[0:8])]
+                with m.If(d_on):
+                    for k in range(18):
+                        if k < 14:
+                            m.d.comb += tb[6 + k].eq(hb[k])
+                        else:
+                            with m.If(~T):
+                                m.d.comb += tb[6 + k].eq(hb[k])
+                with m.If(r_on):
+                    for k in range(28):
+                        m.d.comb += tb[24 + k].eq(mb[k])
+                tlen = Signal(6, name="tlen")
+                m.d.comb += tlen.eq(4 + Mux(emd, 2, 0) + Mux(d_on, hlen, 0) + Mux(r_on, 28, 0))
+                m.d.comb += [
+                    self.term.payload.conn.eq(ent.conn), self.term.payload.received.eq(0),
+                    self.term.payload.layer.eq(lay), self.term.payload.etype.eq(et),
+                    self.term.payload.ecode.eq(ec), self.term.payload.tlen.eq(tlen),
+                    self.term.payload.term.eq(term),
+                    self.term.valid.eq(aw_quiet),
+                ]
+                with m.If(aw_quiet & self.term.ready):
+                    m.d.sync += c.stopped.eq(1)
+                    m.next = "DONE"
+
+            with m.State("DONE"):
+                m.d.comb += [cx_wr.en.eq(1), cx_wr.addr.eq(ent.conn), cx_wr.data.eq(c)]
+                with m.If(ent.has_slot):
+                    m.d.comb += free_mask.eq(1 << ent.slot)
+                m.next = "IDLE"
+
+        # handles for formal checks and tests
+        self._f = dict(
+            fsm=fsm, p_addr=p_addr, p_start=p_start, p_end=p_end, p_rem=p_rem, p_lo=p_lo,
+            p_first_word=p_first_word, p_words=p_words, p_axi=p_axi, p_load=p_load, T=T,
+            ent=ent, e=e, ridx=ridx, qn_now=qn_now, h_stag=h_stag, rd_row=rd_row, rd_e=rd_e,
+            st_wr=st_wr, rq_wr=rq_wr, row_l=row_l, rqe_l=rqe_l, n=n, mcap=mcap, h_mo=h_mo,
+            stag_idx=stag_idx, D=D, DB=DB, SB=SB, AW=AW, LW=LW, c=c, hk=hk, lat=lat, cx_wr=cx_wr,
+        )
+        self._aw_fifo_out = aw_out
+        self._stag_wr = st_wr
+        self._rq_wr = rq_wr
+        self._wf_in = (wf.w_en, wf.w_data, w_l)
+        self._aw_in = (awf.w_en, awf.w_data, aw_l)
+        return m
