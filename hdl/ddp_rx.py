@@ -11,7 +11,7 @@ Layouts of the host-facing ports: :class:`StagWrite`, :class:`RqPost`,
 :class:`TermReport`; the memory port is :class:`AXI4WriteSignature`.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -258,6 +258,49 @@ class _InCtx(data.StructLayout):
         })
 
 
+class _RegFIFO(Elaboratable):
+    """A small FIFO in flops (first word falls through one cycle after its write):
+    the :class:`SyncFIFOBuffered` interface (``w_en w_rdy w_data r_en r_rdy r_data``,
+    ``level``). Its entries are registers (``entries``, valid ones ``valid(k)``), so a
+    formal proof can state an invariant for every queued entry."""
+
+    def __init__(self, *, width, depth):
+        assert depth >= 2 and depth & (depth - 1) == 0
+        self.width = width
+        self.depth = depth
+        self.w_en = Signal()
+        self.w_rdy = Signal()
+        self.w_data = Signal(width)
+        self.r_en = Signal()
+        self.r_rdy = Signal()
+        self.r_data = Signal(width)
+        self.level = Signal(range(depth + 1))
+        self.entries = [Signal(width, name=f"entry{k}") for k in range(depth)]
+        self.rp = Signal(range(depth))
+        self.wp = Signal(range(depth))
+
+    def valid(self, k):
+        """Entry ``k`` holds a queued word."""
+        return ((k - self.rp)[:exact_log2(self.depth)]) < self.level
+
+    def elaborate(self, platform):
+        m = Module()
+        do_w = self.w_en & self.w_rdy
+        do_r = self.r_en & self.r_rdy
+        m.d.comb += [self.w_rdy.eq(self.level != self.depth), self.r_rdy.eq(self.level != 0)]
+        for k in range(self.depth):
+            with m.If(self.rp == k):
+                m.d.comb += self.r_data.eq(self.entries[k])
+            with m.If(do_w & (self.wp == k)):
+                m.d.sync += self.entries[k].eq(self.w_data)
+        with m.If(do_w):
+            m.d.sync += self.wp.eq(self.wp + 1)
+        with m.If(do_r):
+            m.d.sync += self.rp.eq(self.rp + 1)
+        m.d.sync += self.level.eq(self.level + do_w - do_r)
+        return m
+
+
 def _be(byte_sigs):
     """Big-endian value of a list of 8-bit values (first = most significant)."""
     return Cat(*reversed(byte_sigs))
@@ -442,8 +485,8 @@ class DdpRx(wiring.Component):
             "lo": unsigned(max(1, LW)), "hi": unsigned(max(1, LW)),
         })
         w_l = data.StructLayout({"data": unsigned(8 * W), "strb": unsigned(W)})
-        awf = SyncFIFOBuffered(width=aw_l.size, depth=4)
-        wf = SyncFIFOBuffered(width=w_l.size, depth=4)
+        awf = _RegFIFO(width=aw_l.size, depth=4)
+        wf = _RegFIFO(width=w_l.size, depth=4)
         m.submodules.awf = awf
         m.submodules.wf = wf
         aw_out = aw_l(awf.r_data)
@@ -607,7 +650,14 @@ class DdpRx(wiring.Component):
         m.d.comb += [cx_rd.addr.eq(req_conn), cx_rd.en.eq(0)]
         ctl_p = self.ctl.payload
         post_p = self.rq_post.payload
-        ent_head = entry_l(ready.r_data)
+        # what the processor sees of the ingest: the queue of complete ULPDUs and the slot
+        # buffer's read data. A formal harness may replace both by free signals
+        # (``_formal_ingest = (r_rdy, r_data, slot_data)``): the processor and the
+        # placement are then checked against every possible ingest behaviour.
+        q_rdy, q_data, sb_data = ready.r_rdy, ready.r_data, sb_rd.data
+        if getattr(self, "_formal_ingest", None) is not None:
+            q_rdy, q_data, sb_data = self._formal_ingest
+        ent_head = entry_l(q_data)
         lat = Signal(RqPost(connections=C))    # latched post / ctl / rr_done request
         lat_ird = Signal(14)
         clr = Signal(range(CROWS + 1))
@@ -689,7 +739,7 @@ class DdpRx(wiring.Component):
                     m.d.comb += [req_conn.eq(self.rr_done.payload.conn), self.rr_done.ready.eq(1)]
                     m.d.sync += lat.conn.eq(self.rr_done.payload.conn)
                     m.next = "RRD"
-                with m.Elif(ready.r_rdy):
+                with m.Elif(q_rdy):
                     m.d.comb += [req_conn.eq(ent_head.conn), ready.r_en.eq(1),
                                  sb_rd.en.eq(1), sb_rd.addr.eq(Cat(Const(0, RB), ent_head.slot))]
                     m.d.sync += [ent.eq(ent_head), hk.eq(0)]
@@ -746,7 +796,7 @@ class DdpRx(wiring.Component):
                 # data of row hk is on the read port
                 for k in range(HR):
                     with m.If(hk == k):
-                        m.d.sync += hdr[8 * W * k:8 * W * (k + 1)].eq(sb_rd.data)
+                        m.d.sync += hdr[8 * W * k:8 * W * (k + 1)].eq(sb_data)
                 hrow = Signal(RB, name="hdr_row")
                 m.d.comb += [hrow.eq(hk + 1), sb_rd.en.eq(1), sb_rd.addr.eq(Cat(hrow, ent.slot))]
                 m.d.sync += hk.eq(hk + 1)
@@ -767,7 +817,9 @@ class DdpRx(wiring.Component):
                     fail(E_LLP_MARKER, 0)
                 with m.Elif(ent.err != 0):
                     fail(E_DDP_CATASTROPHIC, 0)
-                with m.Elif(ent.ovf | (ent.len < hlen)):
+                with m.Elif(ent.ovf | (ent.len < hlen) | (ent.len > ROWS * W)):
+                    # (longer than a slot without ``ovf``: only with beats of more than W
+                    # octets, which the deframer never sends)
                     fail(E_DDP_CATASTROPHIC)
                 with m.Else():
                     m.d.sync += ed.eq(1)
@@ -889,7 +941,7 @@ class DdpRx(wiring.Component):
                 win = Signal(16 * W)
                 word = Signal(8 * W)
                 strb = Signal(W)
-                m.d.comb += win.eq(Cat(prev, sb_rd.data))
+                m.d.comb += win.eq(Cat(prev, sb_data))
                 for r in range(W):
                     with m.If(p_r == r):
                         m.d.comb += word.eq(win[8 * r:8 * (r + W)])
@@ -908,7 +960,7 @@ class DdpRx(wiring.Component):
                     awf.w_data.eq(aw_in), wf.w_data.eq(w_in),
                 ]
                 with m.If(consume):
-                    m.d.sync += [prev.eq(sb_rd.data), p_load.eq(0)]
+                    m.d.sync += [prev.eq(sb_data), p_load.eq(0)]
                     with m.If(~p_load):
                         m.d.sync += [p_addr.eq(p_addr + W), p_rem.eq(p_rem - W),
                                      p_first_word.eq(0), p_words.eq(p_words - 1)]
@@ -1154,8 +1206,13 @@ class DdpRx(wiring.Component):
             ent=ent, e=e, ridx=ridx, qn_now=qn_now, h_stag=h_stag, rd_row=rd_row, rd_e=rd_e,
             st_wr=st_wr, rq_wr=rq_wr, row_l=row_l, rqe_l=rqe_l, n=n, mcap=mcap, h_mo=h_mo,
             stag_idx=stag_idx, D=D, DB=DB, SB=SB, AW=AW, LW=LW, c=c, hk=hk, lat=lat, cx_wr=cx_wr,
+            cx_rd=cx_rd, ctx_l=ctx_l, tr_p=tr_p, p_reads=p_reads, p_dv=p_dv, hlen=hlen, ROWS=ROWS,
+            entry_l=entry_l,
         )
         self._aw_fifo_out = aw_out
+        self._awf = awf
+        self._aw_l = aw_l
+        self._mems = dict(stag=stagm, rq=rqm, ctx=ctxm)
         self._stag_wr = st_wr
         self._rq_wr = rq_wr
         self._wf_in = (wf.w_en, wf.w_data, w_l)

@@ -266,7 +266,7 @@ class DdpTB(TB):
         if x < 0.72:
             src_stag, src_to, sz = self.pick_tagged(rng, c, rng.choice([0, rng.randint(1, 5000)]), right="rr")
             own = [r for r in self.model.live_rows() if r["valid"] and r["conn"] == c and r["rr"]]
-            if own and rng.random() < 0.2:           # source past the end of an own region
+            if own and rng.random() < 0.35:          # source past the end of an own region
                 r = rng.choice(own)
                 sz = rng.randint(1, 64)
                 src_stag, src_to = r["stag"], r["base"] + r["length"] - sz + rng.randint(1, 3)
