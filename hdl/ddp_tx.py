@@ -1,0 +1,795 @@
+"""DDP/RDMAP transmit path: send queues, segmenter, RDMA Read responder, Terminate (RFC 5041 / 5040).
+
+See :class:`DdpTx`. It sits in front of the MPA TX framer (:class:`hdl.mpa_tx.MpaTxFramer`,
+payload :class:`hdl.mpa_tx.MpaTxBeat`) and turns work requests, inbound RDMA Read Requests
+(from :class:`hdl.ddp_rx.DdpRx`'s ``rrq``) and error reports (``DdpRx.term``) into ULPDUs,
+reading payload from host memory over an AXI4 read master. The golden model is
+:mod:`host.segment` (:class:`host.segment.TxStream`): every ULPDU is octet for octet what it
+gives for the same messages.
+
+Layouts of the host-facing ports: :class:`WorkRequest`, :class:`TxConnCfg`, :class:`ReadDone`,
+:class:`TxCompletion`; the memory port is :class:`AXI4ReadSignature`. The RX-side layouts
+:class:`hdl.ddp_rx.ReadRequestOut`, :class:`hdl.ddp_rx.TermReport`,
+:class:`hdl.ddp_rx.StagWrite` and :class:`hdl.ddp_rx.RrDone` are used unchanged.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from .beat import WIDTHS, conn_bits
+from .ddp_rx import TERM_BYTES, ReadRequestOut, RrDone, StagWrite, TermReport
+from .mpa_tx import MpaTxBeat
+
+__all__ = [
+    "AXI4ReadSignature", "WorkRequest", "TxConnCfg", "ReadDone", "TxCompletion", "DdpTx",
+    "TX_STATUS_SUCCESS", "TX_STATUS_LOCAL_LENGTH", "TX_STATUS_BAD_REQUEST",
+    "TX_STATUS_REMOTE_ERROR", "TX_STATUS_FLUSHED",
+]
+
+# Completion status values (host.regmap.CqStatus)
+TX_STATUS_SUCCESS = 0
+TX_STATUS_LOCAL_LENGTH = 1
+TX_STATUS_BAD_REQUEST = 3
+TX_STATUS_REMOTE_ERROR = 4
+TX_STATUS_FLUSHED = 5
+
+_HMAX = 72           # header buffer: 18-octet untagged header + 52-octet Terminate payload, rounded up
+_RREQ_HDR = 18 + 28
+_BURST = 16          # AXI beats per AR burst at most
+
+
+# ---------------------------------------------------------------------------- port layouts
+
+class AXI4ReadSignature(wiring.Signature):
+    """AXI4 read channels (AR, R), seen from the master.
+
+    Members carry the AMBA names in lower case: ``arid araddr arlen arsize arburst arvalid
+    arready rid rdata rresp rlast rvalid rready`` (ID width 1, always 0). A port
+    ``m_axi: Out(AXI4ReadSignature(...))`` becomes Verilog ports ``m_axi__araddr`` ...
+    which ``cocotbext.axi.AxiReadBus.from_prefix(dut, "m_axi_")`` finds.
+    """
+
+    def __init__(self, *, addr_width, data_width):
+        self.addr_width = addr_width
+        self.data_width = data_width
+        super().__init__({
+            "arid": Out(1), "araddr": Out(addr_width), "arlen": Out(8), "arsize": Out(3),
+            "arburst": Out(2), "arvalid": Out(1), "arready": In(1),
+            "rid": In(1), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
+            "rvalid": In(1), "rready": Out(1),
+        })
+
+    def __eq__(self, other):
+        return (type(other) is type(self) and other.addr_width == self.addr_width
+                and other.data_width == self.data_width)
+
+    def __hash__(self):
+        return hash((type(self), self.addr_width, self.data_width))
+
+
+class WorkRequest(data.StructLayout):
+    """One work request (the SQ_* registers + SQ_CMD.DOORBELL).
+
+    ``opcode`` is :class:`host.regmap.SqOpcode`: 0 RDMA Write (``length`` octets from
+    ``laddr`` to the peer's ``rstag``/``rto``), 1 RDMA Read (``length`` octets from the
+    peer's ``rstag``/``rto`` into the local sink ``lstag``/``laddr``: the Read Request
+    carries Data Sink STag = ``lstag``, Data Sink TO = ``laddr``), 3 Send, 4 Send with
+    Invalidate (of ``inv_stag``), 5 Send with SE, 6 Send with SE and Invalidate; others
+    complete with BAD_REQUEST. ``signaled``: complete on success too (errors always do).
+    """
+
+    def __init__(self, *, connections):
+        super().__init__({
+            "opcode": unsigned(4), "signaled": unsigned(1), "conn": unsigned(conn_bits(connections)),
+            "laddr": unsigned(64), "length": unsigned(32), "lstag": unsigned(32),
+            "rstag": unsigned(32), "rto": unsigned(64), "inv_stag": unsigned(32), "wr_id": unsigned(32),
+        })
+
+
+class TxConnCfg(data.StructLayout):
+    """(Re)start a connection's transmit context (CTX_CMD.COMMIT): MSNs of QN 0/1/2 to 1,
+    queues empty, no Read outstanding, not stopped; ``mulpdu`` (largest ULPDU_Length sent,
+    at least 72 so that a Terminate fits one segment) and ``ord``."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": unsigned(conn_bits(connections)), "mulpdu": unsigned(16),
+                          "ord": unsigned(14)})
+
+
+class ReadDone(data.StructLayout):
+    """The RX side completed an RDMA Read Response message (``DdpRx.cq`` with opcode 2):
+    ``length`` octets arrived. Completes the connection's oldest outstanding Read."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": unsigned(conn_bits(connections)), "length": unsigned(32)})
+
+
+class TxCompletion(data.StructLayout):
+    """A finished work request (CQ_* registers with CQ_INFO.QUEUE = SQ).
+
+    ``status`` is :class:`host.regmap.CqStatus`; ``length`` the octets transferred (0 unless
+    SUCCESS or LOCAL_LENGTH); ``opcode`` the work request's.
+    """
+
+    def __init__(self, *, connections):
+        super().__init__({
+            "conn": unsigned(conn_bits(connections)), "wr_id": unsigned(32), "status": unsigned(8),
+            "length": unsigned(32), "opcode": unsigned(4),
+        })
+
+
+# ---------------------------------------------------------------------------- internal layouts
+
+class _Ctx(data.StructLayout):
+    def __init__(self, *, sq_depth, rrq_depth, ord_depth):
+        sb, qb, ob = exact_log2(sq_depth), exact_log2(rrq_depth), exact_log2(ord_depth)
+        super().__init__({
+            "mulpdu": unsigned(16), "ord": unsigned(14),
+            "msn0": unsigned(32), "msn1": unsigned(32), "msn2": unsigned(32),
+            "stopped": unsigned(1), "rterm": unsigned(1), "inlist": unsigned(1), "last_sq": unsigned(1),
+            "sq_head": unsigned(max(sb, 1)), "sq_count": unsigned(sb + 1), "sq_off": unsigned(32),
+            "rr_head": unsigned(max(qb, 1)), "rr_count": unsigned(qb + 1), "rr_off": unsigned(32),
+            "rr_started": unsigned(1),
+            "rd_head": unsigned(max(ob, 1)), "nreads": unsigned(ob + 1),
+        })
+
+
+class _RdEntry(data.StructLayout):
+    def __init__(self):
+        super().__init__({"wr_id": unsigned(32), "length": unsigned(32), "signaled": unsigned(1)})
+
+
+class _StagRow(data.StructLayout):
+    def __init__(self, *, connections, addr_width):
+        super().__init__({
+            "stag": unsigned(32), "base": unsigned(addr_width), "length": unsigned(32),
+            "valid": unsigned(1), "rr": unsigned(1), "conn": unsigned(conn_bits(connections)),
+        })
+
+
+def _be(value, nbytes):
+    """Octets of ``value`` in network order (first = most significant), as 8-bit slices."""
+    return [value[8 * (nbytes - 1 - k):8 * (nbytes - k)] for k in range(nbytes)]
+
+
+# ---------------------------------------------------------------------------- the block
+
+class DdpTx(wiring.Component):
+    """DDP/RDMAP transmit path: work requests, Read Requests and error reports in, ULPDUs out.
+
+    Parameters
+    ----------
+    width : int
+        Datapath width W in octets (4, 8, 16, 32); also the AXI data width.
+    connections : int
+        Connection contexts (rows of the context memory).
+    sq_depth : int
+        Work requests that may be queued per connection (power of 2).
+    rrq_depth : int
+        Inbound RDMA Read Requests that may wait per connection (power of 2, >= the IRD
+        the RX side enforces).
+    ord_depth : int
+        Outbound RDMA Reads that may be outstanding per connection (power of 2); a
+        connection's ``ord`` above it acts as ``ord_depth``.
+    stags : int
+        Rows of the TX copy of the STag table (power of 2); row of an STag = ``stag % stags``.
+    addr_width : int
+        AXI address width AW (host memory is ``2**AW`` octets; addresses wrap).
+
+    Ports
+    -----
+    wr : In(stream(WorkRequest))
+        Work request posts. Accepted when the connection's send queue has room; while it is
+        full ``ready`` stays low (the doorbell waits).
+    cfg : In(stream(TxConnCfg))
+        Connection (re)start; write it while the connection is idle (queued work and the
+        Read Request queue of the connection are dropped without completions).
+    stag_w : In(stream(StagWrite))
+        TX copy of the STag table (same writes as ``DdpRx.stag_w``; a remote invalidation,
+        ``DdpRx.cq`` with ``invalidated``, must be written here too as a row with
+        ``valid = 0``). Only the Read Responder looks at it.
+    rrq : In(stream(ReadRequestOut))
+        Validated inbound RDMA Read Requests (``DdpRx.rrq``), queued per connection.
+    rr_done : Out(stream(RrDone))
+        One Read Request answered (its last Read Response segment left): to ``DdpRx.rr_done``.
+        Queued in a FIFO of ``connections * rrq_depth`` entries, so the TX side never waits
+        for the RX side (which takes ``rr_done`` only between segments and may itself be
+        waiting to hand over a Read Request: a wait here would deadlock the pair). The
+        FIFO cannot overflow while every connection's IRD is at most ``rrq_depth``.
+    term : In(stream(TermReport))
+        ``DdpRx.term``. ``received = 0``: send one Terminate (QN 2, the next QN 2 MSN) with
+        the report's ``tlen`` octets of ``term`` as payload, then stop the connection.
+        ``received = 1``: stop the connection (outstanding Reads complete with
+        REMOTE_ERROR). Either way nothing more is sent on the connection until ``cfg``;
+        queued work requests complete with FLUSHED, waiting Read Requests are dropped.
+    read_done : In(stream(ReadDone))
+        Read Response message arrived (``DdpRx.cq`` with opcode 2): completes the oldest
+        outstanding Read of the connection (SUCCESS, or LOCAL_LENGTH when the length
+        differs from the request).
+    cq : Out(stream(TxCompletion))
+        Work request completions.
+    o : Out(stream(MpaTxBeat))
+        ULPDUs for :class:`hdl.mpa_tx.MpaTxFramer`: one ULPDU at a time, ``length`` on the
+        ``first`` beat, every beat full but the last, never zero octets (a ULPDU holds at
+        least its 14- or 18-octet header).
+    m_axi : Out(AXI4ReadSignature)
+        Payload reads: INCR bursts of at most 16 full-width beats, not crossing 4 KiB
+        (``rresp`` is not looked at).
+
+    Operation
+    ---------
+    One FSM serves, in priority order, ``cfg``, ``term``, ``read_done``, ``rrq``, and
+    then alternately ``wr`` and the scheduler. Per-connection state (MSNs, queue
+    pointers, progress of the message at the head of each queue, Reads outstanding) is
+    one row of a context memory; the send queues, Read Request queues and outstanding
+    Reads are memories too.
+
+    *Scheduler*: connections with work sit in a FIFO (each at most once). A turn pops
+    one connection and sends **one DDP segment** of it, then puts it back if it has
+    work left, so connections are served round robin segment by segment. Inside a
+    connection the Read Responder and the send queue alternate segment by segment
+    (fair interleaving of Read Responses with the connection's untagged messages; a
+    message never interleaves with another message of the same queue). Tagged messages
+    do not interleave with each other: a Read Response waits for an RDMA Write in
+    progress to finish and vice versa, because the receiver (:class:`host.sink.Sink`,
+    :class:`hdl.ddp_rx.DdpRx`) ties consecutive tagged segments of a stream to one
+    message (the Read Response completion carries the first segment's STag/TO and the
+    summed length). A Read at the head of the
+    send queue waits while ``ord`` Reads are outstanding (Read Responses still flow).
+
+    *Segments* (bit-exact with :meth:`host.segment.TxStream.message`): at most the
+    connection's MULPDU octets each; untagged MSN per queue from 1, MO from 0; tagged TO
+    advancing; L on the last; a zero-length message is one header-only segment. Read
+    Requests (18 + 28 octets) and Terminates (18 + ``tlen``) are always one segment.
+
+    *Read Responder*: before the first segment of a non-empty Read Response the source
+    (``src_stag``/``src_to``/``size``) is checked against the TX STag table like
+    ``DdpRx`` does (row valid with that STag, same connection, remote read right, no TO
+    wrap, inside the region; the TO is the host address). A failure (the region changed
+    after the RX side validated the request) sends a Terminate with RDMAP Remote
+    Protection 1/0, 1/3, 1/2, 1/4 or 1/1, M D R set, the 46-octet segment length, the
+    Read Request's DDP header (as a single segment: L, QN 1, its MSN, MO 0) and its 28
+    octets, and stops the connection.
+
+    *Completions*: Send and Write when their last segment has left on ``o``; Read on
+    ``read_done``; invalid opcodes (and a Read with ``ord`` 0) at once with BAD_REQUEST.
+
+    Latency, throughput and packet boundaries
+    -----------------------------------------
+    A segment's first beat is offered 4 cycles after its connection's turn starts
+    (context, queue heads, header) when it is header-only or its header fills the first
+    beat, else when the first memory word arrives (AR issued in the 4th cycle). While
+    payload flows ``o`` moves one beat per cycle (the header is merged with the memory
+    words by a byte rotator, no bubble at the header/payload seam), limited only by
+    ``o.ready`` and the R channel; the AR side keeps bursts in flight for the whole
+    segment (a 32-word R FIFO). Between segments there are about 6 cycles of control
+    plus the memory latency: measured with cocotbext-axi's AxiRamRead (no pauses), one
+    connection of 6000-octet RDMA Writes at MULPDU 1460, ``o`` carries 0.97 / 0.93 /
+    0.86 / 0.74 beats per cycle at W = 4 / 8 / 16 / 32 (about 11 cycles per segment
+    boundary; prefetching the next segment is the remaining work). ``o`` carries whole
+    ULPDUs, never interleaved; ``first``/``last`` delimit one ULPDU.
+    """
+
+    def __init__(self, *, width=8, connections=16, sq_depth=8, rrq_depth=4, ord_depth=4,
+                 stags=256, addr_width=64):
+        if width not in WIDTHS:
+            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+        for name, v in (("sq_depth", sq_depth), ("rrq_depth", rrq_depth), ("ord_depth", ord_depth),
+                        ("stags", stags)):
+            if not isinstance(v, int) or v < 2 or v & (v - 1):
+                raise ValueError(f"{name} must be a power of 2 (>= 2), not {v!r}")
+        if not isinstance(addr_width, int) or not 13 <= addr_width <= 64:
+            raise ValueError("addr_width must be 13..64")
+        conn_bits(connections)
+        self.width = width
+        self.connections = connections
+        self.sq_depth = sq_depth
+        self.rrq_depth = rrq_depth
+        self.ord_depth = ord_depth
+        self.stags = stags
+        self.addr_width = addr_width
+        C = connections
+        super().__init__({
+            "wr": In(stream.Signature(WorkRequest(connections=C))),
+            "cfg": In(stream.Signature(TxConnCfg(connections=C))),
+            "stag_w": In(stream.Signature(StagWrite(stags=stags, connections=C))),
+            "rrq": In(stream.Signature(ReadRequestOut(connections=C))),
+            "rr_done": Out(stream.Signature(RrDone(connections=C))),
+            "term": In(stream.Signature(TermReport(connections=C))),
+            "read_done": In(stream.Signature(ReadDone(connections=C))),
+            "cq": Out(stream.Signature(TxCompletion(connections=C))),
+            "o": Out(stream.Signature(MpaTxBeat(width=width, connections=C))),
+            "m_axi": Out(AXI4ReadSignature(addr_width=addr_width, data_width=8 * width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.width
+        LW = exact_log2(W)
+        C = self.connections
+        CB = conn_bits(C)
+        AW = self.addr_width
+        SQD, SQB = self.sq_depth, exact_log2(self.sq_depth)
+        RQD, RQB = self.rrq_depth, exact_log2(self.rrq_depth)
+        OD, OB = self.ord_depth, exact_log2(self.ord_depth)
+        S, SB = self.stags, exact_log2(self.stags)
+        ctx_l = _Ctx(sq_depth=SQD, rrq_depth=RQD, ord_depth=OD)
+        wr_l = WorkRequest(connections=C)
+        rq_l = ReadRequestOut(connections=C)
+        rd_l = _RdEntry()
+        row_l = _StagRow(connections=C, addr_width=AW)
+
+        # ---------------------------------------------------------------- memories
+        ctxm = Memory(shape=ctx_l, depth=C, init=[])
+        sqm = Memory(shape=wr_l, depth=C * SQD, init=[])
+        rqm = Memory(shape=rq_l, depth=C * RQD, init=[])
+        rdm = Memory(shape=rd_l, depth=C * OD, init=[])
+        stm = Memory(shape=row_l, depth=S, init=[])
+        m.submodules.ctx = ctxm
+        m.submodules.sq = sqm
+        m.submodules.rrq_mem = rqm
+        m.submodules.rd = rdm
+        m.submodules.stag = stm
+        cx_wr, cx_rd = ctxm.write_port(), ctxm.read_port(domain="sync")
+        sq_wr, sq_rd = sqm.write_port(), sqm.read_port(domain="sync")
+        rq_wr, rq_rd = rqm.write_port(), rqm.read_port(domain="sync")
+        rd_wr, rd_rd = rdm.write_port(), rdm.read_port(domain="sync")
+        st_wr, st_rd = stm.write_port(), stm.read_port(domain="sync")
+        for p in (cx_rd, sq_rd, rq_rd, rd_rd, st_rd):
+            m.d.comb += p.en.eq(1)
+        cxd = ctx_l(cx_rd.data)
+
+        def qaddr(conn, idx, bits):
+            return Cat(idx[:bits], conn) if bits else conn
+
+        # connections with work, each at most once
+        active = SyncFIFOBuffered(width=CB, depth=max(C, 2))
+        m.submodules.active = active
+
+        # ---------------------------------------------------------------- STag table writes
+        m.d.comb += self.stag_w.ready.eq(1)
+        sw = self.stag_w.payload
+        wrow = Signal(row_l)
+        m.d.comb += [
+            wrow.stag.eq(sw.stag), wrow.base.eq(sw.base[:AW]), wrow.length.eq(sw.length),
+            wrow.valid.eq(sw.valid & ((sw.base + sw.length) <= (1 << AW))),
+            wrow.rr.eq(sw.remote_read), wrow.conn.eq(sw.conn),
+            st_wr.addr.eq(sw.index[:SB]), st_wr.data.eq(wrow), st_wr.en.eq(self.stag_w.valid),
+        ]
+
+        # ---------------------------------------------------------------- AXI read side
+        axi = self.m_axi
+        rf = SyncFIFOBuffered(width=8 * W, depth=32)
+        m.submodules.rfifo = rf
+        m.d.comb += [rf.w_data.eq(axi.rdata), rf.w_en.eq(axi.rvalid), axi.rready.eq(rf.w_rdy)]
+        ar_addr = Signal(AW)
+        ar_left = Signal(18)           # words still to request
+        to4k = Signal(13 - LW + 1)
+        blen = Signal(range(_BURST + 1))
+        m.d.comb += to4k.eq((4096 - ar_addr[:12]) >> LW)
+        with m.If((ar_left < _BURST) & (ar_left <= to4k)):
+            m.d.comb += blen.eq(ar_left)
+        with m.Elif(to4k < _BURST):
+            m.d.comb += blen.eq(to4k)
+        with m.Else():
+            m.d.comb += blen.eq(_BURST)
+        m.d.comb += [
+            axi.arid.eq(0), axi.araddr.eq(ar_addr), axi.arlen.eq(blen - 1), axi.arsize.eq(LW),
+            axi.arburst.eq(1), axi.arvalid.eq(ar_left != 0),
+        ]
+        ar_set = Signal()
+        ar_set_addr = Signal(AW)
+        ar_set_words = Signal(18)
+        with m.If(ar_set):
+            m.d.sync += [ar_addr.eq(ar_set_addr), ar_left.eq(ar_set_words)]
+        with m.Elif(axi.arvalid & axi.arready):
+            m.d.sync += [ar_addr.eq(ar_addr + (blen << LW)), ar_left.eq(ar_left - blen)]
+
+        # ---------------------------------------------------------------- segment emitter
+        hsh = Signal(8 * _HMAX)        # header (+ inline payload) octets not yet sent, octet 0 first
+        hrem = Signal(range(_HMAX + 1))
+        tot = Signal(17)               # octets of the ULPDU from the current beat on
+        rot = Signal(max(LW, 1))
+        t = Signal(signed(20))         # index of the memory word that the current beat ends in
+        lastw = Signal(signed(20))     # index of the last memory word (-1: none)
+        prev = Signal(8 * W)
+        e_first = Signal()
+        e_len = Signal(16)
+        e_done = Signal()
+        e_conn = Signal(conn_bits(self.connections))
+        pre = Signal()                 # load memory word 0 into ``prev`` first (when lo >= header)
+        emitting = Signal()
+
+        need = Signal()
+        m.d.comb += need.eq((t >= 0) & (t <= lastw))
+        cur = Signal(8 * W)
+        m.d.comb += cur.eq(Mux(need, rf.r_data, 0))
+        win = Signal(16 * W)
+        m.d.comb += win.eq(Cat(prev, cur))
+        rdat = Signal(8 * W)
+        for r in range(W):
+            with m.If(rot == r):
+                m.d.comb += rdat.eq(win[8 * r:8 * (r + W)])
+        outd = Signal(8 * W)
+        for b in range(W):
+            m.d.comb += outd[8 * b:8 * b + 8].eq(
+                Mux(b < tot, Mux(b < hrem, hsh[8 * b:8 * b + 8], rdat[8 * b:8 * b + 8]), 0))
+        o = self.o
+        last_beat = Signal()
+        m.d.comb += last_beat.eq(tot <= W)
+        m.d.comb += [
+            o.payload.data.eq(outd), o.payload.n.eq(Mux(last_beat, tot, W)),
+            o.payload.first.eq(e_first), o.payload.last.eq(last_beat),
+            o.payload.length.eq(e_len), o.payload.conn.eq(e_conn),
+            o.valid.eq(emitting & ~pre & (~need | rf.r_rdy)),
+        ]
+        with m.If(emitting & pre & rf.r_rdy):
+            m.d.comb += rf.r_en.eq(1)
+            m.d.sync += [prev.eq(rf.r_data), pre.eq(0)]
+        with m.If(o.valid & o.ready):
+            m.d.sync += [
+                hsh.eq(hsh >> (8 * W)), hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
+                t.eq(t + 1), e_first.eq(0),
+            ]
+            with m.If(need):
+                m.d.comb += rf.r_en.eq(1)
+                m.d.sync += prev.eq(cur)
+            m.d.comb += e_done.eq(last_beat)
+
+        def start_segment(conn, hdr_bytes, hl, n=None, addr=None):
+            """Set up one ULPDU: ``hl`` octets from ``hdr_bytes`` then ``n`` octets at ``addr``."""
+            hv = Signal(8 * _HMAX, name="seg_hdr")
+            m.d.comb += hv.eq(Cat(*hdr_bytes))
+            m.d.sync += [hsh.eq(hv), hrem.eq(hl), e_first.eq(1), e_conn.eq(conn)]
+            if n is None:
+                m.d.sync += [tot.eq(hl), e_len.eq(hl), rot.eq(0), t.eq(0), lastw.eq(-1), pre.eq(0)]
+                return
+            lo = Signal(max(LW, 1), name="seg_lo")
+            m.d.comb += lo.eq(addr[:LW] if LW else 0)
+            k = Signal(8, name="seg_k")
+            rr_ = Signal(max(LW, 1), name="seg_rot")
+            m.d.comb += [rr_.eq((lo - hl)[:LW] if LW else 0), k.eq((rr_ + hl - lo) >> LW)]
+            endw = Signal(18, name="seg_endw")
+            m.d.comb += endw.eq((lo + n - 1) >> LW)
+            m.d.sync += [tot.eq(hl + n), e_len.eq(hl + n), rot.eq(rr_), t.eq(1 - k),
+                         lastw.eq(Mux(n == 0, -1, endw)), pre.eq((k == 0) & (n != 0))]
+            m.d.comb += [ar_set.eq(1), ar_set_addr.eq(Cat(Const(0, LW), addr[LW:AW])),
+                         ar_set_words.eq(Mux(n == 0, 0, endw + 1))]
+
+        def untagged_hdr(last, opcode, inval, qn, msn, mo):
+            return ([Const(0x01, 8) | (last << 6), Const(0x40, 8) | opcode]
+                    + _be(inval, 4) + _be(Const(qn, 32) if isinstance(qn, int) else qn, 4)
+                    + _be(msn, 4) + _be(mo, 4))
+
+        def tagged_hdr(last, opcode, stag, to):
+            return [Const(0x81, 8) | (last << 6), Const(0x40, 8) | opcode] + _be(stag, 4) + _be(to, 8)
+
+        def pad(lst):
+            return lst + [Const(0, 8)] * (_HMAX - len(lst))
+
+        # ---------------------------------------------------------------- control FSM
+        load_now = Signal()            # IDLE picked a request: read its context now
+        load_conn = Signal(CB)
+        rrq_hold = Signal()            # the Read Request queue of rrq's connection is full
+        c = Signal(ctx_l)              # context of the connection being served
+        conn = Signal(CB)
+        popped = Signal()              # conn came out of the active FIFO this turn
+        prefer_post = Signal()
+        wre = Signal(wr_l)             # send queue head
+        rqe = Signal(rq_l)             # Read Request queue head
+        seg_last = Signal()
+        seg_untagged = Signal()
+        fin = Signal(2)                # after the segment: 0 write back, 1 SQ, 2 Read Response
+        cq_p = Signal(TxCompletion(connections=C))
+        cq_force = Signal()
+        m.d.comb += self.cq.payload.eq(cq_p)
+        # rr_done never makes the FSM wait (DdpRx takes it only between segments, and may
+        # itself wait for ``rrq``): unacknowledged ones per connection <= IRD <= rrq_depth
+        rrdf = SyncFIFOBuffered(width=CB, depth=C * RQD)
+        m.submodules.rr_done_fifo = rrdf
+        m.d.comb += [self.rr_done.payload.conn.eq(rrdf.r_data), self.rr_done.valid.eq(rrdf.r_rdy),
+                     rrdf.r_en.eq(self.rr_done.ready), rrdf.w_data.eq(conn)]
+        m.d.comb += [cx_wr.en.eq(0), cx_wr.addr.eq(conn), cx_wr.data.eq(c)]
+        m.d.comb += [sq_wr.en.eq(0), rq_wr.en.eq(0), rd_wr.en.eq(0)]
+        m.d.comb += [sq_rd.addr.eq(qaddr(conn, cxd.sq_head, SQB)),
+                     rq_rd.addr.eq(qaddr(conn, cxd.rr_head, RQB)),
+                     rd_rd.addr.eq(qaddr(conn, c.rd_head, OB)),
+                     cx_rd.addr.eq(Mux(load_now, load_conn, conn))]
+        ord_eff = Signal(15)
+        m.d.comb += ord_eff.eq(Mux(c.ord > OD, OD, c.ord))
+        has_work = Signal()
+        m.d.comb += has_work.eq((c.sq_count != 0) | (c.rr_count != 0) | (c.stopped & (c.nreads != 0)))
+
+        def complete(wr_id, status, length, opcode, force=1):
+            m.d.sync += [cq_p.conn.eq(conn), cq_p.wr_id.eq(wr_id), cq_p.status.eq(status),
+                         cq_p.length.eq(length), cq_p.opcode.eq(opcode), cq_force.eq(force)]
+
+        def sq_pop():
+            m.d.sync += [c.sq_head.eq(c.sq_head + 1), c.sq_count.eq(c.sq_count - 1), c.sq_off.eq(0)]
+
+        def rr_pop():
+            m.d.sync += [c.rr_head.eq(c.rr_head + 1), c.rr_count.eq(c.rr_count - 1), c.rr_off.eq(0),
+                         c.rr_started.eq(0)]
+
+        with m.FSM(name="tx"):
+            with m.State("IDLE"):
+                m.d.sync += popped.eq(0)
+
+                def pick(nconn, state):
+                    m.d.comb += [load_now.eq(1), load_conn.eq(nconn)]
+                    m.d.sync += conn.eq(nconn)
+                    m.next = state
+                with m.If(self.cfg.valid):
+                    pick(self.cfg.payload.conn, "CFG")
+                with m.Elif(self.term.valid):
+                    pick(self.term.payload.conn, "TERM")
+                with m.Elif(self.read_done.valid):
+                    pick(self.read_done.payload.conn, "RDONE")
+                with m.Elif(self.rrq.valid & ~rrq_hold):
+                    pick(self.rrq.payload.conn, "RRQ")
+                with m.Elif(self.wr.valid & (prefer_post | ~active.r_rdy)):
+                    pick(self.wr.payload.conn, "POST")
+                    m.d.sync += prefer_post.eq(0)
+                with m.Elif(active.r_rdy):
+                    m.d.comb += active.r_en.eq(1)
+                    pick(active.r_data, "LOAD")
+                    m.d.sync += [popped.eq(1), prefer_post.eq(1), rrq_hold.eq(0)]
+
+            with m.State("CFG"):
+                p = self.cfg.payload
+                m.d.comb += self.cfg.ready.eq(1)
+                m.d.sync += [c.eq(0), c.inlist.eq(cxd.inlist), c.mulpdu.eq(p.mulpdu), c.ord.eq(p.ord),
+                             c.msn0.eq(1), c.msn1.eq(1), c.msn2.eq(1)]
+                m.next = "WB"
+
+            with m.State("TERM"):
+                p = self.term.payload
+                m.d.comb += self.term.ready.eq(1)
+                m.d.sync += [c.eq(cxd), fin.eq(0)]
+                with m.If(cxd.stopped):
+                    m.next = "WB"
+                with m.Elif(p.received):
+                    m.d.sync += [c.stopped.eq(1), c.rterm.eq(1)]
+                    m.next = "WB"
+                with m.Else():
+                    tb = [p.term[8 * k:8 * k + 8] for k in range(TERM_BYTES)]
+                    hdr = untagged_hdr(1, 7, Const(0, 32), 2, cxd.msn2, Const(0, 32)) + tb
+                    start_segment(conn, pad(hdr), 18 + p.tlen)
+                    m.d.sync += [c.stopped.eq(1), c.msn2.eq(cxd.msn2 + 1)]
+                    m.next = "EMIT"
+
+            with m.State("RDONE"):
+                m.d.comb += self.read_done.ready.eq(1)
+                m.d.sync += [c.eq(cxd), fin.eq(0)]
+                with m.If(~cxd.stopped & (cxd.nreads != 0)):
+                    m.d.sync += wre.length.eq(self.read_done.payload.length)
+                    m.next = "RDONE2"
+                with m.Else():
+                    m.next = "WB"
+
+            with m.State("RDONE2"):
+                m.next = "RDONE3"      # rd_rd address follows c.rd_head (registered in RDONE)
+
+            with m.State("RDONE3"):
+                e = rd_l(rd_rd.data)
+                ok = e.length == wre.length
+                complete(e.wr_id, Mux(ok, TX_STATUS_SUCCESS, TX_STATUS_LOCAL_LENGTH), wre.length, 1,
+                         force=~ok | e.signaled)
+                m.d.sync += [c.rd_head.eq(c.rd_head + 1), c.nreads.eq(c.nreads - 1)]
+                m.next = "CQ"
+
+            with m.State("RRQ"):
+                m.d.sync += c.eq(cxd)
+                with m.If(cxd.stopped):
+                    m.d.comb += self.rrq.ready.eq(1)          # dropped
+                with m.Elif(cxd.rr_count < RQD):
+                    m.d.comb += [self.rrq.ready.eq(1), rq_wr.en.eq(1),
+                                 rq_wr.addr.eq(qaddr(conn, (cxd.rr_head + cxd.rr_count)[:max(RQB, 1)], RQB)),
+                                 rq_wr.data.eq(self.rrq.payload)]
+                    m.d.sync += c.rr_count.eq(cxd.rr_count + 1)
+                with m.Else():
+                    m.d.sync += rrq_hold.eq(1)
+                m.next = "WB"
+
+            with m.State("POST"):
+                m.d.sync += c.eq(cxd)
+                with m.If(cxd.sq_count < SQD):
+                    m.d.comb += [self.wr.ready.eq(1), sq_wr.en.eq(1),
+                                 sq_wr.addr.eq(qaddr(conn, (cxd.sq_head + cxd.sq_count)[:max(SQB, 1)], SQB)),
+                                 sq_wr.data.eq(self.wr.payload)]
+                    m.d.sync += c.sq_count.eq(cxd.sq_count + 1)
+                m.next = "WB"
+
+            with m.State("LOAD"):
+                # context arrives; queue heads are read at its pointers
+                m.d.sync += c.eq(cxd)
+                m.next = "SCHED"
+
+            with m.State("SCHED"):
+                # queue heads at the context's pointers (addresses followed cxd in LOAD)
+                wv = wr_l(sq_rd.data)
+                rv = rq_l(rq_rd.data)
+                m.d.sync += [wre.eq(wv), rqe.eq(rv), fin.eq(0)]
+                op = wv.opcode
+                # tagged messages never interleave on a stream (the receiver, host.sink and
+                # DdpRx, ties consecutive tagged segments to one message): a Write in progress
+                # holds off Read Responses and a Read Response in progress holds off Writes
+                wr_mid = (c.sq_count != 0) & (op == 0) & (c.sq_off != 0)
+                rr_mid = (c.rr_count != 0) & c.rr_started
+                sq_ok = (c.sq_count != 0) & ((op != 1) | (c.nreads < ord_eff) | (c.ord == 0)) & \
+                    ~(rr_mid & (op == 0))
+                rr_ok = (c.rr_count != 0) & ~wr_mid
+                with m.If(c.stopped):
+                    with m.If(c.nreads != 0):
+                        m.next = "FLUSH_RD"
+                    with m.Elif(c.sq_count != 0):
+                        complete(wv.wr_id, TX_STATUS_FLUSHED, 0, op)
+                        sq_pop()
+                        m.next = "CQ"
+                    with m.Else():
+                        m.d.sync += [c.rr_count.eq(0), c.rr_off.eq(0), c.rr_started.eq(0)]
+                        m.next = "WB"
+                with m.Elif(rr_ok & (~sq_ok | c.last_sq)):
+                    m.d.sync += c.last_sq.eq(0)
+                    with m.If(~c.rr_started & (rv.size != 0)):
+                        m.next = "RRCHK0"
+                    with m.Else():
+                        m.next = "SEG_RR"
+                with m.Elif(sq_ok):
+                    m.d.sync += c.last_sq.eq(1)
+                    bad = ~((op == 0) | (op == 1) | (op == 3) | (op == 4) | (op == 5) | (op == 6)) | \
+                        ((op == 1) & (c.ord == 0))
+                    with m.If(bad):
+                        complete(wv.wr_id, TX_STATUS_BAD_REQUEST, 0, op)
+                        sq_pop()
+                        m.next = "CQ"
+                    with m.Elif(op == 1):
+                        m.next = "SEG_RREQ"
+                    with m.Else():
+                        m.next = "SEG_SQ"
+                with m.Else():
+                    m.next = "WB"
+
+            with m.State("FLUSH_RD"):
+                m.next = "FLUSH_RD2"
+
+            with m.State("FLUSH_RD2"):
+                e = rd_l(rd_rd.data)
+                complete(e.wr_id, Mux(c.rterm, TX_STATUS_REMOTE_ERROR, TX_STATUS_FLUSHED), 0, 1)
+                m.d.sync += [c.rd_head.eq(c.rd_head + 1), c.nreads.eq(c.nreads - 1)]
+                m.next = "CQ"
+
+            with m.State("SEG_SQ"):
+                op = wre.opcode
+                tagged = op == 0
+                hl = Mux(tagged, 14, 18)
+                room = Signal(16)
+                rem = Signal(32)
+                last = Signal()
+                chunk = Signal(32)
+                m.d.comb += [room.eq(c.mulpdu - hl), rem.eq(wre.length - c.sq_off),
+                             last.eq(rem <= room), chunk.eq(Mux(last, rem, room))]
+                inv = (op == 4) | (op == 6)
+                th = tagged_hdr(last, op, wre.rstag, (wre.rto + c.sq_off)[:64])
+                uh = untagged_hdr(last, op, Mux(inv, wre.inv_stag, 0), 0, c.msn0, c.sq_off)
+                hdr = Signal(8 * _HMAX, name="sq_hdr")
+                m.d.comb += hdr.eq(Mux(tagged, Cat(*pad(th)), Cat(*pad(uh))))
+                start_segment(conn, [hdr[8 * k:8 * k + 8] for k in range(_HMAX)], hl, chunk,
+                              (wre.laddr + c.sq_off)[:AW])
+                m.d.sync += [c.sq_off.eq(c.sq_off + chunk), seg_last.eq(last), seg_untagged.eq(~tagged),
+                             fin.eq(1)]
+                m.next = "EMIT"
+
+            with m.State("SEG_RREQ"):
+                body = (_be(wre.lstag, 4) + _be(wre.laddr, 8) + _be(wre.length, 4)
+                        + _be(wre.rstag, 4) + _be(wre.rto, 8))
+                start_segment(conn, pad(untagged_hdr(1, 1, Const(0, 32), 1, c.msn1, Const(0, 32)) + body),
+                              _RREQ_HDR)
+                ent = Signal(rd_l, name="rd_entry")
+                m.d.comb += [ent.wr_id.eq(wre.wr_id), ent.length.eq(wre.length), ent.signaled.eq(wre.signaled),
+                             rd_wr.en.eq(1), rd_wr.addr.eq(qaddr(conn, (c.rd_head + c.nreads)[:max(OB, 1)], OB)),
+                             rd_wr.data.eq(ent)]
+                m.d.sync += [c.nreads.eq(c.nreads + 1), c.msn1.eq(c.msn1 + 1)]
+                sq_pop()
+                m.next = "EMIT"
+
+            with m.State("RRCHK0"):
+                m.d.comb += st_rd.addr.eq(rqe.src_stag[:SB])
+                m.next = "RRCHK"
+
+            with m.State("RRCHK"):
+                m.d.comb += st_rd.addr.eq(rqe.src_stag[:SB])
+                row = row_l(st_rd.data)
+                ends = Signal(65)
+                m.d.comb += ends.eq(rqe.src_to + rqe.size)
+                hi_zero = (rqe.src_to[AW:64] == 0) if AW < 64 else Const(1)
+                in_space = hi_zero & (rqe.src_to[:AW] >= row.base) & \
+                    ((rqe.src_to[:AW] + rqe.size) <= (row.base + row.length))
+                code = Signal(8)
+                fail = Signal()
+                with m.If(~row.valid | (row.stag != rqe.src_stag)):
+                    m.d.comb += [fail.eq(1), code.eq(0)]
+                with m.Elif(row.conn != conn):
+                    m.d.comb += [fail.eq(1), code.eq(3)]
+                with m.Elif(~row.rr):
+                    m.d.comb += [fail.eq(1), code.eq(2)]
+                with m.Elif(ends[64]):
+                    m.d.comb += [fail.eq(1), code.eq(4)]
+                with m.Elif(~in_space):
+                    m.d.comb += [fail.eq(1), code.eq(1)]
+                with m.If(fail):
+                    rhdr = untagged_hdr(1, 1, Const(0, 32), 1, rqe.msn, Const(0, 32))
+                    body = (_be(rqe.sink_stag, 4) + _be(rqe.sink_to, 8) + _be(rqe.size, 4)
+                            + _be(rqe.src_stag, 4) + _be(rqe.src_to, 8))
+                    term = [Const(0x01, 8), code, Const(0xE0, 8), Const(0, 8), Const(0, 8),
+                            Const(_RREQ_HDR, 8)] + rhdr + body
+                    start_segment(conn, pad(untagged_hdr(1, 7, Const(0, 32), 2, c.msn2, Const(0, 32)) + term),
+                                  18 + 52)
+                    m.d.sync += [c.stopped.eq(1), c.msn2.eq(c.msn2 + 1), fin.eq(0)]
+                    m.next = "EMIT"
+                with m.Else():
+                    m.next = "SEG_RR"
+
+            with m.State("SEG_RR"):
+                room = Signal(16)
+                rem = Signal(32)
+                last = Signal()
+                chunk = Signal(32)
+                m.d.comb += [room.eq(c.mulpdu - 14), rem.eq(rqe.size - c.rr_off),
+                             last.eq(rem <= room), chunk.eq(Mux(last, rem, room))]
+                th = tagged_hdr(last, 2, rqe.sink_stag, (rqe.sink_to + c.rr_off)[:64])
+                start_segment(conn, pad(th), 14, chunk, (rqe.src_to + c.rr_off)[:AW])
+                m.d.sync += [c.rr_off.eq(c.rr_off + chunk), c.rr_started.eq(1), seg_last.eq(last), fin.eq(2)]
+                m.next = "EMIT"
+
+            with m.State("EMIT"):
+                m.d.comb += emitting.eq(1)
+                with m.If(e_done):
+                    with m.If(fin == 1):
+                        m.next = "SQFIN"
+                    with m.Elif(fin == 2):
+                        m.next = "RRFIN"
+                    with m.Else():
+                        m.next = "WB"
+
+            with m.State("SQFIN"):
+                with m.If(seg_last):
+                    sq_pop()
+                    with m.If(seg_untagged):
+                        m.d.sync += c.msn0.eq(c.msn0 + 1)
+                    complete(wre.wr_id, TX_STATUS_SUCCESS, wre.length, wre.opcode, force=wre.signaled)
+                    m.next = "CQ"
+                with m.Else():
+                    m.next = "WB"
+
+            with m.State("RRFIN"):
+                with m.If(seg_last):
+                    rr_pop()
+                    m.next = "RRD"
+                with m.Else():
+                    m.next = "WB"
+
+            with m.State("RRD"):
+                m.d.comb += rrdf.w_en.eq(1)
+                m.next = "WB"
+
+            with m.State("CQ"):
+                m.d.comb += self.cq.valid.eq(cq_force)
+                with m.If(~cq_force | self.cq.ready):
+                    m.next = "WB"
+
+            with m.State("WB"):
+                listed = c.inlist & ~popped
+                nc = Signal(ctx_l, name="wb_ctx")
+                m.d.comb += [nc.eq(c), nc.inlist.eq(has_work | listed),
+                             cx_wr.en.eq(1), cx_wr.data.eq(nc)]
+                with m.If(has_work & ~listed):
+                    m.d.comb += [active.w_en.eq(1), active.w_data.eq(conn)]
+                m.next = "IDLE"
+
+        self._active = active
+        return m
