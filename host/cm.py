@@ -112,7 +112,8 @@ from dataclasses import dataclass
 
 from . import ddp, rdmap, segment
 from .errors import ErrorInfo, MpaError, ProtocolError
-from .fpdu import FpduDecoder, FpduEncoder, FpduError, MIN_MULPDU, mulpdu as _mulpdu
+from .fpdu import FpduDecoder, FpduEncoder, FpduError, FpduRecord, MIN_MULPDU, \
+    mulpdu as _mulpdu
 from .mpa_frames import (ENHANCED_LEN, HEADER_LEN, IRD_ORD_MAX, IRD_ORD_ULP,
                          MAX_PD_LENGTH, FrameReader, MpaFrame, build as build_frame)
 from .rdmap import Opcode, ReadRequest, Terminate
@@ -716,6 +717,7 @@ class Negotiated:
         self.rtr_ulpdu = None
         self.rtr_wire = None
         self.read_rtr_response = None
+        self.zero_crc_terminate = False
         self.closed = rejected
         self._rx_queue = deque()
         self._pending = self.leftover
@@ -807,9 +809,38 @@ class Negotiated:
             self._rx_queue.extend(self.decoder.feed(data))
         item = self._rx_queue.popleft()
         if isinstance(item, FpduError):
+            rec = self._zero_crc_terminate(item)
+            if rec is not None:
+                return rec
             self._rx_queue.appendleft(item)     # sticky: nothing more on this half
             raise _Fail(item.info, term=True)
         return item
+
+    def _zero_crc_terminate(self, err):
+        """The peer's first FPDU as a record if it is a Terminate whose CRC field is zero.
+
+        Linux siw (6.1) sends the Terminate of a failed MPA setup (e.g. 2/0/7, no
+        matching RTR, as the initiator) before it turns CRC on for the connection, so
+        the FPDU carries a zero CRC field although CRC was negotiated. Rather than
+        answer the peer's error with a CRC error of our own, such an FPDU -- only the
+        first FPDU of the stream, only without markers, only a Terminate -- is taken
+        as the peer's Terminate (``zero_crc_terminate`` is set). Anything else with a
+        bad CRC stays MPA error 2.
+        """
+        raw = getattr(self.decoder, "_raw", None)
+        if (err.info.layer != 2 or err.info.ecode != MpaError.CRC or err.offset != 0
+                or self.markers_rx or not raw or len(raw) < 2 + 4):
+            return None
+        raw = bytes(raw)
+        n = int.from_bytes(raw[:2], "big")
+        if raw[-4:] != b"\0\0\0\0" or len(raw) != 2 + n + (-(2 + n) % 4) + 4:
+            return None
+        ulpdu = raw[2:2 + n]
+        if _classify(ulpdu)[0] != "terminate":
+            return None
+        self.zero_crc_terminate = True
+        return FpduRecord(offset=0, length=len(raw), ulpdu_length=n, crc="zero",
+                          markers=[], ulpdu=ulpdu)
 
     def recv_fpdu(self, timeout=None):
         """The next FPDU received (:class:`~host.fpdu.FpduRecord`).

@@ -729,7 +729,7 @@ class SoftwareRnic(DataPath):
                 answered = neg.read_rtr_response is not None
         except cm.MpaSetupError as e:
             with self._lock:
-                if neg.decoder.error is not None:
+                if neg.decoder.error is not None and not neg.zero_crc_terminate:
                     self._count_decoder_error(e.info)
                 if e.terminate is not None:
                     self._got_terminate(e.terminate)
@@ -1021,9 +1021,13 @@ class SoftwareRnic(DataPath):
                         if req.size:
                             region = self.sink.region(req.src_stag)
                             data = self.memory.read(region.address(req.src_to), req.size)
+                        # Free the IRD slot before the Response leaves: once its last
+                        # segment is on the socket the requester may complete the Read
+                        # and send its next Read Request, which the receive thread could
+                        # otherwise check against IRD before this thread frees the slot.
+                        self.sink.pop_read_request()
                     self._transmit(neg.tx.read_response(data, stag=req.sink_stag, to=req.sink_to))
                     with self._lock:
-                        self.sink.pop_read_request()
                         if not internal and req.size:
                             self._events.append(Event("remote_read", stag=req.src_stag,
                                                       to=req.src_to, length=req.size))

@@ -205,6 +205,24 @@ def test_reject(listener):
     assert rej["peer_private_data"] == "6869"
 
 
+def test_pcap_of_listen_and_connect(listener, tmp_path):
+    """--pcap on both ends: each file reassembles to the same two byte streams, MPA
+    Request and Reply first, and the Send's payload is in the initiator's stream."""
+    from host import pcap
+    lst = listener("--pcap", str(tmp_path / "l.pcap"))
+    code, out, err = run("connect", lst.address, "--send", "68656c6c6f2070636170",
+                         "--pcap", str(tmp_path / "c.pcap"))
+    assert code == 0, err
+    assert lst.finish()[0] == 0
+    c, s = pcap.streams(tmp_path / "c.pcap"), pcap.streams(tmp_path / "l.pcap")
+    assert c == s and len(c) == 2
+    req = next(v for v in c.values() if v.startswith(b"MPA ID Req Frame"))
+    rep = next(v for v in c.values() if v.startswith(b"MPA ID Rep Frame"))
+    assert b"hello pcap" in req and b"hello pcap" not in rep
+    _, frames = pcap.read_pcap(tmp_path / "c.pcap")
+    assert all(pcap.parse_frame(f)["tcp_ok"] for _, f in frames)
+
+
 def test_connection_refused(capsys):
     import socket
     with socket.create_server(("127.0.0.1", 0)) as s:

@@ -10,7 +10,7 @@ import pytest
 
 from host import cm, ddp, rdmap, segment
 from host.cm import ConnParams, MpaRejected, MpaSetupError, accept, connect
-from host.errors import Layer, MpaError, ProtocolError
+from host.errors import ErrorInfo, Layer, MpaError, ProtocolError
 from host.fpdu import FpduDecoder, FpduEncoder, FpduRecord, mulpdu
 from host.mpa_frames import FrameReader, MpaFrame, build
 from host.rdmap import Opcode, ReadRequest, Terminate
@@ -606,6 +606,41 @@ def test_responder_bad_crc_in_first_fpdu_terminates():
             fut.result(timeout=T)
     assert_mpa(ei.value, MpaError.CRC)
     assert terminate_of(recs[0]).ecode == MpaError.CRC
+    raw.close()
+
+
+@pytest.mark.parametrize("crc_field", ["zero", "bad"])
+def test_responder_first_fpdu_terminate_with_zero_crc_field(crc_field):
+    """Linux siw sends the Terminate of a failed setup (2/0/7 as the initiator) before it
+    turns CRC on: a first-FPDU Terminate with an all-zero CRC field is taken as the
+    peer's Terminate; any other bad CRC is still MPA error 2."""
+    raw, b = socket.socketpair()
+    with ThreadPoolExecutor(1) as ex:
+        box = {}
+
+        def responder():
+            box["neg"] = accept(b, P())
+            return box["neg"].wait_first_fpdu()
+        fut = ex.submit(responder)
+        raw.sendall(build(MpaFrame(kind="request", rev=2, enhanced=True, crc=True, p2p=True,
+                                   rtr_write=True)))
+        raw_read_frame(raw, "reply")
+        term = Terminate.for_error(ErrorInfo.mpa(MpaError.NO_MATCHING_RTR, "no RTR"))
+        wire = bytearray(FpduEncoder(markers=False, crc=False).encode(
+            segment.ulpdu(Opcode.TERMINATE, term)))
+        if crc_field == "bad":
+            wire[-4:] = b"\x01\x02\x03\x04"
+        raw.sendall(bytes(wire))
+        recs = raw_fpdus(raw, markers=False, crc=True)
+        with pytest.raises(MpaSetupError) as ei:
+            fut.result(timeout=T)
+    if crc_field == "zero":
+        assert_mpa(ei.value, MpaError.NO_MATCHING_RTR)
+        assert ei.value.terminate is not None and box["neg"].zero_crc_terminate
+        assert recs == []                       # nothing sent back: the peer said it all
+    else:
+        assert_mpa(ei.value, MpaError.CRC)
+        assert terminate_of(recs[0]).ecode == MpaError.CRC
     raw.close()
 
 

@@ -1,0 +1,210 @@
+"""Interop tests against Linux soft-iWARP (siw) in the siw VM (tools/siw-vm).
+
+The tests need the siw-vm tool and its prepared cache (``siw-vm prepare
+--variant all``). They skip, with the reason, when the tool or a variant is
+missing. Where the tool is: ``$SIW_VM``, ``../shared/tools/siw-vm/siw-vm`` beside
+the checkout, ``/work/shared/tools/siw-vm/siw-vm``
+(or ``siw-vm`` on PATH); the cache: ``$SIW_VM_CACHE`` or ``/var/cache/siw-vm``.
+
+Fixtures:
+
+* ``siw_vm``: a :class:`SiwVm`; ``siw_vm.start(variant, command, fwd=...)``
+  boots a VM running ``command`` in the background and returns a
+  :class:`VmRun` (``wait()`` -> (status, output)); ``siw_vm.require(variant)``
+  skips when the variant is not prepared.
+* ``free_port``: a function returning a free TCP port on 127.0.0.1 (forwarded
+  ports differ per test, so parallel runs do not clash).
+* ``rnic``: runs the ``rnic`` CLI of this checkout (``python -m host.cli``)
+  in a subprocess: ``rnic.run(args, timeout)`` or ``rnic.start(args)``.
+
+Each VM boot takes about 3 s under TCG on an idle machine (up to ~8 s on a
+busy one), plus the guest command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_DEFAULT_TOOL = Path("/work/shared/tools/siw-vm/siw-vm")
+VM_TIMEOUT = int(os.environ.get("RNIC_INTEROP_VM_TIMEOUT", "150"))
+
+
+def _tool():
+    env = os.environ.get("SIW_VM")
+    if env:
+        return Path(env)
+    for cand in (ROOT.parent / "shared" / "tools" / "siw-vm" / "siw-vm", _DEFAULT_TOOL):
+        if cand.exists():
+            return cand
+    found = shutil.which("siw-vm")
+    return Path(found) if found else None
+
+
+def _cache():
+    return Path(os.environ.get("SIW_VM_CACHE", "/var/cache/siw-vm"))
+
+
+class VmRun:
+    """A running ``siw-vm run``; its output is collected by a thread as it comes."""
+
+    def __init__(self, proc, command):
+        self.proc = proc
+        self.command = command
+        self._lines = []
+        self._cond = threading.Condition()
+        self._eof = False
+        self._thread = threading.Thread(target=self._reader, daemon=True)
+        self._thread.start()
+
+    def _reader(self):
+        for line in self.proc.stdout:
+            with self._cond:
+                self._lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+
+    @property
+    def output(self):
+        with self._cond:
+            return "".join(self._lines)
+
+    def wait_for(self, text, timeout=90.0):
+        """Wait until ``text`` appears in the output; AssertionError (with the output) if the
+        VM ends or ``timeout`` passes first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not any(text in line for line in self._lines):
+                remaining = deadline - time.monotonic()
+                if self._eof or remaining <= 0:
+                    raise AssertionError(f"siw-vm did not print {text!r}:\n{''.join(self._lines)}")
+                self._cond.wait(min(remaining, 0.5))
+
+    def wait(self, timeout=VM_TIMEOUT + 30):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            with self._cond:
+                self._lines.append("\n[test: siw-vm killed after the test's timeout]")
+        self._thread.join(10)
+        return self.proc.returncode, self.output
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class SiwVm:
+    def __init__(self, tool):
+        self.tool = tool
+        self.runs = []
+
+    def require(self, variant):
+        ready = _cache() / "variants" / variant / "initramfs.cpio.gz"
+        if not ready.exists():
+            pytest.skip(f"siw-vm variant {variant!r} is not prepared ({ready} missing; "
+                        f"run: sudo siw-vm prepare --variant {variant})")
+
+    def start(self, variant, command, *, fwd=(), timeout=VM_TIMEOUT):
+        """Boot ``variant`` running ``command``; ``fwd``: (host port, guest port) pairs."""
+        self.require(variant)
+        args = [str(self.tool), "run", "--variant", variant, "--timeout", str(timeout)]
+        for h, g in fwd:
+            args += ["--fwd", f"{h}:{g}"]
+        args += ["--", command]
+        proc = subprocess.Popen(args, cwd=str(self.tool.parent.parent.parent),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        run = VmRun(proc, command)
+        self.runs.append(run)
+        return run
+
+
+@pytest.fixture
+def siw_vm():
+    tool = _tool()
+    if tool is None or not tool.exists():
+        pytest.skip(f"the siw-vm tool is not available ($SIW_VM or {_DEFAULT_TOOL})")
+    if not (_cache() / "kernel").is_dir():
+        pytest.skip(f"siw-vm is not prepared: no cache at {_cache()} "
+                    "(run: sudo siw-vm prepare --variant all)")
+    vm = SiwVm(tool)
+    yield vm
+    for run in vm.runs:
+        run.kill()
+
+
+@pytest.fixture
+def free_port():
+    def pick():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    return pick
+
+
+class Rnic:
+    """The ``rnic`` CLI of this checkout in a subprocess."""
+
+    def __init__(self):
+        self.procs = []
+
+    def argv(self, args):
+        return [sys.executable, "-m", "host.cli", *map(str, args)]
+
+    def start(self, args):
+        proc = subprocess.Popen(self.argv(args), cwd=str(ROOT), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)
+        return proc
+
+    def run(self, args, timeout=VM_TIMEOUT):
+        proc = self.start(args)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            err += "\n[test: rnic killed after the test's timeout]"
+        return proc.returncode, out, err
+
+    @staticmethod
+    def first_json_line(proc, timeout=30.0):
+        """Read the first stdout line of ``proc`` (a JSON object), with a deadline."""
+        import selectors
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if sel.select(timeout=0.2):
+                line = proc.stdout.readline()
+                if line:
+                    return json.loads(line)
+                break
+        raise AssertionError(f"no first line from {proc.args}")
+
+
+@pytest.fixture
+def rnic():
+    r = Rnic()
+    yield r
+    for p in r.procs:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
