@@ -1,5 +1,8 @@
 """``rnic bench mpa``: throughput of the Verilated MPA TX framer and RX deframer.
 
+(``rnic bench ddp``, end-to-end goodput of two data paths back to back beside the
+protocol limit, is at the end of this module: :func:`run_ddp_bench`; docs/bench.md.)
+
 For each datapath width W the benchmark runs long random traffic through the
 TX framer alone and through the RX deframer alone, on the C++ Verilator
 harness of :mod:`sim.fast` (through :mod:`sim.mpa_engine`), with no idle
@@ -60,7 +63,8 @@ from dataclasses import dataclass
 
 __all__ = ["EMSS", "WIDTHS", "TARGET_EFFICIENCY", "TARGET_CYCLES_PER_S", "BenchMismatch",
            "make_tx_traffic", "make_rx_traffic", "bench_tx", "bench_rx", "run_bench",
-           "text_report"]
+           "text_report", "DDP_SIZES", "DDP_COUNTS", "DDP_OPS", "DDP_CLOCKS", "ddp_wire_model",
+           "bench_ddp", "run_ddp_bench", "ddp_text_report"]
 
 #: Effective maximum segment size of the traffic (Ethernet, IPv4, TCP timestamps off).
 EMSS = 1460
@@ -365,6 +369,241 @@ def text_report(report):
             f"| {r['width']} | {r['unit']} | {r['cycles']} | {r['wire_octets']} | "
             f"{r['efficiency']:.5f} | {r['beat_rate']:.5f} | {r['beats_in']} | {r['beats_out']} | "
             f"{r['cycles_per_s'] / 1e6:.2f} | {r['cycles_per_cpu_s'] / 1e6:.2f} | {build} | "
+            f"{'yes' if r['verified'] else 'NO'} |")
+    bad = [r for r in report["results"] if not r["verified"]]
+    if bad:
+        lines.append("")
+        lines += [f"MISMATCH: {r['mismatch']}" for r in bad]
+    return "\n".join(lines)
+
+
+# =============================================================================================
+# rnic bench ddp: end-to-end goodput of two RNIC data paths back to back
+# =============================================================================================
+
+#: Message sizes of ``rnic bench ddp`` and the messages posted per size (64 KiB of 64-octet
+#: messages, 256 KiB of 1 KiB ones, 512 KiB of 64 KiB ones: each long against start-up).
+DDP_SIZES = (64, 1024, 65536)
+DDP_COUNTS = {64: 1024, 1024: 256, 65536: 8}
+#: Operations benchmarked, each a line per size.
+DDP_OPS = ("write", "send")
+#: Clock frequencies the absolute figures are given at (Hz).
+DDP_CLOCKS = (125e6, 156.25e6)
+_DDP_PHASE = 0          # marker phase of the connection (stream offset 0 = a marker position)
+_DDP_STAG = 0x5A5A5A01  # as sim/cocotb_bench_ddp.py
+_DDP_BASE = 0x100000
+_DDP_SKEW = 0           # tests only: read each message this many octets off (the run must fail)
+
+
+def ddp_wire_model(op, size, count, *, mulpdu=None, phase=_DDP_PHASE, markers=True, crc=True):
+    """Octets of the messages as the RFCs put them on the wire (TCP payload), per phase.
+
+    ``count`` messages of ``size`` payload octets (``op`` "write": RDMA Writes, "send":
+    Sends) on a fresh connection (MSNs 1, stream offset 0, marker phase ``phase``), each
+    cut by :class:`host.segment.TxStream` into DDP segments of at most ``mulpdu`` octets
+    (default: EMSS 1460 with markers, 1442) and framed as by :class:`host.fpdu.FpduEncoder`
+    (:func:`host.fpdu.fpdu_layout`: MPA length, pad, CRC, markers). Returns a dict with
+    ``payload_octets``, ``ulpdu_octets`` (DDP/RDMAP headers + payload), ``fpdus`` and
+    ``wire_octets``; the protocol limit is ``payload_octets / wire_octets``. ``crc`` does
+    not change the count (the CRC field is sent, as zeros, when it is off).
+    """
+    from .fpdu import fpdu_layout
+    from .segment import TxStream
+    if mulpdu is None:
+        mulpdu = _mulpdu()
+    ts = TxStream(mulpdu=mulpdu)
+    origin = (-phase) % 512
+    pos = fpdus = ulpdu_octets = 0
+    payload = bytes(size)
+    for k in range(count):
+        addr = _DDP_BASE + k * size
+        segs = ts.write(payload, stag=_DDP_STAG, to=addr) if op == "write" else ts.send(payload)
+        for u in segs:
+            lay = fpdu_layout(len(u), offset=pos, markers=markers, marker_origin=origin)
+            pos = lay.end
+            fpdus += 1
+            ulpdu_octets += len(u)
+    return {"payload_octets": size * count, "ulpdu_octets": ulpdu_octets, "fpdus": fpdus,
+            "wire_octets": pos}
+
+
+def _ddp_factory(**p):
+    from hdl.ddp_b2b import DdpBenchTop
+    keys = ("width", "connections", "stags", "addr_width", "slots", "slot_bytes", "rq_depth",
+            "sq_depth", "rrq_depth", "ord_depth")
+    return DdpBenchTop(**{k: v for k, v in p.items() if k in keys})
+
+
+class _Quiet:
+    """Send file descriptors 1 and 2 (the simulator's and cocotb's chatter) to a log file."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        import os
+        import sys
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.saved = (os.dup(1), os.dup(2))
+        self.f = open(self.path, "wb")
+        os.dup2(self.f.fileno(), 1)
+        os.dup2(self.f.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        import os
+        import sys
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)
+        os.close(self.saved[0])
+        os.close(self.saved[1])
+        self.f.close()
+        return False
+
+
+def _ddp_row(width, ph, model):
+    """A result row from the simulator's counters and the model (JSON-able)."""
+    cycles = ph["last_w"] - ph["first_w"] + 1 if ph["beats"] else 0
+    total_cycles = ph["last_w"] - ph["start"] + 1 if ph["beats"] else 0
+    placed = ph["placed"]
+    goodput = placed / (cycles * width) if cycles else 0.0
+    limit = model["payload_octets"] / model["wire_octets"]
+    row = {
+        "width": width, "op": ph["op"], "size": ph["size"], "messages": ph["count"],
+        "payload_octets": model["payload_octets"], "placed_octets": placed,
+        "write_beats": ph["beats"], "cycles": cycles, "cycles_from_post": total_cycles,
+        "goodput": round(goodput, 6),
+        "goodput_from_post": round(placed / (total_cycles * width), 6) if total_cycles else 0.0,
+        "protocol_limit": round(limit, 6),
+        "of_limit": round(goodput / limit, 6) if limit else 0.0,
+        "wire_octets": ph["wire_octets"], "model_wire_octets": model["wire_octets"],
+        "fpdus": model["fpdus"], "tcp_segments": ph["wire_segs"],
+        "max_segment_octets": ph["wire_maxseg"], "wire_beats": ph["wire_beats"],
+        "wire_beats_per_cycle": round(ph["wire_beats"] / cycles, 6) if cycles else 0.0,
+        "wire_stall_cycles": ph["wire_stalls"],
+        "ulpdu_octets": model["ulpdu_octets"],
+        "octets_per_cycle": round(placed / cycles, 4) if cycles else 0.0,
+        "gbps": {f"{f / 1e6:g}MHz": round(placed * 8 * f / cycles / 1e9, 3) if cycles else 0.0
+                 for f in DDP_CLOCKS},
+        "limit_gbps": {f"{f / 1e6:g}MHz": round(limit * width * 8 * f / 1e9, 3) for f in DDP_CLOCKS},
+    }
+    problems = list(ph.get("problems", []))
+    if ph["wire_octets"] != model["wire_octets"]:
+        problems.append(f"{ph['wire_octets']} wire octets out of the framer, the model frames "
+                        f"{model['wire_octets']}")
+    if placed != model["payload_octets"]:
+        problems.append(f"placed {placed} octets of {model['payload_octets']}")
+    row["verified"] = not problems
+    if problems:
+        row["mismatch"] = f"W={width} {ph['op']} {ph['size']}: " + "; ".join(problems)
+    return row
+
+
+def bench_ddp(width, phases, *, models, mulpdu, say=None, timeout_s=900):
+    """Simulate ``phases`` (``[{"op", "size", "count"}]``) at width W; return the rows.
+
+    Raises :class:`BenchMismatch` when the run fails (a wrong completion or placement, a
+    timeout; the message says which phase and where the simulator's log is).
+    """
+    import json
+    import tempfile
+    from pathlib import Path
+
+    import sim
+    from sim.runner import SimFailure, run
+    work = Path(tempfile.mkdtemp(prefix=f"rnic-bench-ddp-w{width}-"))
+    out, log = work / "results.json", work / "sim.log"
+    params = dict(width=width, connections=1, stags=4, addr_width=24, slots=4, slot_bytes=2048,
+                  rq_depth=1024, sq_depth=8, rrq_depth=4, ord_depth=4, phases=phases,
+                  mulpdu=mulpdu, phase=_DDP_PHASE, markers=True, crc=True, base=_DDP_BASE,
+                  skew=_DDP_SKEW, out=str(out))
+    if say:
+        say(f"W={width}: Verilog, Verilator build (cached after the first time) and simulation "
+            f"of {sum(p['count'] for p in phases)} messages")
+    t0 = time.monotonic()
+    failure = None
+    try:
+        with _Quiet(log):
+            res = run(_ddp_factory, name=f"bench_ddp_w{width}", params=params,
+                      test_module=str(Path(sim.__file__).resolve().parent / "cocotb_bench_ddp.py"),
+                      seed=1, timeout_s=timeout_s)
+    except SimFailure as exc:
+        failure = str(exc)
+    wall = time.monotonic() - t0
+    got = json.loads(out.read_text()) if out.is_file() else []
+    if failure is not None:
+        bad = [g for g in got if g.get("problems")]
+        what = ("; ".join(bad[0]["problems"]) + f" ({bad[0]['op']} {bad[0]['size']})") if bad \
+            else failure.splitlines()[0][:500]
+        raise BenchMismatch(f"bench ddp W={width}: {what} (simulator log {log})")
+    rows = [_ddp_row(width, g, models[(g["op"], g["size"], g["count"])]) for g in got]
+    if len(rows) != len(phases):
+        raise BenchMismatch(f"bench ddp W={width}: {len(rows)} of {len(phases)} phases reported "
+                            f"(simulator log {log})")
+    for r in rows:
+        r["build_s"] = round(res.build_s, 2)
+        r["cached"] = not res.built
+        r["sim_s"] = round(res.test_s, 2)
+    if say:
+        say(f"W={width}: done in {wall:.1f} s (build {res.build_s:.1f} s"
+            f"{', cached' if not res.built else ''}, simulation {res.test_s:.1f} s)")
+    if all(r["verified"] for r in rows):
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def run_ddp_bench(widths=(8,), *, ops=DDP_OPS, sizes=DDP_SIZES, messages=None, say=None):
+    """``rnic bench ddp``: per width, op and size, goodput beside the protocol limit.
+
+    ``messages``: messages per size (default :data:`DDP_COUNTS`; Sends at most 1024, the
+    receive buffers posted ahead). Returns the JSON-able report (``verified`` inside).
+    """
+    mp = _mulpdu()
+    phases = []
+    for op in ops:
+        for s in sizes:
+            n = messages if messages is not None else DDP_COUNTS.get(s, max(1, (256 << 10) // s))
+            phases.append({"op": op, "size": s, "count": min(n, 1024) if op == "send" else n})
+    models = {}
+    for ph in phases:
+        key = (ph["op"], ph["size"], ph["count"])
+        models[key] = ddp_wire_model(*key, mulpdu=mp)
+    rows = []
+    for w in widths:
+        rows += bench_ddp(w, phases, models=models, mulpdu=mp, say=say)
+    return {
+        "bench": "ddp", "emss": EMSS, "mulpdu": mp, "markers": True, "crc": True,
+        "marker_phase": _DDP_PHASE, "connections": 1,
+        "wire": "framer runs straight into the peer's deframer (each run of whole FPDUs one "
+                "TCP segment; wire octets = TCP payload)",
+        "memory": "never back-pressures (AXI slaves always ready); placement checked in hardware",
+        "clocks_hz": list(DDP_CLOCKS),
+        "verified": all(r["verified"] for r in rows),
+        "results": rows,
+    }
+
+
+def ddp_text_report(report):
+    """The ``rnic bench ddp`` report as a Markdown table."""
+    lines = [
+        f"DDP end-to-end benchmark: node a -> node b, one connection, EMSS {report['emss']} "
+        f"(MULPDU {report['mulpdu']}), markers and CRC on; goodput = payload octets placed "
+        "per cycle / W (first to last placement write); limit = payload / wire octets",
+        "",
+        "| W | op | size | messages | goodput/W | protocol limit | of limit | placed octets "
+        "| cycles | wire octets | FPDUs | Gb/s @125 MHz | Gb/s @156.25 MHz | verified |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in report["results"]:
+        g = list(r["gbps"].values())
+        lines.append(
+            f"| {r['width']} | {r['op']} | {r['size']} | {r['messages']} | {r['goodput']:.4f} | "
+            f"{r['protocol_limit']:.4f} | {r['of_limit']:.3f} | {r['placed_octets']} | "
+            f"{r['cycles']} | {r['wire_octets']} | {r['fpdus']} | {g[0]:.2f} | {g[1]:.2f} | "
             f"{'yes' if r['verified'] else 'NO'} |")
     bad = [r for r in report["results"] if not r["verified"]]
     if bad:
