@@ -113,13 +113,17 @@ class MpaRxParseCtx(data.StructLayout):
     ``st``: ``_ST_*``; ``left``: ULPDU words still to come after the first word (incl.
     the one with the pad); ``lastn``: ``(ULPDU_Length + 1) % 4``, content octets in the
     last ULPDU word minus 1; ``dist``: words from the ULPDU_Length field to the next word
-    (its expected FPDUPTR / 4).
+    (its expected FPDUPTR / 4). Flags kept with them (so that the parse loop compares
+    nothing), for the W/4 words i of a beat: ``mkv`` bit i: ``phase == -i mod 128``
+    (word i of a full beat is a marker); ``leqv`` bit i: ``left == i + 1``.
     """
 
-    def __init__(self):
+    def __init__(self, *, width=32):
+        k = width // 4
         super().__init__({
             "markers": unsigned(1), "mulpdu": unsigned(16), "phase": unsigned(7),
             "st": unsigned(2), "left": unsigned(15), "lastn": unsigned(2), "dist": unsigned(14),
+            "mkv": unsigned(k), "leqv": unsigned(k),
         })
 
 
@@ -385,12 +389,15 @@ class MpaRxDeframer(wiring.Component):
 
     Operation
     ---------
-    A pipeline of six stages; four are per-connection machines with their own
-    context memory (one row per connection: a synchronous read port,
-    transparent to the write port, read when a segment's first beat enters
-    the stage, so that a segment right behind one of the same connection sees
-    its write-back; the context is kept in a register while the segment lasts
-    and written back with its last beat):
+    An input register, then a pipeline of six stages; four of them are
+    per-connection machines with their own context memory (one row per
+    connection). A stage reads the row of a beat when the beat enters the
+    stage before it and registers it when it takes the beat, so no memory
+    output is on a logic path; it keeps the context in a register while a
+    segment lasts (and uses that register instead of the row when a beat
+    follows one of the same connection, whose write-back the read may have
+    missed) and writes it back with the segment's last beat. The read port
+    is transparent to the write port.
 
     1. realign (:class:`MpaRxAlignCtx`): the 0..3 leftover octets and the
        beat make up to W/4 whole 32-bit words. Every FPDU and marker starts
@@ -407,9 +414,14 @@ class MpaRxDeframer(wiring.Component):
     4. CRC (:class:`MpaRxCrcCtx`): adds the part that depends on the state
        at the beat's start; gives the computed CRC at each CRC word.
     5. verdict (no context): CRC comparison, error precedence.
-    6. output (:class:`MpaRxOutCtx`), behind a 2-beat buffer: the ULPDU
-       words are compacted (markers, CRC removed) into the connection's
-       output carry; output beats are the carry shifted by the 2 octets of
+    6. output (:class:`MpaRxOutCtx`), behind a 2-beat buffer and a
+       register stage that fetches its context and prepares each step from
+       the tags alone (which words the step covers: a beat holding a second
+       FPDU end after a clean one goes through in two steps; where the FPDU
+       ends; the words of the current and of the next ULPDU, each
+       compacted, markers and CRC removed), so that the step itself only
+       appends the compacted words to the connection's output carry;
+       output beats are the carry shifted by the 2 octets of
        ULPDU_Length. A ULPDU's final octets (at most W) are held back in the
        context, also across segment boundaries, until its CRC word has been
        seen, so that the ``last`` beat carries the verdict; all other ULPDU
@@ -435,8 +447,8 @@ class MpaRxDeframer(wiring.Component):
     Latency
     -------
     If the input beat that completes an output beat is accepted at clock
-    edge t, that output beat is valid on ``o`` from edge t + 7 (accepted at
-    t + 8 at the earliest), if it is the first beat in the output FIFO.
+    edge t, that output beat is valid on ``o`` from edge t + 9 (accepted at
+    t + 10 at the earliest), if it is the first beat in the output FIFO.
 
     Throughput
     ----------
@@ -452,8 +464,11 @@ class MpaRxDeframer(wiring.Component):
     ``cfg`` write takes one beat slot. ``i.ready`` and ``cfg.ready`` come
     from registers and the ``cfg`` port only.
 
-    Timing: W = 8 with 16 connections closes 125 MHz on an LFE5UM-45F
-    speed 8 (nextpnr-ecp5, out of context), with little margin.
+    Timing: no memory output is on a logic path; the loops of the parse and
+    output stages compare nothing (flags kept in the context, steps
+    prepared one stage ahead). In the core on an LFE5UM-45F speed 8 its
+    paths are no longer the critical ones at W = 4 and 8 (figures in
+    docs/build.md). 1024 connections cost 14 DP16KD at W = 8.
     """
 
     def __init__(self, *, width, connections=16):
@@ -482,6 +497,18 @@ class MpaRxDeframer(wiring.Component):
                                         "r": data.ArrayLayout(unsigned(32), K + 1)})
         p3_layout = _stage_payload(K, N, _CrcTag())
         p4_layout = _stage_payload(K, N, _OutTag())
+        cnt_bits = bits_for(K)
+        p5_layout = data.StructLayout({      # S4's beat: what does not need the context
+            "cwords": unsigned(32 * K),      # current ULPDU's words in this step, compacted
+            "nwords": unsigned(32 * K),      # next ULPDU's words (after the end), compacted
+            "nc": unsigned(cnt_bits), "nn": unsigned(cnt_bits),
+            "first": unsigned(1), "last": unsigned(1), "cfg": unsigned(1),
+            "conn": unsigned(conn_bits(N)),
+            "has_end": unsigned(1),          # an FPDU ends in this step
+            "lenend": unsigned(1), "err": unsigned(3), "crcst": unsigned(2), "bad": unsigned(1),
+            "lastd_c": unsigned(1), "lastn_c": unsigned(2),   # last word of the current ULPDU
+            "lastd_n": unsigned(1), "lastn_n": unsigned(2),   # ... of the next one
+        })
 
         # ============================================================ pipeline registers
         vin = Signal()                                  # input register
@@ -496,9 +523,9 @@ class MpaRxDeframer(wiring.Component):
         vq, q = Signal(), Signal(p2_layout)
         v2, p2 = Signal(), Signal(p2r_layout)
         v3, p3 = Signal(), Signal(p3_layout)
-        v4a, p4a = Signal(), Signal(p4_layout)          # S4's context fetch
-        v4, p4 = Signal(), Signal(p4_layout)
-        wo4 = Signal(range(max(K, 2)))                  # S4: first word still to process
+        v4a, p4a = Signal(), Signal(p4_layout)          # S4's context fetch, step split
+        wo4 = Signal(range(max(K, 2)))                  # A: first word of p4a still to go
+        v4, p4 = Signal(), Signal(p5_layout)
 
         # output FIFO
         depth = _obuf_depth(W)
@@ -510,7 +537,8 @@ class MpaRxDeframer(wiring.Component):
         m.d.comb += fifo_room.eq(o_cnt <= depth - 2)
 
         # ============================================================ pipeline control
-        cut4 = Signal()
+        cut4 = Signal()         # A: p4a goes to S4 in two steps (a second FPDU end)
+        a_release = Signal()
         step4 = Signal()
         s4_done = Signal()
         sk = [Signal(p4_layout, name=f"skid{j}") for j in range(2)]
@@ -523,13 +551,14 @@ class MpaRxDeframer(wiring.Component):
         m.d.comb += [
             sk_head.eq(Mux(sk_rp, sk[1].as_value(), sk[0].as_value())),
             a_move.eq(v4a & (~v4 | s4_done)),
-            sk_pop.eq((sk_cnt != 0) & (~v4a | a_move)),
+            a_release.eq(a_move & ~cut4),
+            sk_pop.eq((sk_cnt != 0) & (~v4a | a_release)),
         ]
         done = [Signal(name=f"done{s}") for s in range(6)]
         rdy = [Signal(name=f"rdy{s}") for s in range(6)]  # stage s can take a beat
         m.d.comb += [
             step4.eq(v4 & fifo_room),
-            s4_done.eq(step4 & ~cut4),
+            s4_done.eq(step4),
             # stage S3 hands over to S4 through a 2-entry buffer, so that the ready of the
             # stages before it comes from registers (S4 is the only stage that stalls)
             rdy[5].eq(sk_cnt != 2),
@@ -609,9 +638,9 @@ class MpaRxDeframer(wiring.Component):
             m.d.sync += v1.eq(0)
 
         # ============================================================ S1: parse
-        ctx1_reg = Signal(MpaRxParseCtx())
+        ctx1_reg = Signal(MpaRxParseCtx(width=W))
         cur1, wr1p = _context_memory(
-            m, "ctx_parse", MpaRxParseCtx(), N,
+            m, "ctx_parse", MpaRxParseCtx(width=W), N,
             load_en=done_in, load_addr=bin_.conn,
             take=done[0], in_first=b0.first, in_conn=b0.conn, conn=p1.conn, done=done[1],
             reg=ctx1_reg)
@@ -632,7 +661,7 @@ class MpaRxDeframer(wiring.Component):
         for i in range(K):
             m.d.comb += [
                 vld[i].eq(i < nw1),
-                mk[i].eq(vld[i] & cur1.markers & (cur1.phase == (-i) % 128)),
+                mk[i].eq(vld[i] & cur1.markers & cur1.mkv[i]),
                 lval[i].eq((ulen[i] + 1) >> 2),
                 lnv[i].eq((ulen[i] + 1)[:2]),
             ]
@@ -640,7 +669,7 @@ class MpaRxDeframer(wiring.Component):
         leq0 = [Signal(name=f"leq0_{k}") for k in range(K)]
         leqj = [[Signal(name=f"leq{j}_{k}") for k in range(K)] for j in range(K)]
         for k in range(K):
-            m.d.comb += leq0[k].eq(cur1.left == k + 1)
+            m.d.comb += leq0[k].eq(cur1.leqv[k])
             for j in range(K):
                 m.d.comb += leqj[j][k].eq(lval[j] == k + 1)
         dist0p = [Signal(14, name=f"dist0p{i}") for i in range(K + 1)]
@@ -681,14 +710,16 @@ class MpaRxDeframer(wiring.Component):
                 terms.append(evl[i][j] & pick(leqj[j], (i - j - 1) - count(mk[j + 1:i]),
                                               f"eql{i}_{j}"))
             m.d.comb += left1.eq(Cat(*terms).any())
-            # expected FPDUPTR / 4 of a marker at word i
-            dist_i = Signal(14, name=f"pdist{i}")
-            m.d.comb += dist_i.eq(Mux(cur1.st == _ST_LEN, cur1.dist, dist0p[i]))
+            # a marker at word i is bad: its FPDUPTR / 4 differs from the expected one
+            # (each candidate compared beside the chain, which only selects)
+            mbad_i = Signal(name=f"pmbad{i}")
+            m.d.comb += mbad_i.eq(Mux(cur1.st == _ST_LEN, ptr14 != cur1.dist,
+                                      ptr14 != dist0p[i]))
             for j in range(i):
                 with m.If(evl[i][j]):
-                    m.d.comb += dist_i.eq(i - j)
+                    m.d.comb += mbad_i.eq(ptr14 != i - j)
             with m.If(evc[i]):
-                m.d.comb += dist_i.eq(0)
+                m.d.comb += mbad_i.eq(ptr14 != 0)
             lastn_i = Signal(2, name=f"plastn{i}")
             m.d.comb += lastn_i.eq(cur1.lastn)
             for j in range(i):
@@ -699,7 +730,7 @@ class MpaRxDeframer(wiring.Component):
             m.d.comb += [evl[i + 1][j].eq(evl[i][j]) for j in range(K)]
             with m.If(vld[i]):
                 with m.If(mk[i]):
-                    m.d.comb += [t.cov.eq(1), t.mark.eq(1), t.mbad.eq(ptr14 != dist_i)]
+                    m.d.comb += [t.cov.eq(1), t.mark.eq(1), t.mbad.eq(mbad_i)]
                 with m.Elif(st[i] == _ST_LEN):
                     # (after a length error the parse goes on with garbage; stage 5 drops it)
                     m.d.comb += [t.cov.eq(1), t.len.eq(1), st[i + 1].eq(_ST_DATA),
@@ -748,20 +779,53 @@ class MpaRxDeframer(wiring.Component):
                 m.d.comb += [dist_a.eq(nw1 - j), lastn_a.eq(lnv[j])]
         with m.If(evc[K]):
             m.d.comb += [left_a.eq(0), dist_a.eq(0)]
-        nxt1 = Signal(MpaRxParseCtx())
+        # the flags of the new context, from candidates compared beside the chain
+        leqv_a = Signal(K)
+        eql0 = [Signal(name=f"eql0_{v}") for v in range(2 * K + 1)]    # left == v
+        eqlj = [[Signal(name=f"eql{j}v{v}") for v in range(2 * K + 1)] for j in range(K)]
+        for v in range(1, 2 * K + 1):
+            m.d.comb += eql0[v].eq(cur1.left == v)
+            for j in range(K):
+                m.d.comb += eqlj[j][v].eq(lval[j] == v)
+        with m.If(evn[K]):
+            with m.Switch(count(isdata)):
+                for c in range(K + 1):
+                    with m.Case(c):
+                        m.d.comb += leqv_a.eq(Cat(*[eql0[k + 1 + c] for k in range(K)]))
+        for j in range(K):
+            with m.If(evl[K][j]):
+                with m.Switch(count(isdata[j + 1:])):
+                    for c in range(K - j):
+                        with m.Case(c):
+                            m.d.comb += leqv_a.eq(Cat(*[eqlj[j][k + 1 + c] for k in range(K)]))
+        with m.If(evc[K]):
+            m.d.comb += leqv_a.eq(0)
+        eqp = [Signal(name=f"eqp{v}") for v in range(2 * K)]       # phase == -v mod 128
+        for v in range(2 * K):
+            m.d.comb += eqp[v].eq(cur1.phase == (-v) % 128)
+        mkv_a = Signal(K)
+        with m.Switch(nw1):
+            for c in range(K + 1):
+                with m.Case(c):
+                    m.d.comb += mkv_a.eq(Cat(*[eqp[i + c] for i in range(K)]))
+        cfg_phase = Signal(7)
+        m.d.comb += cfg_phase.eq(p1.words[_CFG_PHASE + 2:_CFG_PHASE + 9])
+        nxt1 = Signal(MpaRxParseCtx(width=W))
         cfgw1 = p1.words[:32]
         with m.If(p1.cfg):
             m.d.comb += [
                 nxt1.markers.eq(cfgw1[_CFG_MARKERS]),
                 nxt1.mulpdu.eq(cfgw1[_CFG_MULPDU:_CFG_MULPDU + 16]),
-                nxt1.phase.eq(cfgw1[_CFG_PHASE + 2:_CFG_PHASE + 9]),
+                nxt1.phase.eq(cfg_phase),
                 nxt1.st.eq(_ST_LEN),
+                nxt1.mkv.eq(Cat(*[cfg_phase == (-i) % 128 for i in range(K)])),
             ]
         with m.Else():
             m.d.comb += [
                 nxt1.markers.eq(cur1.markers), nxt1.mulpdu.eq(cur1.mulpdu),
                 nxt1.phase.eq(cur1.phase + nw1), nxt1.st.eq(st[K]), nxt1.left.eq(left_a),
                 nxt1.lastn.eq(lastn_a), nxt1.dist.eq(dist_a),
+                nxt1.mkv.eq(mkv_a), nxt1.leqv.eq(leqv_a),
             ]
         with m.If(done[1]):
             m.d.sync += [
@@ -881,35 +945,24 @@ class MpaRxDeframer(wiring.Component):
         ]
         with m.If(sk_pop):
             m.d.sync += [v4a.eq(1), p4a.eq(sk_head)]
-        with m.Elif(a_move):
+        with m.Elif(a_release):
             m.d.sync += v4a.eq(0)
-        with m.If(a_move):
-            m.d.sync += [v4.eq(1), p4.eq(p4a)]
-        with m.Elif(s4_done):
-            m.d.sync += v4.eq(0)
 
-        # ============================================================ S4: output
-        ctx4_reg = Signal(MpaRxOutCtx(width=W))
-        cur4, wr4p = _context_memory(
-            m, "ctx_out", MpaRxOutCtx(width=W), N,
-            load_en=sk_pop, load_addr=sk_head.conn,
-            take=a_move, in_first=p4a.first, in_conn=p4a.conn, conn=p4.conn, done=step4,
-            reg=ctx4_reg, extra=wo4 == 0)
-        words4 = [p4.words[32 * i:32 * i + 32] for i in range(K)]
-        tg = p4.tags
-        # words in this step's range. The error state (after an error everything is
-        # dropped) only gates the results (full, has_end, the new context), for a
-        # shorter path; at worst a dropped beat takes one more cycle.
+        # ============================================================ A: step split
+        # Everything of S4's step that does not need the context is worked out here from
+        # p4a's tags: which words the step covers (from wo4; a beat with an FPDU end after
+        # a clean one goes to S4 in two steps), where the FPDU ends, and the words of the
+        # current and of the next ULPDU, each compacted (markers, CRC removed).
+        words_a = [p4a.words[32 * i:32 * i + 32] for i in range(K)]
+        tga = p4a.tags
         inr = [Signal(name=f"inr{i}") for i in range(K)]
         end = [Signal(name=f"end{i}") for i in range(K)]
         for i in range(K):
-            m.d.comb += [inr[i].eq(i >= wo4), end[i].eq(inr[i] & tg[i].end)]
+            m.d.comb += [inr[i].eq(i >= wo4), end[i].eq(inr[i] & tga[i].end)]
         pre_end = [Signal(name=f"pre_end{i}") for i in range(K + 1)]   # an end before word i
         m.d.comb += pre_end[0].eq(0)
         for i in range(K):
             m.d.comb += pre_end[i + 1].eq(pre_end[i] | end[i])
-        has_end = Signal()      # an FPDU ends in this step (and counts: no earlier error)
-        m.d.comb += has_end.eq(pre_end[K] & ~cur4.err)
         first_end = [end[i] & ~pre_end[i] for i in range(K)]
         e1 = Signal(range(K + 1))       # index after the first end word
         end_lenend = Signal()
@@ -917,8 +970,8 @@ class MpaRxDeframer(wiring.Component):
         end_crc = Signal(2)
         for i in reversed(range(K)):
             with m.If(first_end[i]):
-                m.d.comb += [e1.eq(i + 1), end_lenend.eq(tg[i].lenend),
-                             end_err.eq(tg[i].err), end_crc.eq(tg[i].crcst)]
+                m.d.comb += [e1.eq(i + 1), end_lenend.eq(tga[i].lenend),
+                             end_err.eq(tga[i].err), end_crc.eq(tga[i].crcst)]
         end_bad = Signal()
         m.d.comb += [
             end_bad.eq(end_err != RxError.NONE),
@@ -929,45 +982,78 @@ class MpaRxDeframer(wiring.Component):
         kn = [Signal(name=f"kn{i}") for i in range(K)]   # word of the ULPDU after the end
         for i in range(K):
             m.d.comb += [
-                kc[i].eq(inr[i] & tg[i].data & ~pre_end[i]),
-                kn[i].eq(inr[i] & tg[i].data & pre_end[i] & ~cut4 & ~end_bad),
+                kc[i].eq(inr[i] & tga[i].data & ~pre_end[i]),
+                kn[i].eq(inr[i] & tga[i].data & pre_end[i] & ~cut4 & ~end_bad),
             ]
         pc = _prefix_counts(m, "pc", kc)
         pn = _prefix_counts(m, "pn", kn)
-        cwin = Signal(range(2 * K + 2))
-        m.d.comb += cwin.eq(cur4.cw + pc[K])
-
-        # completion of the current ULPDU (its last word seen, in the carry or now)
+        cw_a = [Signal(32, name=f"cwa{j}") for j in range(K)]
+        nw_a = [Signal(32, name=f"nwa{j}") for j in range(K)]
+        for j in range(K):
+            src_c = 0
+            src_n = 0
+            for i in range(j, K):
+                src_c = src_c | Mux(kc[i] & (pc[i] == j), words_a[i], 0)
+                src_n = src_n | Mux(kn[i] & (pn[i] == j), words_a[i], 0)
+            m.d.comb += [cw_a[j].eq(src_c), nw_a[j].eq(src_n)]
         lastd_c = Signal()
         lastn_now = Signal(2)
+        lastd_n = Signal()
+        lastn_n = Signal(2)
         for i in range(K):
-            with m.If(kc[i] & tg[i].lastd):
-                m.d.comb += [lastd_c.eq(1), lastn_now.eq(tg[i].lastn)]
+            with m.If(kc[i] & tga[i].lastd):
+                m.d.comb += [lastd_c.eq(1), lastn_now.eq(tga[i].lastn)]
+            with m.If(kn[i] & tga[i].lastd):
+                m.d.comb += [lastd_n.eq(1), lastn_n.eq(tga[i].lastn)]
+        with m.If(a_move):
+            m.d.sync += [
+                v4.eq(1),
+                p4.cwords.eq(Cat(*cw_a)), p4.nwords.eq(Cat(*nw_a)),
+                p4.nc.eq(pc[K]), p4.nn.eq(pn[K]),
+                p4.first.eq(p4a.first & (wo4 == 0)), p4.last.eq(p4a.last & ~cut4),
+                p4.cfg.eq(p4a.cfg), p4.conn.eq(p4a.conn),
+                p4.has_end.eq(pre_end[K]), p4.lenend.eq(end_lenend), p4.err.eq(end_err),
+                p4.crcst.eq(end_crc), p4.bad.eq(end_bad),
+                p4.lastd_c.eq(lastd_c), p4.lastn_c.eq(lastn_now),
+                p4.lastd_n.eq(lastd_n), p4.lastn_n.eq(lastn_n),
+                wo4.eq(Mux(cut4, e1, 0)),
+            ]
+        with m.Elif(s4_done):
+            m.d.sync += v4.eq(0)
+
+        # ============================================================ S4: output
+        ctx4_reg = Signal(MpaRxOutCtx(width=W))
+        cur4, wr4p = _context_memory(
+            m, "ctx_out", MpaRxOutCtx(width=W), N,
+            load_en=sk_pop, load_addr=sk_head.conn,
+            take=a_move, in_first=p4a.first & (wo4 == 0), in_conn=p4a.conn, conn=p4.conn,
+            done=step4, reg=ctx4_reg)
+        cwords = [p4.cwords[32 * j:32 * j + 32] for j in range(K)]
+        has_end = Signal()      # an FPDU ends in this step (and counts: no earlier error)
+        m.d.comb += has_end.eq(p4.has_end & ~cur4.err)
+        cwin = Signal(range(2 * K + 2))
+        m.d.comb += cwin.eq(cur4.cw + p4.nc)
+
+        # completion of the current ULPDU (its last word seen, in the carry or now)
         lastn_c = Signal(2)
         complete = Signal()
         m.d.comb += [
-            lastn_c.eq(Mux(lastd_c, lastn_now, cur4.lastn)),
-            complete.eq(Mux(has_end, ~end_lenend, cur4.complete | lastd_c)),
+            lastn_c.eq(Mux(p4.lastd_c, p4.lastn_c, cur4.lastn)),
+            complete.eq(Mux(has_end, ~p4.lenend, cur4.complete | p4.lastd_c)),
         ]
 
+        # the window: the carry's cw words, then this step's words of the current ULPDU
         carry_words = [cur4.carry[32 * p:32 * p + 32] for p in range(K + 1)]
         win = [Signal(32, name=f"win{p}") for p in range(2 * K + 1)]
         for p in range(2 * K):
-            src = 0
-            for i in range(K):
-                if p <= i + K + 1:   # word i lands at cw + (C words before it) <= K + 1 + i
-                    src = src | Mux(kc[i] & (cur4.cw + pc[i] == p), words4[i], 0)
-            if p <= K:
-                m.d.comb += win[p].eq(Mux(p < cur4.cw, carry_words[p], src))
-            else:
-                m.d.comb += win[p].eq(src)
+            with m.Switch(cur4.cw):
+                for c in range(K + 2):
+                    with m.Case(c):
+                        if p < c:
+                            m.d.comb += win[p].eq(carry_words[p])
+                        elif p - c < K:
+                            m.d.comb += win[p].eq(cwords[p - c])
         m.d.comb += win[2 * K].eq(0)
-        nwin = [Signal(32, name=f"nwin{p}") for p in range(K + 1)]
-        for p in range(K + 1):
-            src = 0
-            for i in range(p, K):
-                src = src | Mux(kn[i] & (pn[i] == p), words4[i], 0)
-            m.d.comb += nwin[p].eq(src)
 
         # ULPDU octets in the window if complete: 4 * cwin - 2 - (3 - lastn_c). A full
         # beat goes out if the window holds more than one beat's worth, i.e. if
@@ -999,13 +1085,13 @@ class MpaRxDeframer(wiring.Component):
                 last_beat.crc.eq(CrcStatus.UNCHECKED),
                 last_beat.error.eq(RX_ABORTED),
             ]
-        with m.Elif(end_lenend):
+        with m.Elif(p4.lenend):
             m.d.comb += [
                 last_beat.first.eq(1),
                 last_beat.last.eq(1),
                 last_beat.conn.eq(p4.conn),
                 last_beat.crc.eq(CrcStatus.UNCHECKED),
-                last_beat.error.eq(end_err),
+                last_beat.error.eq(p4.err),
             ]
         with m.Else():
             m.d.comb += [
@@ -1014,27 +1100,22 @@ class MpaRxDeframer(wiring.Component):
                 last_beat.first.eq(~cur4.opened & ~full),
                 last_beat.last.eq(1),
                 last_beat.conn.eq(p4.conn),
-                last_beat.crc.eq(end_crc),
-                last_beat.error.eq(end_err),
+                last_beat.crc.eq(p4.crcst),
+                last_beat.error.eq(p4.err),
             ]
         abort = Signal()
         m.d.comb += abort.eq(p4.cfg & cur4.opened & ~cur4.err)
 
         nxt4 = Signal(MpaRxOutCtx(width=W))
-        lastd_n = Signal()
-        lastn_n = Signal(2)
-        for i in range(K):
-            with m.If(kn[i] & tg[i].lastd):
-                m.d.comb += [lastd_n.eq(1), lastn_n.eq(tg[i].lastn)]
         with m.If(p4.cfg):
             pass                # all zero: nothing in the carry, no error
         with m.Elif(has_end):
             m.d.comb += [
-                nxt4.carry.eq(Cat(*nwin)),
-                nxt4.cw.eq(pn[K]),
-                nxt4.err.eq(end_bad),
-                nxt4.complete.eq(lastd_n),
-                nxt4.lastn.eq(lastn_n),
+                nxt4.carry.eq(p4.nwords),
+                nxt4.cw.eq(p4.nn),
+                nxt4.err.eq(p4.bad),
+                nxt4.complete.eq(p4.lastd_n),
+                nxt4.lastn.eq(p4.lastn_n),
             ]
         with m.Else():
             m.d.comb += [
@@ -1042,11 +1123,11 @@ class MpaRxDeframer(wiring.Component):
                 nxt4.cw.eq(cwin - Mux(full, K, 0)),
                 nxt4.opened.eq(cur4.opened | full),
                 nxt4.err.eq(cur4.err),
-                nxt4.complete.eq(cur4.complete | lastd_c),
+                nxt4.complete.eq(cur4.complete | p4.lastd_c),
                 nxt4.lastn.eq(lastn_c),
             ]
         with m.If(step4):
-            m.d.sync += [ctx4_reg.eq(nxt4), wo4.eq(Mux(cut4, e1, 0))]
+            m.d.sync += ctx4_reg.eq(nxt4)
         m.d.comb += [wr4p.en.eq(s4_done & p4.last), wr4p.addr.eq(p4.conn), wr4p.data.eq(nxt4)]
 
         # ============================================================ output FIFO

@@ -78,7 +78,7 @@ def _crc_lanes(m, state, words, starts, *, unroll):
     With ``unroll`` the register before/after lane k is built in closed form,
     ``f^(k-j)(INIT or state) ^ XOR_i f^(k-i)(w_i)`` (j = last restart), which puts one
     XOR tree between the state register and its next value instead of one per lane
-    (O(L^2) trees: used for W <= 8); otherwise the lanes are chained.
+    (O(L^2) trees: used for W <= 16); otherwise the lanes are chained.
     """
     L = len(words)
     cins = []
@@ -232,10 +232,13 @@ class MpaTxFramer(wiring.Component):
     ----------------------
     Latency 5 cycles: a beat transferred on ``i`` at a clock edge can leave on
     ``o`` at the 5th edge after it (input register A, input register B, word
-    buffer, beat register, CRC/output register). Throughput: one output beat
-    per cycle while ``o.ready`` is high and ULPDUs are available; FPDU and
-    connection boundaries cost no cycle by themselves (a new connection's run
-    starts in the cycle after the previous run's last beat). The input is
+    buffer, beat register, CRC/output register; a skid register behind the
+    output register takes a beat only while ``o`` is stalled, so that
+    ``o.ready`` reaches no logic but the output and skid registers).
+    Throughput: one output beat per cycle while ``o.ready`` is high and
+    ULPDUs are available; FPDU and connection boundaries cost no cycle by
+    themselves (a new connection's run starts in the cycle after the
+    previous run's last beat). The input is
     back-pressured as needed (per ULPDU the output carries 6..9 octets, plus
     markers, more than the input); ``i.ready`` depends on registers only.
     Measured with one connection, markers and CRC on, random ULPDU lengths
@@ -266,7 +269,7 @@ class MpaTxFramer(wiring.Component):
       and two cycles later the phase after the FPDU is computed in closed form
       and written back: markers take one word in every 128, so the end phase
       follows from the FPDU's word count mod 127 (reduced from ``length`` in
-      the accept cycle) with one 8-bit add, no loop. The two writes a read
+      the two cycles after the accept) with one 8-bit add, no loop. The two writes a read
       cannot see (the ones in the two cycles after it, from the ULPDUs
       accepted just before, or from ``cfg``) are forwarded from registers, so
       back-to-back ULPDUs of the same or different connections need no idle
@@ -289,7 +292,7 @@ class MpaTxFramer(wiring.Component):
       FPDU's last data word). It registers the chosen words with per-lane
       "CRC here" / "FPDU starts here" flags.
     * The CRC stage then runs the CRC register over the lanes and fills in the
-      CRC lanes. For W <= 8 the register after each lane is built in closed
+      CRC lanes. For W <= 16 the register after each lane is built in closed
       form (f^k of the register XOR precomputed word terms, f the linear
       one-word update), so the register feeds back through one XOR tree; for
       wider beats the lanes are chained.
@@ -298,7 +301,8 @@ class MpaTxFramer(wiring.Component):
     out of context, W = 8): 1024 connections 2.7k LUT4, 1.06k FFs, one DP16KD,
     Fmax 138..148 MHz over placement seeds; 16 connections 2.6k LUT4 (context
     in distributed RAM), 135 MHz. The remaining critical paths are the lane
-    chain's control (word pointer, buffer count), mostly routing.
+    chain's control (word pointer, buffer count), mostly routing. (Figures
+    from before the changes listed in docs/build.md, which has the core's.)
     """
 
     def __init__(self, *, width, connections=16):
@@ -353,6 +357,7 @@ class MpaTxFramer(wiring.Component):
         b_valid = Signal()
         b_data = Signal(32 * (L + 1))
         b_cnt = Signal(range(L + 2))
+        b_room = Signal(range(CAP + 1))  # CAP - b_cnt: B pushes if the buffer holds <= b_room
         b_sof = Signal()
         b_eof = Signal()
         b_conn = Signal(cb)
@@ -368,7 +373,7 @@ class MpaTxFramer(wiring.Component):
         a_move = Signal()
         accept = Signal()
         m.d.comb += [
-            b_push.eq(b_valid & (cnt + b_cnt <= CAP)),
+            b_push.eq(b_valid & (cnt <= b_room)),
             a_move.eq(a_valid & (~b_valid | b_push)),
             self.i.ready.eq(~a_valid | a_move),
             accept.eq(self.i.valid & self.i.ready),
@@ -393,7 +398,8 @@ class MpaTxFramer(wiring.Component):
             m.d.sync += a_valid.eq(0)
         with m.If(a_move):
             m.d.sync += [
-                b_valid.eq(1), b_data.eq(a_data), b_cnt.eq(a_cnt), b_sof.eq(a_sof),
+                b_valid.eq(1), b_data.eq(a_data), b_cnt.eq(a_cnt), b_room.eq(CAP - a_cnt),
+                b_sof.eq(a_sof),
                 b_eof.eq(a_eof), b_conn.eq(a_conn), b_same.eq(a_same),
             ]
         with m.Elif(b_push):
@@ -402,9 +408,10 @@ class MpaTxFramer(wiring.Component):
         # -- context pipeline (one ULPDU start per cycle at most) --------------------
         # t   first beat accepted: read address = i.conn (plain synchronous read, so the
         #     memory maps to block RAM without transparency logic); the FPDU's words without
-        #     markers, N = ceil((2 + len) / 4) + 1, are reduced mod 127 and mod 128.
+        #     markers, N = ceil((2 + len) / 4) + 1, are counted.
         # t+1 read data registered (ctx_r); which of the writes in cycles t and t+1 (that
-        #     the read cannot see) hit our connection is registered too.
+        #     the read cannot see) hit our connection is registered too; N is reduced mod
+        #     127 and mod 128.
         # t+2 start context = the newest of {write at t+1, write at t, ctx_r}; end phase
         #     computed from it and written back; start context queued for the FPDU's first
         #     word. A ULPDU of the same connection in the very next cycle picks the
@@ -412,24 +419,24 @@ class MpaTxFramer(wiring.Component):
         m.d.comb += rp.addr.eq(ip.conn)
         nwords = Signal(15)
         m.d.comb += nwords.eq((ip.length + 9) >> 2)
-        n_x = Signal(9)
-        n_y = Signal(8)
-        n127 = Signal(7)
-        m.d.comb += [
-            n_x.eq(nwords[7:15] + nwords[0:7]),     # 128 = 1 (mod 127)
-            n_y.eq(n_x[7:9] + n_x[0:7]),
-            n127.eq(Mux(n_y >= 127, n_y - 127, n_y)),
-        ]
         p1_valid = Signal()
         p1_conn = Signal(cb)
-        p1_n127 = Signal(7)
-        p1_n128 = Signal(7)
+        p1_nwords = Signal(15)
         m.d.sync += [
             p1_valid.eq(accept & ip.first),
             p1_conn.eq(ip.conn),
-            p1_n127.eq(n127),
-            p1_n128.eq(nwords[0:7]),
+            p1_nwords.eq(nwords),
         ]
+        # t+1: N mod 127 (128 = 1 mod 127), N mod 127 + 1, and the end phase for a start
+        # phase of 0, side by side from the folded sum n_y (0..129)
+        n_x = Signal(9)
+        n_y = Signal(8)
+        m.d.comb += [
+            n_x.eq(p1_nwords[7:15] + p1_nwords[0:7]),
+            n_y.eq(n_x[7:9] + n_x[0:7]),
+        ]
+        n_wrap = Signal()
+        m.d.comb += n_wrap.eq(n_y >= 127)
 
         # the last two writes to the context memory
         wh1_valid = Signal()
@@ -451,10 +458,11 @@ class MpaTxFramer(wiring.Component):
         sel1 = Signal()           # the write in cycle t+1 hits our connection
         sel2 = Signal()           # the write in cycle t hits our connection
         m.d.sync += [
-            p2_valid.eq(p1_valid), p2_conn.eq(p1_conn), p2_n127.eq(p1_n127),
-            p2_n128.eq(p1_n128), ctx_r.eq(rp.data),
-            p2_qe0.eq(Mux(p1_n127 == 0, 0, p1_n127 + 1)),
-            p2_n127p1.eq(p1_n127 + 1),
+            p2_valid.eq(p1_valid), p2_conn.eq(p1_conn),
+            p2_n127.eq(Mux(n_wrap, n_y - 127, n_y)),
+            p2_n128.eq(p1_nwords[0:7]), ctx_r.eq(rp.data),
+            p2_qe0.eq(Mux((n_y == 0) | (n_y == 127), 0, Mux(n_wrap, n_y - 126, n_y + 1))),
+            p2_n127p1.eq(Mux(n_wrap, n_y - 126, n_y + 1)),
             sel1.eq(wp.en & (wp.addr == p1_conn)),
             sel2.eq(wh1_valid & (wh1_addr == p1_conn)),
         ]
@@ -717,7 +725,10 @@ class MpaTxFramer(wiring.Component):
         r_last = Signal()
         r_conn = Signal(cb)
         r_move = Signal()
-        m.d.comb += r_move.eq(r_valid & (~self.o.valid | self.o.ready))
+        sk_valid = Signal()              # output skid register holds a beat
+        # (the skid makes the beat register's move, and so the lane chain's load, depend
+        # on registers only, not on o.ready)
+        m.d.comb += r_move.eq(r_valid & ~sk_valid)
 
         beat_ok = Signal()
         m.d.comb += beat_ok.eq(~after["stall"])
@@ -761,21 +772,26 @@ class MpaTxFramer(wiring.Component):
         # starts); a CRC lane gets the complemented register (or zeros with CRC off).
         crc = Signal(32)
         r_lanes = [r_words[32 * k:32 * k + 32] for k in range(L)]
-        cins, state = _crc_lanes(m, crc, r_lanes, [r_start[k] for k in range(L)], unroll=L <= 2)
+        cins, state = _crc_lanes(m, crc, r_lanes, [r_start[k] for k in range(L)], unroll=L <= 4)
         lanes_out = [Mux(r_crc[k], Mux(r_crcen, ~cins[k], 0), r_lanes[k]) for k in range(L)]
         op = self.o.payload
+        new_beat = Signal.like(op)
+        sk_beat = Signal.like(op)
+        m.d.comb += [
+            new_beat.data.eq(Cat(*lanes_out)), new_beat.n.eq(r_n), new_beat.first.eq(r_first),
+            new_beat.last.eq(r_last), new_beat.conn.eq(r_conn),
+        ]
         with m.If(r_move):
-            m.d.sync += [
-                self.o.valid.eq(1),
-                op.data.eq(Cat(*lanes_out)),
-                op.n.eq(r_n),
-                op.first.eq(r_first),
-                op.last.eq(r_last),
-                op.conn.eq(r_conn),
-                crc.eq(state),
-            ]
-        with m.Elif(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
+            m.d.sync += crc.eq(state)
+        with m.If(~self.o.valid | self.o.ready):
+            with m.If(sk_valid):
+                m.d.sync += [self.o.valid.eq(1), op.eq(sk_beat), sk_valid.eq(0)]
+            with m.Elif(r_move):
+                m.d.sync += [self.o.valid.eq(1), op.eq(new_beat)]
+            with m.Else():
+                m.d.sync += self.o.valid.eq(0)
+        with m.Elif(r_move):             # o is stalled: the beat waits in the skid register
+            m.d.sync += [sk_valid.eq(1), sk_beat.eq(new_beat)]
 
         # -- word buffer update: the output takes 'pop' words, stage B appends its words
         pop = Signal(range(L + 1))
