@@ -183,21 +183,36 @@ int rnic_stag_write(rnic_dev_t *dev, const rnic_stag_t *s)
                RNIC_FIELD_PREP(RNIC_STAG_ATTR_REMOTE_INV, s->remote_inv ? 1u : 0u) |
                RNIC_FIELD_PREP(RNIC_STAG_ATTR_CONN, s->conn));
     rnic_write(dev, RNIC_STAG_CMD_ADDR, RNIC_STAG_CMD_COMMIT_MASK);
-    return RNIC_OK;
+    /* The receive path takes the row between segments: wait until it did. */
+    return rnic_wait(dev, RNIC_STAG_STATUS_ADDR, RNIC_STAG_STATUS_BUSY_MASK, 0);
 }
 
 int rnic_rq_post(rnic_dev_t *dev, uint32_t conn, uint64_t addr, uint32_t length, uint32_t id)
 {
+    int rc;
+
     if (!conn_ok(dev, conn))
         return RNIC_ERR_INVAL;
     if (RNIC_GET_FIELD(dev, RQ_STATUS, FULL))
         return RNIC_ERR_FULL;
+    rc = rnic_wait(dev, RNIC_RQ_STATUS_ADDR, RNIC_RQ_STATUS_BUSY_MASK, 0);
+    if (rc != RNIC_OK)
+        return rc;
+    /* Forget an older drop: OVERFLOW after this post means this one was dropped. */
+    rnic_write(dev, RNIC_RQ_STATUS_ADDR, RNIC_RQ_STATUS_OVERFLOW_MASK);
     rnic_write(dev, RNIC_RQ_CONN_ADDR, RNIC_FIELD_PREP(RNIC_RQ_CONN_CONN, conn));
     rnic_write(dev, RNIC_RQ_ADDR_LO_ADDR, (uint32_t)addr);
     rnic_write(dev, RNIC_RQ_ADDR_HI_ADDR, (uint32_t)(addr >> 32));
     rnic_write(dev, RNIC_RQ_LENGTH_ADDR, length);
     rnic_write(dev, RNIC_RQ_ID_ADDR, id);
     rnic_write(dev, RNIC_RQ_CMD_ADDR, RNIC_RQ_CMD_POST_MASK);
+    rc = rnic_wait(dev, RNIC_RQ_STATUS_ADDR, RNIC_RQ_STATUS_BUSY_MASK, 0);
+    if (rc != RNIC_OK)
+        return rc;
+    if (RNIC_GET_FIELD(dev, RQ_STATUS, OVERFLOW)) {
+        rnic_write(dev, RNIC_RQ_STATUS_ADDR, RNIC_RQ_STATUS_OVERFLOW_MASK);
+        return RNIC_ERR_FULL;
+    }
     return RNIC_OK;
 }
 
@@ -237,10 +252,72 @@ int rnic_cq_poll(rnic_dev_t *dev, rnic_cqe_t *cqe)
     cqe->status = RNIC_FIELD_GET(RNIC_CQ_INFO_STATUS, info);
     cqe->conn = RNIC_FIELD_GET(RNIC_CQ_INFO_CONN, info);
     cqe->invalidated = (int)RNIC_FIELD_GET(RNIC_CQ_INFO_INVALIDATED, info);
+    cqe->solicited = (int)RNIC_FIELD_GET(RNIC_CQ_INFO_SOLICITED, info);
     cqe->length = rnic_read(dev, RNIC_CQ_LENGTH_ADDR);
     cqe->inv_stag = rnic_read(dev, RNIC_CQ_INV_STAG_ADDR);
+    cqe->msn = rnic_read(dev, RNIC_CQ_MSN_ADDR);
+    cqe->stag = rnic_read(dev, RNIC_CQ_STAG_ADDR);
+    cqe->to = rnic_read64(dev, RNIC_CQ_TO_LO_ADDR, RNIC_CQ_TO_HI_ADDR);
     rnic_write(dev, RNIC_CQ_CMD_ADDR, RNIC_CQ_CMD_POP_MASK);
     return 1;
+}
+
+int rnic_term_pop(rnic_dev_t *dev, rnic_term_t *t)
+{
+    uint32_t status, info, k;
+
+    status = rnic_read(dev, RNIC_TERM_STATUS_ADDR);
+    if (!RNIC_FIELD_GET(RNIC_TERM_STATUS_VALID, status))
+        return 0;
+    info = rnic_read(dev, RNIC_TERM_INFO_ADDR);
+    t->conn = RNIC_FIELD_GET(RNIC_TERM_STATUS_CONN, status);
+    t->received = (int)RNIC_FIELD_GET(RNIC_TERM_STATUS_RECEIVED, status);
+    t->len = RNIC_FIELD_GET(RNIC_TERM_STATUS_LEN, status);
+    t->layer = (uint8_t)RNIC_FIELD_GET(RNIC_TERM_INFO_LAYER, info);
+    t->etype = (uint8_t)RNIC_FIELD_GET(RNIC_TERM_INFO_ETYPE, info);
+    t->ecode = (uint8_t)RNIC_FIELD_GET(RNIC_TERM_INFO_ECODE, info);
+    if (t->len > sizeof t->payload)
+        t->len = sizeof t->payload;
+    for (k = 0; k < sizeof t->payload / 4; k++) {
+        uint32_t w = k * 4 < t->len ? rnic_read(dev, RNIC_TERM_DATA0_ADDR + 4u * k) : 0u;
+        t->payload[4 * k] = (uint8_t)w;
+        t->payload[4 * k + 1] = (uint8_t)(w >> 8);
+        t->payload[4 * k + 2] = (uint8_t)(w >> 16);
+        t->payload[4 * k + 3] = (uint8_t)(w >> 24);
+    }
+    rnic_write(dev, RNIC_TERM_CMD_ADDR, RNIC_TERM_CMD_POP_MASK);
+    return 1;
+}
+
+int rnic_rrq_pop(rnic_dev_t *dev, rnic_read_req_t *q)
+{
+    uint32_t status = rnic_read(dev, RNIC_RRQ_STATUS_ADDR);
+
+    if (!RNIC_FIELD_GET(RNIC_RRQ_STATUS_VALID, status))
+        return 0;
+    q->conn = RNIC_FIELD_GET(RNIC_RRQ_STATUS_CONN, status);
+    q->msn = rnic_read(dev, RNIC_RRQ_MSN_ADDR);
+    q->sink_stag = rnic_read(dev, RNIC_RRQ_SINK_STAG_ADDR);
+    q->sink_to = rnic_read64(dev, RNIC_RRQ_SINK_TO_LO_ADDR, RNIC_RRQ_SINK_TO_HI_ADDR);
+    q->size = rnic_read(dev, RNIC_RRQ_SIZE_ADDR);
+    q->src_stag = rnic_read(dev, RNIC_RRQ_SRC_STAG_ADDR);
+    q->src_to = rnic_read64(dev, RNIC_RRQ_SRC_TO_LO_ADDR, RNIC_RRQ_SRC_TO_HI_ADDR);
+    rnic_write(dev, RNIC_RRQ_CMD_ADDR, RNIC_RRQ_CMD_POP_MASK);
+    return 1;
+}
+
+int rnic_rrq_done(rnic_dev_t *dev, uint32_t conn)
+{
+    int rc;
+
+    if (!conn_ok(dev, conn))
+        return RNIC_ERR_INVAL;
+    rc = rnic_wait(dev, RNIC_RRQ_STATUS_ADDR, RNIC_RRQ_STATUS_DONE_BUSY_MASK, 0);
+    if (rc != RNIC_OK)
+        return rc;
+    rnic_write(dev, RNIC_RRQ_DONE_CONN_ADDR, RNIC_FIELD_PREP(RNIC_RRQ_DONE_CONN_CONN, conn));
+    rnic_write(dev, RNIC_RRQ_CMD_ADDR, RNIC_RRQ_CMD_DONE_MASK);
+    return rnic_wait(dev, RNIC_RRQ_STATUS_ADDR, RNIC_RRQ_STATUS_DONE_BUSY_MASK, 0);
 }
 
 const char *rnic_strerror(int code)

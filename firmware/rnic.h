@@ -95,7 +95,26 @@ typedef struct {
 typedef struct {
     uint32_t wr_id, opcode, queue, status, conn, length, inv_stag;
     int invalidated;
+    int solicited;       /* RQ: a Send with Solicited Event */
+    uint32_t msn;        /* RQ: the received Send's MSN */
+    uint32_t stag;       /* RDMA Read Response (SQ, RDMA_READ): Data Sink STag */
+    uint64_t to;         /* ... and the TO of its first segment */
 } rnic_cqe_t;
+
+/* A report of the receive path (TERM_*): an error found here (received 0; payload is the
+ * Terminate to send) or a Terminate received from the peer (received 1). */
+typedef struct {
+    uint32_t conn, len;
+    int received;
+    uint8_t layer, etype, ecode;
+    uint8_t payload[52];
+} rnic_term_t;
+
+/* An inbound RDMA Read Request (RRQ_*); its IRD slot is freed by rnic_rrq_done(). */
+typedef struct {
+    uint32_t conn, msn, sink_stag, size, src_stag;
+    uint64_t sink_to, src_to;
+} rnic_read_req_t;
 
 /* Access. */
 void rnic_init(rnic_dev_t *dev, volatile void *base);
@@ -132,6 +151,11 @@ int rnic_stag_write(rnic_dev_t *dev, const rnic_stag_t *stag);
 int rnic_rq_post(rnic_dev_t *dev, uint32_t conn, uint64_t addr, uint32_t length, uint32_t id);
 int rnic_sq_post(rnic_dev_t *dev, const rnic_wr_t *wr);
 int rnic_cq_poll(rnic_dev_t *dev, rnic_cqe_t *cqe);
+/* 1 and the head report / Read Request popped, or 0 when the queue is empty. */
+int rnic_term_pop(rnic_dev_t *dev, rnic_term_t *t);
+int rnic_rrq_pop(rnic_dev_t *dev, rnic_read_req_t *q);
+/* One inbound Read Request of conn was answered: free its IRD slot. */
+int rnic_rrq_done(rnic_dev_t *dev, uint32_t conn);
 
 const char *rnic_strerror(int code);
 

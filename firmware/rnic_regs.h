@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.2. 32-bit registers at byte offsets inside
+/* Map version 0.3. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x00000002u
+#define RNIC_VERSION_RESET 0x00000003u
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x00000002u
+#define RNIC_VERSION_MINOR_RESET 0x00000003u
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -101,7 +101,7 @@
 /* INT_ENABLE (0x018, rw): Interrupt enables; the interrupt line is a level: OR of the enabled sources. */
 #define RNIC_INT_ENABLE_ADDR 0x00000018u
 #define RNIC_INT_ENABLE_RESET 0x00000000u
-#define RNIC_INT_ENABLE_RW_MASK 0x00000003u
+#define RNIC_INT_ENABLE_RW_MASK 0x00000007u
 /*   ERR [0] rw: Interrupt while ERR_STATUS.PENDING. */
 #define RNIC_INT_ENABLE_ERR_SHIFT 0u
 #define RNIC_INT_ENABLE_ERR_WIDTH 1u
@@ -112,6 +112,11 @@
 #define RNIC_INT_ENABLE_CQ_WIDTH 1u
 #define RNIC_INT_ENABLE_CQ_MASK 0x00000002u
 #define RNIC_INT_ENABLE_CQ_RESET 0x00000000u
+/*   TERM [2] rw: Interrupt while TERM_STATUS.VALID. */
+#define RNIC_INT_ENABLE_TERM_SHIFT 2u
+#define RNIC_INT_ENABLE_TERM_WIDTH 1u
+#define RNIC_INT_ENABLE_TERM_MASK 0x00000004u
+#define RNIC_INT_ENABLE_TERM_RESET 0x00000000u
 
 /* SCRATCH (0x01c, rw): Scratch register for bus checks; no effect on the device. */
 #define RNIC_SCRATCH_ADDR 0x0000001cu
@@ -219,7 +224,7 @@
 #define RNIC_CTX_CMD_ADDR 0x00000054u
 #define RNIC_CTX_CMD_RESET 0x00000000u
 #define RNIC_CTX_CMD_RW_MASK 0x00000000u
-/*   COMMIT [0] pulse: Write CTX_TX, CTX_RX, CTX_IRD_ORD and CTX_STATE into the connection's context and reset it (FPDU state, CRC, MSNs to 1, no error). */
+/*   COMMIT [0] pulse: Write CTX_TX, CTX_RX, CTX_IRD_ORD and CTX_STATE into the connection's context and reset it (FPDU state, CRC, MSNs to 1, receive queue emptied, no Read Request outstanding, no error). */
 #define RNIC_CTX_CMD_COMMIT_SHIFT 0u
 #define RNIC_CTX_CMD_COMMIT_WIDTH 1u
 #define RNIC_CTX_CMD_COMMIT_MASK 0x00000001u
@@ -516,7 +521,7 @@
 #define RNIC_STAG_ATTR_REMOTE_WRITE_WIDTH 1u
 #define RNIC_STAG_ATTR_REMOTE_WRITE_MASK 0x00000004u
 #define RNIC_STAG_ATTR_REMOTE_WRITE_RESET 0x00000000u
-/*   REMOTE_INV [3] rw: The peer may invalidate the STag (Send with Invalidate). */
+/*   REMOTE_INV [3] rw: The peer may invalidate the STag (Send with Invalidate); not checked by this build (a valid STag of the connection may be invalidated). */
 #define RNIC_STAG_ATTR_REMOTE_INV_SHIFT 3u
 #define RNIC_STAG_ATTR_REMOTE_INV_WIDTH 1u
 #define RNIC_STAG_ATTR_REMOTE_INV_MASK 0x00000008u
@@ -531,11 +536,21 @@
 #define RNIC_STAG_CMD_ADDR 0x00000198u
 #define RNIC_STAG_CMD_RESET 0x00000000u
 #define RNIC_STAG_CMD_RW_MASK 0x00000000u
-/*   COMMIT [0] pulse: Write the row STAG_INDEX from STAG_KEY .. STAG_ATTR. */
+/*   COMMIT [0] pulse: Write the row STAG_INDEX from STAG_KEY .. STAG_ATTR (ignored while STAG_STATUS.BUSY, or with STAG_INDEX not below CAPS.STAGS). */
 #define RNIC_STAG_CMD_COMMIT_SHIFT 0u
 #define RNIC_STAG_CMD_COMMIT_WIDTH 1u
 #define RNIC_STAG_CMD_COMMIT_MASK 0x00000001u
 #define RNIC_STAG_CMD_COMMIT_RESET 0x00000000u
+
+/* STAG_STATUS (0x19c, ro): STag table status. */
+#define RNIC_STAG_STATUS_ADDR 0x0000019cu
+#define RNIC_STAG_STATUS_RESET 0x00000000u
+#define RNIC_STAG_STATUS_RW_MASK 0x00000000u
+/*   BUSY [0] ro: A COMMIT is still waiting for the receive path (it takes rows between segments with no placement write in flight); wait for 0. */
+#define RNIC_STAG_STATUS_BUSY_SHIFT 0u
+#define RNIC_STAG_STATUS_BUSY_WIDTH 1u
+#define RNIC_STAG_STATUS_BUSY_MASK 0x00000001u
+#define RNIC_STAG_STATUS_BUSY_RESET 0x00000000u
 
 /* ---- Receive queue ---- */
 
@@ -593,21 +608,31 @@
 #define RNIC_RQ_CMD_ADDR 0x000001d4u
 #define RNIC_RQ_CMD_RESET 0x00000000u
 #define RNIC_RQ_CMD_RW_MASK 0x00000000u
-/*   POST [0] pulse: Append the buffer to the connection's receive queue (ignored while FULL). */
+/*   POST [0] pulse: Append the buffer to the connection's receive queue (ignored while RQ_STATUS.BUSY or with RQ_CONN not below CAPS.CONNECTIONS). */
 #define RNIC_RQ_CMD_POST_SHIFT 0u
 #define RNIC_RQ_CMD_POST_WIDTH 1u
 #define RNIC_RQ_CMD_POST_MASK 0x00000001u
 #define RNIC_RQ_CMD_POST_RESET 0x00000000u
 
-/* RQ_STATUS (0x1d8, ro): Receive queue status. */
+/* RQ_STATUS (0x1d8, ro/w1c): Receive queue status. */
 #define RNIC_RQ_STATUS_ADDR 0x000001d8u
 #define RNIC_RQ_STATUS_RESET 0x00000000u
 #define RNIC_RQ_STATUS_RW_MASK 0x00000000u
-/*   FULL [0] ro: No room for another buffer: a POST now is dropped. */
+/*   FULL [0] ro: No room for another buffer: a POST now is dropped. Not tracked by this build (reads 0): a POST to a full queue sets OVERFLOW. */
 #define RNIC_RQ_STATUS_FULL_SHIFT 0u
 #define RNIC_RQ_STATUS_FULL_WIDTH 1u
 #define RNIC_RQ_STATUS_FULL_MASK 0x00000001u
 #define RNIC_RQ_STATUS_FULL_RESET 0x00000000u
+/*   BUSY [1] ro: A POST is still waiting for the receive path; wait for 0. */
+#define RNIC_RQ_STATUS_BUSY_SHIFT 1u
+#define RNIC_RQ_STATUS_BUSY_WIDTH 1u
+#define RNIC_RQ_STATUS_BUSY_MASK 0x00000002u
+#define RNIC_RQ_STATUS_BUSY_RESET 0x00000000u
+/*   OVERFLOW [2] w1c: A POST was dropped: the connection's queue was full (RQ_DEPTH buffers, a build parameter) or the buffer does not lie inside the memory bus's address space (write 1 to clear). */
+#define RNIC_RQ_STATUS_OVERFLOW_SHIFT 2u
+#define RNIC_RQ_STATUS_OVERFLOW_WIDTH 1u
+#define RNIC_RQ_STATUS_OVERFLOW_MASK 0x00000004u
+#define RNIC_RQ_STATUS_OVERFLOW_RESET 0x00000000u
 
 /* ---- Send queue ---- */
 
@@ -753,12 +778,12 @@
 #define RNIC_CQ_STATUS_ADDR 0x00000240u
 #define RNIC_CQ_STATUS_RESET 0x00000000u
 #define RNIC_CQ_STATUS_RW_MASK 0x00000000u
-/*   VALID [0] ro: A completion is at the head (CQ_WR_ID .. CQ_INV_STAG are valid). */
+/*   VALID [0] ro: A completion is at the head (CQ_WR_ID .. CQ_TO_HI are valid). */
 #define RNIC_CQ_STATUS_VALID_SHIFT 0u
 #define RNIC_CQ_STATUS_VALID_WIDTH 1u
 #define RNIC_CQ_STATUS_VALID_MASK 0x00000001u
 #define RNIC_CQ_STATUS_VALID_RESET 0x00000000u
-/*   OVERFLOW [1] w1c: A completion was lost because the queue was full (write 1 to clear). */
+/*   OVERFLOW [1] w1c: A completion was lost because the queue was full (write 1 to clear); never set by this build (the receive path waits instead). */
 #define RNIC_CQ_STATUS_OVERFLOW_SHIFT 1u
 #define RNIC_CQ_STATUS_OVERFLOW_WIDTH 1u
 #define RNIC_CQ_STATUS_OVERFLOW_MASK 0x00000002u
@@ -801,6 +826,11 @@
 #define RNIC_CQ_INFO_INVALIDATED_WIDTH 1u
 #define RNIC_CQ_INFO_INVALIDATED_MASK 0x00000020u
 #define RNIC_CQ_INFO_INVALIDATED_RESET 0x00000000u
+/*   SOLICITED [6] ro: RQ: a Send with Solicited Event (SEND_SE, SEND_SE_INV). */
+#define RNIC_CQ_INFO_SOLICITED_SHIFT 6u
+#define RNIC_CQ_INFO_SOLICITED_WIDTH 1u
+#define RNIC_CQ_INFO_SOLICITED_MASK 0x00000040u
+#define RNIC_CQ_INFO_SOLICITED_RESET 0x00000000u
 /*   STATUS [15:8] ro: Outcome. */
 #define RNIC_CQ_INFO_STATUS_SHIFT 8u
 #define RNIC_CQ_INFO_STATUS_WIDTH 8u
@@ -848,12 +878,52 @@
 #define RNIC_CQ_CMD_POP_MASK 0x00000001u
 #define RNIC_CQ_CMD_POP_RESET 0x00000000u
 
+/* CQ_MSN (0x258, ro): RQ: the MSN of the received Send (DDP queue 0). */
+#define RNIC_CQ_MSN_ADDR 0x00000258u
+#define RNIC_CQ_MSN_RESET 0x00000000u
+#define RNIC_CQ_MSN_RW_MASK 0x00000000u
+/*   MSN [31:0] ro: RQ: the MSN of the received Send (DDP queue 0). */
+#define RNIC_CQ_MSN_MSN_SHIFT 0u
+#define RNIC_CQ_MSN_MSN_WIDTH 32u
+#define RNIC_CQ_MSN_MSN_MASK 0xffffffffu
+#define RNIC_CQ_MSN_MSN_RESET 0x00000000u
+
+/* CQ_STAG (0x260, ro): RDMA Read Response: the Data Sink STag it was placed with. */
+#define RNIC_CQ_STAG_ADDR 0x00000260u
+#define RNIC_CQ_STAG_RESET 0x00000000u
+#define RNIC_CQ_STAG_RW_MASK 0x00000000u
+/*   STAG [31:0] ro: RDMA Read Response: the Data Sink STag it was placed with. */
+#define RNIC_CQ_STAG_STAG_SHIFT 0u
+#define RNIC_CQ_STAG_STAG_WIDTH 32u
+#define RNIC_CQ_STAG_STAG_MASK 0xffffffffu
+#define RNIC_CQ_STAG_STAG_RESET 0x00000000u
+
+/* CQ_TO_LO (0x264, ro): RDMA Read Response: the TO of its first segment, bits 31..0. */
+#define RNIC_CQ_TO_LO_ADDR 0x00000264u
+#define RNIC_CQ_TO_LO_RESET 0x00000000u
+#define RNIC_CQ_TO_LO_RW_MASK 0x00000000u
+/*   TO [31:0] ro: RDMA Read Response: the TO of its first segment, bits 31..0. */
+#define RNIC_CQ_TO_LO_TO_SHIFT 0u
+#define RNIC_CQ_TO_LO_TO_WIDTH 32u
+#define RNIC_CQ_TO_LO_TO_MASK 0xffffffffu
+#define RNIC_CQ_TO_LO_TO_RESET 0x00000000u
+
+/* CQ_TO_HI (0x268, ro): RDMA Read Response: the TO of its first segment, bits 63..32. */
+#define RNIC_CQ_TO_HI_ADDR 0x00000268u
+#define RNIC_CQ_TO_HI_RESET 0x00000000u
+#define RNIC_CQ_TO_HI_RW_MASK 0x00000000u
+/*   TO [31:0] ro: RDMA Read Response: the TO of its first segment, bits 63..32. */
+#define RNIC_CQ_TO_HI_TO_SHIFT 0u
+#define RNIC_CQ_TO_HI_TO_WIDTH 32u
+#define RNIC_CQ_TO_HI_TO_MASK 0xffffffffu
+#define RNIC_CQ_TO_HI_TO_RESET 0x00000000u
+
 /* ---- Data port ---- */
 
 /* DP_CTRL (0x280, rw): Data port routing. */
 #define RNIC_DP_CTRL_ADDR 0x00000280u
-#define RNIC_DP_CTRL_RESET 0x00000000u
-#define RNIC_DP_CTRL_RW_MASK 0x00000007u
+#define RNIC_DP_CTRL_RESET 0x00000008u
+#define RNIC_DP_CTRL_RW_MASK 0x0000000fu
 /*   LOOPBACK [0] rw: The framer's TCP payload output is fed into the deframer's input (the core's TCP payload ports are idle: tx_wire never valid, rx_wire never ready). */
 #define RNIC_DP_CTRL_LOOPBACK_SHIFT 0u
 #define RNIC_DP_CTRL_LOOPBACK_WIDTH 1u
@@ -864,11 +934,16 @@
 #define RNIC_DP_CTRL_SOURCE_WIDTH 1u
 #define RNIC_DP_CTRL_SOURCE_MASK 0x00000002u
 #define RNIC_DP_CTRL_SOURCE_RESET 0x00000000u
-/*   SINK [2] rw: The deframer's ULPDUs go to the DP RX FIFOs (the ULPDU output port is never valid). */
+/*   SINK [2] rw: The deframer's ULPDUs go to the DP RX FIFOs (the ULPDU output port is never valid, the DDP/RDMAP receive path gets nothing). */
 #define RNIC_DP_CTRL_SINK_SHIFT 2u
 #define RNIC_DP_CTRL_SINK_WIDTH 1u
 #define RNIC_DP_CTRL_SINK_MASK 0x00000004u
 #define RNIC_DP_CTRL_SINK_RESET 0x00000000u
+/*   BYPASS [3] rw: Without SINK: the deframer's ULPDUs leave on the core's ULPDU output port (rx_ulpdu, for a DDP layer outside the core) instead of entering the DDP/RDMAP receive path. With SINK and BYPASS 0 ULPDUs are validated and placed by the receive path (STag table, receive queue, CQ_*, RRQ_*, TERM_*). Resets to 1 (a design that takes ULPDUs from the port keeps working): a driver clears it to use the receive path. */
+#define RNIC_DP_CTRL_BYPASS_SHIFT 3u
+#define RNIC_DP_CTRL_BYPASS_WIDTH 1u
+#define RNIC_DP_CTRL_BYPASS_MASK 0x00000008u
+#define RNIC_DP_CTRL_BYPASS_RESET 0x00000001u
 
 /* DP_TX_CONN (0x284, rw): Connection of the ULPDU to send. */
 #define RNIC_DP_TX_CONN_ADDR 0x00000284u
@@ -994,14 +1069,331 @@
 #define RNIC_DP_RX_CMD_NEXT_MASK 0x00000002u
 #define RNIC_DP_RX_CMD_NEXT_RESET 0x00000000u
 
+/* ---- Inbound RDMA Read Requests ---- */
+
+/* RRQ_STATUS (0x300, ro): Read Request queue status. */
+#define RNIC_RRQ_STATUS_ADDR 0x00000300u
+#define RNIC_RRQ_STATUS_RESET 0x00000000u
+#define RNIC_RRQ_STATUS_RW_MASK 0x00000000u
+/*   VALID [0] ro: A Read Request is at the head (RRQ_MSN .. RRQ_SRC_TO_HI are valid). */
+#define RNIC_RRQ_STATUS_VALID_SHIFT 0u
+#define RNIC_RRQ_STATUS_VALID_WIDTH 1u
+#define RNIC_RRQ_STATUS_VALID_MASK 0x00000001u
+#define RNIC_RRQ_STATUS_VALID_RESET 0x00000000u
+/*   DONE_BUSY [1] ro: A DONE is still being applied (wait for 0). */
+#define RNIC_RRQ_STATUS_DONE_BUSY_SHIFT 1u
+#define RNIC_RRQ_STATUS_DONE_BUSY_WIDTH 1u
+#define RNIC_RRQ_STATUS_DONE_BUSY_MASK 0x00000002u
+#define RNIC_RRQ_STATUS_DONE_BUSY_RESET 0x00000000u
+/*   CONN [31:16] ro: Connection of the head Read Request. */
+#define RNIC_RRQ_STATUS_CONN_SHIFT 16u
+#define RNIC_RRQ_STATUS_CONN_WIDTH 16u
+#define RNIC_RRQ_STATUS_CONN_MASK 0xffff0000u
+#define RNIC_RRQ_STATUS_CONN_RESET 0x00000000u
+
+/* RRQ_MSN (0x304, ro): Its MSN (DDP queue 1). */
+#define RNIC_RRQ_MSN_ADDR 0x00000304u
+#define RNIC_RRQ_MSN_RESET 0x00000000u
+#define RNIC_RRQ_MSN_RW_MASK 0x00000000u
+/*   MSN [31:0] ro: Its MSN (DDP queue 1). */
+#define RNIC_RRQ_MSN_MSN_SHIFT 0u
+#define RNIC_RRQ_MSN_MSN_WIDTH 32u
+#define RNIC_RRQ_MSN_MSN_MASK 0xffffffffu
+#define RNIC_RRQ_MSN_MSN_RESET 0x00000000u
+
+/* RRQ_SINK_STAG (0x308, ro): Data Sink STag (where the Read Response goes). */
+#define RNIC_RRQ_SINK_STAG_ADDR 0x00000308u
+#define RNIC_RRQ_SINK_STAG_RESET 0x00000000u
+#define RNIC_RRQ_SINK_STAG_RW_MASK 0x00000000u
+/*   STAG [31:0] ro: Data Sink STag (where the Read Response goes). */
+#define RNIC_RRQ_SINK_STAG_STAG_SHIFT 0u
+#define RNIC_RRQ_SINK_STAG_STAG_WIDTH 32u
+#define RNIC_RRQ_SINK_STAG_STAG_MASK 0xffffffffu
+#define RNIC_RRQ_SINK_STAG_STAG_RESET 0x00000000u
+
+/* RRQ_SINK_TO_LO (0x30c, ro): Data Sink TO, bits 31..0. */
+#define RNIC_RRQ_SINK_TO_LO_ADDR 0x0000030cu
+#define RNIC_RRQ_SINK_TO_LO_RESET 0x00000000u
+#define RNIC_RRQ_SINK_TO_LO_RW_MASK 0x00000000u
+/*   TO [31:0] ro: Data Sink TO, bits 31..0. */
+#define RNIC_RRQ_SINK_TO_LO_TO_SHIFT 0u
+#define RNIC_RRQ_SINK_TO_LO_TO_WIDTH 32u
+#define RNIC_RRQ_SINK_TO_LO_TO_MASK 0xffffffffu
+#define RNIC_RRQ_SINK_TO_LO_TO_RESET 0x00000000u
+
+/* RRQ_SINK_TO_HI (0x310, ro): Data Sink TO, bits 63..32. */
+#define RNIC_RRQ_SINK_TO_HI_ADDR 0x00000310u
+#define RNIC_RRQ_SINK_TO_HI_RESET 0x00000000u
+#define RNIC_RRQ_SINK_TO_HI_RW_MASK 0x00000000u
+/*   TO [31:0] ro: Data Sink TO, bits 63..32. */
+#define RNIC_RRQ_SINK_TO_HI_TO_SHIFT 0u
+#define RNIC_RRQ_SINK_TO_HI_TO_WIDTH 32u
+#define RNIC_RRQ_SINK_TO_HI_TO_MASK 0xffffffffu
+#define RNIC_RRQ_SINK_TO_HI_TO_RESET 0x00000000u
+
+/* RRQ_SIZE (0x314, ro): RDMA Read Message Size in octets. */
+#define RNIC_RRQ_SIZE_ADDR 0x00000314u
+#define RNIC_RRQ_SIZE_RESET 0x00000000u
+#define RNIC_RRQ_SIZE_RW_MASK 0x00000000u
+/*   SIZE [31:0] ro: RDMA Read Message Size in octets. */
+#define RNIC_RRQ_SIZE_SIZE_SHIFT 0u
+#define RNIC_RRQ_SIZE_SIZE_WIDTH 32u
+#define RNIC_RRQ_SIZE_SIZE_MASK 0xffffffffu
+#define RNIC_RRQ_SIZE_SIZE_RESET 0x00000000u
+
+/* RRQ_SRC_STAG (0x318, ro): Data Source STag (a local region, checked by the answering side). */
+#define RNIC_RRQ_SRC_STAG_ADDR 0x00000318u
+#define RNIC_RRQ_SRC_STAG_RESET 0x00000000u
+#define RNIC_RRQ_SRC_STAG_RW_MASK 0x00000000u
+/*   STAG [31:0] ro: Data Source STag (a local region, checked by the answering side). */
+#define RNIC_RRQ_SRC_STAG_STAG_SHIFT 0u
+#define RNIC_RRQ_SRC_STAG_STAG_WIDTH 32u
+#define RNIC_RRQ_SRC_STAG_STAG_MASK 0xffffffffu
+#define RNIC_RRQ_SRC_STAG_STAG_RESET 0x00000000u
+
+/* RRQ_SRC_TO_LO (0x31c, ro): Data Source TO, bits 31..0. */
+#define RNIC_RRQ_SRC_TO_LO_ADDR 0x0000031cu
+#define RNIC_RRQ_SRC_TO_LO_RESET 0x00000000u
+#define RNIC_RRQ_SRC_TO_LO_RW_MASK 0x00000000u
+/*   TO [31:0] ro: Data Source TO, bits 31..0. */
+#define RNIC_RRQ_SRC_TO_LO_TO_SHIFT 0u
+#define RNIC_RRQ_SRC_TO_LO_TO_WIDTH 32u
+#define RNIC_RRQ_SRC_TO_LO_TO_MASK 0xffffffffu
+#define RNIC_RRQ_SRC_TO_LO_TO_RESET 0x00000000u
+
+/* RRQ_SRC_TO_HI (0x320, ro): Data Source TO, bits 63..32. */
+#define RNIC_RRQ_SRC_TO_HI_ADDR 0x00000320u
+#define RNIC_RRQ_SRC_TO_HI_RESET 0x00000000u
+#define RNIC_RRQ_SRC_TO_HI_RW_MASK 0x00000000u
+/*   TO [31:0] ro: Data Source TO, bits 63..32. */
+#define RNIC_RRQ_SRC_TO_HI_TO_SHIFT 0u
+#define RNIC_RRQ_SRC_TO_HI_TO_WIDTH 32u
+#define RNIC_RRQ_SRC_TO_HI_TO_MASK 0xffffffffu
+#define RNIC_RRQ_SRC_TO_HI_TO_RESET 0x00000000u
+
+/* RRQ_CMD (0x324, pulse): Read Request queue commands. */
+#define RNIC_RRQ_CMD_ADDR 0x00000324u
+#define RNIC_RRQ_CMD_RESET 0x00000000u
+#define RNIC_RRQ_CMD_RW_MASK 0x00000000u
+/*   POP [0] pulse: Remove the head Read Request (ignored while not VALID). */
+#define RNIC_RRQ_CMD_POP_SHIFT 0u
+#define RNIC_RRQ_CMD_POP_WIDTH 1u
+#define RNIC_RRQ_CMD_POP_MASK 0x00000001u
+#define RNIC_RRQ_CMD_POP_RESET 0x00000000u
+/*   DONE [1] pulse: One Read Request of connection RRQ_DONE_CONN was answered: free an IRD slot (ignored while DONE_BUSY or with RRQ_DONE_CONN not below CAPS.CONNECTIONS). */
+#define RNIC_RRQ_CMD_DONE_SHIFT 1u
+#define RNIC_RRQ_CMD_DONE_WIDTH 1u
+#define RNIC_RRQ_CMD_DONE_MASK 0x00000002u
+#define RNIC_RRQ_CMD_DONE_RESET 0x00000000u
+
+/* RRQ_DONE_CONN (0x328, rw): Connection of RRQ_CMD.DONE. */
+#define RNIC_RRQ_DONE_CONN_ADDR 0x00000328u
+#define RNIC_RRQ_DONE_CONN_RESET 0x00000000u
+#define RNIC_RRQ_DONE_CONN_RW_MASK 0x0000ffffu
+/*   CONN [15:0] rw: Connection id. */
+#define RNIC_RRQ_DONE_CONN_CONN_SHIFT 0u
+#define RNIC_RRQ_DONE_CONN_CONN_WIDTH 16u
+#define RNIC_RRQ_DONE_CONN_CONN_MASK 0x0000ffffu
+#define RNIC_RRQ_DONE_CONN_CONN_RESET 0x00000000u
+
+/* ---- Terminates ---- */
+
+/* TERM_STATUS (0x340, ro): Terminate queue status. */
+#define RNIC_TERM_STATUS_ADDR 0x00000340u
+#define RNIC_TERM_STATUS_RESET 0x00000000u
+#define RNIC_TERM_STATUS_RW_MASK 0x00000000u
+/*   VALID [0] ro: A report is at the head (TERM_INFO, TERM_DATA0 .. TERM_DATA12 are valid). */
+#define RNIC_TERM_STATUS_VALID_SHIFT 0u
+#define RNIC_TERM_STATUS_VALID_WIDTH 1u
+#define RNIC_TERM_STATUS_VALID_MASK 0x00000001u
+#define RNIC_TERM_STATUS_VALID_RESET 0x00000000u
+/*   RECEIVED [1] ro: 1: a Terminate received from the peer; 0: an error found here. */
+#define RNIC_TERM_STATUS_RECEIVED_SHIFT 1u
+#define RNIC_TERM_STATUS_RECEIVED_WIDTH 1u
+#define RNIC_TERM_STATUS_RECEIVED_MASK 0x00000002u
+#define RNIC_TERM_STATUS_RECEIVED_RESET 0x00000000u
+/*   LEN [13:8] ro: Octets of the Terminate payload in TERM_DATA0 .. (4 .. 52). */
+#define RNIC_TERM_STATUS_LEN_SHIFT 8u
+#define RNIC_TERM_STATUS_LEN_WIDTH 6u
+#define RNIC_TERM_STATUS_LEN_MASK 0x00003f00u
+#define RNIC_TERM_STATUS_LEN_RESET 0x00000000u
+/*   CONN [31:16] ro: Connection id. */
+#define RNIC_TERM_STATUS_CONN_SHIFT 16u
+#define RNIC_TERM_STATUS_CONN_WIDTH 16u
+#define RNIC_TERM_STATUS_CONN_MASK 0xffff0000u
+#define RNIC_TERM_STATUS_CONN_RESET 0x00000000u
+
+/* TERM_INFO (0x344, ro): The error, in the layout of a Terminate's first word (for RECEIVED: the peer's). */
+#define RNIC_TERM_INFO_ADDR 0x00000344u
+#define RNIC_TERM_INFO_RESET 0x00000000u
+#define RNIC_TERM_INFO_RW_MASK 0x00000000u
+/*   ECODE [23:16] ro: Error code of the reported error. */
+#define RNIC_TERM_INFO_ECODE_SHIFT 16u
+#define RNIC_TERM_INFO_ECODE_WIDTH 8u
+#define RNIC_TERM_INFO_ECODE_MASK 0x00ff0000u
+#define RNIC_TERM_INFO_ECODE_RESET 0x00000000u
+/*   ETYPE [27:24] ro: Error type of the reported error. */
+#define RNIC_TERM_INFO_ETYPE_SHIFT 24u
+#define RNIC_TERM_INFO_ETYPE_WIDTH 4u
+#define RNIC_TERM_INFO_ETYPE_MASK 0x0f000000u
+#define RNIC_TERM_INFO_ETYPE_RESET 0x00000000u
+/*   LAYER [31:28] ro: Layer of the reported error: 0 RDMAP, 1 DDP, 2 LLP (MPA). */
+#define RNIC_TERM_INFO_LAYER_SHIFT 28u
+#define RNIC_TERM_INFO_LAYER_WIDTH 4u
+#define RNIC_TERM_INFO_LAYER_MASK 0xf0000000u
+#define RNIC_TERM_INFO_LAYER_RESET 0x00000000u
+#define RNIC_TERM_INFO_LAYER_RDMAP 0u
+#define RNIC_TERM_INFO_LAYER_DDP 1u
+#define RNIC_TERM_INFO_LAYER_LLP 2u
+
+/* TERM_DATA0 (0x350, ro): Octets 0 .. 3 of the Terminate payload (octet 0 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA0_ADDR 0x00000350u
+#define RNIC_TERM_DATA0_RESET 0x00000000u
+#define RNIC_TERM_DATA0_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 0 .. 3 of the Terminate payload (octet 0 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA0_DATA_SHIFT 0u
+#define RNIC_TERM_DATA0_DATA_WIDTH 32u
+#define RNIC_TERM_DATA0_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA0_DATA_RESET 0x00000000u
+
+/* TERM_DATA1 (0x354, ro): Octets 4 .. 7 of the Terminate payload (octet 4 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA1_ADDR 0x00000354u
+#define RNIC_TERM_DATA1_RESET 0x00000000u
+#define RNIC_TERM_DATA1_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 4 .. 7 of the Terminate payload (octet 4 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA1_DATA_SHIFT 0u
+#define RNIC_TERM_DATA1_DATA_WIDTH 32u
+#define RNIC_TERM_DATA1_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA1_DATA_RESET 0x00000000u
+
+/* TERM_DATA2 (0x358, ro): Octets 8 .. 11 of the Terminate payload (octet 8 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA2_ADDR 0x00000358u
+#define RNIC_TERM_DATA2_RESET 0x00000000u
+#define RNIC_TERM_DATA2_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 8 .. 11 of the Terminate payload (octet 8 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA2_DATA_SHIFT 0u
+#define RNIC_TERM_DATA2_DATA_WIDTH 32u
+#define RNIC_TERM_DATA2_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA2_DATA_RESET 0x00000000u
+
+/* TERM_DATA3 (0x35c, ro): Octets 12 .. 15 of the Terminate payload (octet 12 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA3_ADDR 0x0000035cu
+#define RNIC_TERM_DATA3_RESET 0x00000000u
+#define RNIC_TERM_DATA3_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 12 .. 15 of the Terminate payload (octet 12 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA3_DATA_SHIFT 0u
+#define RNIC_TERM_DATA3_DATA_WIDTH 32u
+#define RNIC_TERM_DATA3_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA3_DATA_RESET 0x00000000u
+
+/* TERM_DATA4 (0x360, ro): Octets 16 .. 19 of the Terminate payload (octet 16 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA4_ADDR 0x00000360u
+#define RNIC_TERM_DATA4_RESET 0x00000000u
+#define RNIC_TERM_DATA4_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 16 .. 19 of the Terminate payload (octet 16 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA4_DATA_SHIFT 0u
+#define RNIC_TERM_DATA4_DATA_WIDTH 32u
+#define RNIC_TERM_DATA4_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA4_DATA_RESET 0x00000000u
+
+/* TERM_DATA5 (0x364, ro): Octets 20 .. 23 of the Terminate payload (octet 20 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA5_ADDR 0x00000364u
+#define RNIC_TERM_DATA5_RESET 0x00000000u
+#define RNIC_TERM_DATA5_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 20 .. 23 of the Terminate payload (octet 20 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA5_DATA_SHIFT 0u
+#define RNIC_TERM_DATA5_DATA_WIDTH 32u
+#define RNIC_TERM_DATA5_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA5_DATA_RESET 0x00000000u
+
+/* TERM_DATA6 (0x368, ro): Octets 24 .. 27 of the Terminate payload (octet 24 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA6_ADDR 0x00000368u
+#define RNIC_TERM_DATA6_RESET 0x00000000u
+#define RNIC_TERM_DATA6_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 24 .. 27 of the Terminate payload (octet 24 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA6_DATA_SHIFT 0u
+#define RNIC_TERM_DATA6_DATA_WIDTH 32u
+#define RNIC_TERM_DATA6_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA6_DATA_RESET 0x00000000u
+
+/* TERM_DATA7 (0x36c, ro): Octets 28 .. 31 of the Terminate payload (octet 28 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA7_ADDR 0x0000036cu
+#define RNIC_TERM_DATA7_RESET 0x00000000u
+#define RNIC_TERM_DATA7_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 28 .. 31 of the Terminate payload (octet 28 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA7_DATA_SHIFT 0u
+#define RNIC_TERM_DATA7_DATA_WIDTH 32u
+#define RNIC_TERM_DATA7_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA7_DATA_RESET 0x00000000u
+
+/* TERM_DATA8 (0x370, ro): Octets 32 .. 35 of the Terminate payload (octet 32 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA8_ADDR 0x00000370u
+#define RNIC_TERM_DATA8_RESET 0x00000000u
+#define RNIC_TERM_DATA8_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 32 .. 35 of the Terminate payload (octet 32 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA8_DATA_SHIFT 0u
+#define RNIC_TERM_DATA8_DATA_WIDTH 32u
+#define RNIC_TERM_DATA8_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA8_DATA_RESET 0x00000000u
+
+/* TERM_DATA9 (0x374, ro): Octets 36 .. 39 of the Terminate payload (octet 36 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA9_ADDR 0x00000374u
+#define RNIC_TERM_DATA9_RESET 0x00000000u
+#define RNIC_TERM_DATA9_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 36 .. 39 of the Terminate payload (octet 36 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA9_DATA_SHIFT 0u
+#define RNIC_TERM_DATA9_DATA_WIDTH 32u
+#define RNIC_TERM_DATA9_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA9_DATA_RESET 0x00000000u
+
+/* TERM_DATA10 (0x378, ro): Octets 40 .. 43 of the Terminate payload (octet 40 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA10_ADDR 0x00000378u
+#define RNIC_TERM_DATA10_RESET 0x00000000u
+#define RNIC_TERM_DATA10_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 40 .. 43 of the Terminate payload (octet 40 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA10_DATA_SHIFT 0u
+#define RNIC_TERM_DATA10_DATA_WIDTH 32u
+#define RNIC_TERM_DATA10_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA10_DATA_RESET 0x00000000u
+
+/* TERM_DATA11 (0x37c, ro): Octets 44 .. 47 of the Terminate payload (octet 44 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA11_ADDR 0x0000037cu
+#define RNIC_TERM_DATA11_RESET 0x00000000u
+#define RNIC_TERM_DATA11_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 44 .. 47 of the Terminate payload (octet 44 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA11_DATA_SHIFT 0u
+#define RNIC_TERM_DATA11_DATA_WIDTH 32u
+#define RNIC_TERM_DATA11_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA11_DATA_RESET 0x00000000u
+
+/* TERM_DATA12 (0x380, ro): Octets 48 .. 51 of the Terminate payload (octet 48 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA12_ADDR 0x00000380u
+#define RNIC_TERM_DATA12_RESET 0x00000000u
+#define RNIC_TERM_DATA12_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: Octets 48 .. 51 of the Terminate payload (octet 48 in bits 7..0; octets past LEN read 0). */
+#define RNIC_TERM_DATA12_DATA_SHIFT 0u
+#define RNIC_TERM_DATA12_DATA_WIDTH 32u
+#define RNIC_TERM_DATA12_DATA_MASK 0xffffffffu
+#define RNIC_TERM_DATA12_DATA_RESET 0x00000000u
+
+/* TERM_CMD (0x384, pulse): Terminate queue command. */
+#define RNIC_TERM_CMD_ADDR 0x00000384u
+#define RNIC_TERM_CMD_RESET 0x00000000u
+#define RNIC_TERM_CMD_RW_MASK 0x00000000u
+/*   POP [0] pulse: Remove the head report (ignored while not VALID). */
+#define RNIC_TERM_CMD_POP_SHIFT 0u
+#define RNIC_TERM_CMD_POP_WIDTH 1u
+#define RNIC_TERM_CMD_POP_MASK 0x00000001u
+#define RNIC_TERM_CMD_POP_RESET 0x00000000u
+
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x00000002u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x00000003u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
-    X(INT_ENABLE, 0x00000018u, 0x00000000u, 0x00000003u, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(INT_ENABLE, 0x00000018u, 0x00000000u, 0x00000007u, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(SCRATCH, 0x0000001cu, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(CONN_SEL, 0x00000040u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(CTX_TX, 0x00000044u, 0x00000000u, 0xffff1ff3u, 0x00000000u, 0x00000000u, 0x00000000u) \
@@ -1032,13 +1424,14 @@
     X(STAG_LENGTH, 0x00000190u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(STAG_ATTR, 0x00000194u, 0x00000000u, 0xffff000fu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(STAG_CMD, 0x00000198u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u) \
+    X(STAG_STATUS, 0x0000019cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
     X(RQ_CONN, 0x000001c0u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(RQ_ADDR_LO, 0x000001c4u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(RQ_ADDR_HI, 0x000001c8u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(RQ_LENGTH, 0x000001ccu, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(RQ_ID, 0x000001d0u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(RQ_CMD, 0x000001d4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u) \
-    X(RQ_STATUS, 0x000001d8u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
+    X(RQ_STATUS, 0x000001d8u, 0x00000000u, 0x00000000u, 0x00000004u, 0x00000000u, 0x00000003u) \
     X(SQ_WR, 0x00000200u, 0x00000000u, 0xffff010fu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(SQ_LADDR_LO, 0x00000204u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(SQ_LADDR_HI, 0x00000208u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
@@ -1053,11 +1446,15 @@
     X(SQ_STATUS, 0x0000022cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
     X(CQ_STATUS, 0x00000240u, 0x00000000u, 0x00000000u, 0x00000002u, 0x00000000u, 0x00000001u) \
     X(CQ_WR_ID, 0x00000244u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(CQ_INFO, 0x00000248u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffff3fu) \
+    X(CQ_INFO, 0x00000248u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffff7fu) \
     X(CQ_LENGTH, 0x0000024cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CQ_INV_STAG, 0x00000250u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CQ_CMD, 0x00000254u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u) \
-    X(DP_CTRL, 0x00000280u, 0x00000000u, 0x00000007u, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(CQ_MSN, 0x00000258u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(CQ_STAG, 0x00000260u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(CQ_TO_LO, 0x00000264u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(CQ_TO_HI, 0x00000268u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(DP_CTRL, 0x00000280u, 0x00000008u, 0x0000000fu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(DP_TX_CONN, 0x00000284u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(DP_TX_LEN, 0x00000288u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(DP_TX_DATA, 0x0000028cu, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu, 0x00000000u) \
@@ -1066,6 +1463,33 @@
     X(DP_RX_STATUS, 0x000002a0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffff0731u) \
     X(DP_RX_CONN, 0x000002a4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x0000ffffu) \
     X(DP_RX_DATA, 0x000002a8u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(DP_RX_CMD, 0x000002acu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u, 0x00000000u)
+    X(DP_RX_CMD, 0x000002acu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u, 0x00000000u) \
+    X(RRQ_STATUS, 0x00000300u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffff0003u) \
+    X(RRQ_MSN, 0x00000304u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(RRQ_SINK_STAG, 0x00000308u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(RRQ_SINK_TO_LO, 0x0000030cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(RRQ_SINK_TO_HI, 0x00000310u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(RRQ_SIZE, 0x00000314u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(RRQ_SRC_STAG, 0x00000318u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(RRQ_SRC_TO_LO, 0x0000031cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(RRQ_SRC_TO_HI, 0x00000320u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(RRQ_CMD, 0x00000324u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u, 0x00000000u) \
+    X(RRQ_DONE_CONN, 0x00000328u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TERM_STATUS, 0x00000340u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffff3f03u) \
+    X(TERM_INFO, 0x00000344u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffff0000u) \
+    X(TERM_DATA0, 0x00000350u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA1, 0x00000354u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA2, 0x00000358u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA3, 0x0000035cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA4, 0x00000360u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA5, 0x00000364u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA6, 0x00000368u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA7, 0x0000036cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA8, 0x00000370u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA9, 0x00000374u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA10, 0x00000378u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA11, 0x0000037cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_DATA12, 0x00000380u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TERM_CMD, 0x00000384u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u)
 
 #endif /* RNIC_REGS_H */

@@ -9,16 +9,21 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
-from host.regmap import REGMAP, ConnState, DpError
+from host.regmap import REGMAP, ConnState, CqQueue, DpError, SqOpcode
 from host.errors import Layer, MpaError
 
 from .beat import WIDTHS, OctetBeat, conn_bits
+from .ddp_rx import TERM_BYTES, AXI4WriteSignature, Completion, DdpRx, ReadRequestOut, TermReport
 from .mpa_config import MARKER_INTERVAL, RxError
-from .mpa_rx import MpaRxBeat, MpaRxDeframer
+from .mpa_rx import RX_ABORTED, MpaRxBeat, MpaRxDeframer
 from .mpa_tx import MpaTxBeat, MpaTxFramer
 from .regbank import AXI4LiteSignature, RegisterBank
 
 __all__ = ["RnicCore", "CtxEntry", "DpRxEntry", "DP_DEPTH", "DP_ULPDUS"]
+
+#: Defaults of the DDP/RDMAP receive path's parameters (see :class:`RnicCore`).
+DDP_DEFAULTS = {"rq_depth": 8, "cq_depth": 16, "rrq_depth": 8, "term_depth": 4, "ddp_slots": 4,
+                "ddp_slot_bytes": 2048, "addr_width": 32}
 
 #: Default depth (32-bit words) of each data port FIFO.
 DP_DEPTH = 512
@@ -56,13 +61,15 @@ assert [int(e) for e in DpError][:5] == [int(e) for e in RxError]
 
 
 class RnicCore(wiring.Component):
-    """The RNIC core as it stands: registers and the MPA layer of both directions.
+    """The RNIC core as it stands: registers, the MPA layer of both directions, DDP/RDMAP receive.
 
     Contains a :class:`~hdl.regbank.RegisterBank` (the map of
-    :mod:`host.regmap`), a :class:`~hdl.mpa_tx.MpaTxFramer` and a
-    :class:`~hdl.mpa_rx.MpaRxDeframer`, plus the glue below. The DDP/RDMAP
-    layers are not in it yet: ULPDUs (DDP segments) go in and out of the core
-    as streams, or through the register data port.
+    :mod:`host.regmap`), a :class:`~hdl.mpa_tx.MpaTxFramer`, a
+    :class:`~hdl.mpa_rx.MpaRxDeframer` and behind it the DDP/RDMAP receive
+    path :class:`~hdl.ddp_rx.DdpRx` (validation, placement into host memory
+    on ``m_axi``, completions, Read Requests, Terminates), plus the glue
+    below. The DDP/RDMAP transmit side is not in it yet: ULPDUs (DDP
+    segments) to send come in as a stream or through the register data port.
 
     Parameters (keyword-only, checked)
     ----------
@@ -71,11 +78,29 @@ class RnicCore(wiring.Component):
     connections : int
         Connection contexts, 1 .. 65535 (per-connection state lives in memories).
     stags : int
-        STag table rows reported in CAPS (1 .. 65535; the table itself is not here yet).
+        STag table rows (reported in CAPS): a power of 2, 2 .. 32768.
     dp_depth : int
         Depth in 32-bit words of each data port FIFO (TX data, RX data), 2 .. 65535.
     dp_ulpdus : int
         Received ULPDUs the data port's RX status FIFO holds, 2 .. 4096.
+    rq_depth : int
+        Receive buffers that may be posted per connection (power of 2, 2 .. 1024; default 8).
+    cq_depth, rrq_depth, term_depth : int
+        Entries of the completion, Read Request and Terminate queues read through the
+        registers (2 .. 4096; defaults 16, 8, 4).
+    ddp_slots, ddp_slot_bytes : int
+        Segment buffers of the receive path and their size in octets (powers of 2;
+        defaults 4 and 2048): a ULPDU is held whole until its CRC verdict;
+        ``ddp_slot_bytes`` must be at least the RX MULPDU of every connection (a longer
+        ULPDU is a DDP error 1/0/0), and ``ddp_slots`` at least the number of connections
+        whose FPDUs arrive interleaved (segments that end inside an FPDU), or the
+        receive path stalls.
+    addr_width : int
+        Address bits of ``m_axi`` (8 .. 64, default 32): host memory is ``2**addr_width``
+        octets; STag regions and receive buffers must lie inside it.
+
+    ``stags`` must be a power of 2 (at least 2): the receive path's STag table has
+    ``stags`` rows.
 
     Ports
     -----
@@ -90,10 +115,17 @@ class RnicCore(wiring.Component):
         TCP payload received, as segments (``first`` .. ``last``), any cut.
     rx_ulpdu : Out(stream.Signature(MpaRxBeat(width=W, connections=N)))
         ULPDUs received with their CRC/error verdict on the ``last`` beat
-        (status and abort beats as defined by :class:`~hdl.mpa_rx.MpaRxBeat`).
+        (status and abort beats as defined by :class:`~hdl.mpa_rx.MpaRxBeat`),
+        only while DP_CTRL.BYPASS (its reset value) and not SINK: for a DDP
+        layer outside the core, or to look at the MPA layer alone. Otherwise
+        never valid.
+    m_axi : Out(AXI4WriteSignature(addr_width=addr_width, data_width=8*W))
+        Host memory, AXI4 write channels (AW, W, B) of the receive path's
+        placement writes: single-beat full-width writes with byte strobes
+        (Verilog ``m_axi__awaddr`` ..; see :class:`~hdl.ddp_rx.AXI4WriteSignature`).
     irq : Out(1)
-        Interrupt level: INT_ENABLE.ERR and ERR_STATUS.PENDING (the CQ source
-        is always 0 here).
+        Interrupt level: OR of INT_ENABLE.ERR and ERR_STATUS.PENDING,
+        INT_ENABLE.CQ and CQ_STATUS.VALID, INT_ENABLE.TERM and TERM_STATUS.VALID.
 
     What the glue does
     ------------------
@@ -125,14 +157,36 @@ class RnicCore(wiring.Component):
       ERR_INFO = LLP/0/2 (CRC), LLP/0/3 (marker), DDP/0/0 (length), as the
       model (:mod:`host.fpdu`) reports them; later ones set OVERFLOW. Every
       one counts in ERR_COUNT.
+    * The DDP/RDMAP receive path (:class:`~hdl.ddp_rx.DdpRx`) takes the
+      deframer's ULPDUs unless DP_CTRL.SINK or DP_CTRL.BYPASS is set (BYPASS
+      resets to 1, so that ULPDUs leave on ``rx_ulpdu`` as before until a
+      driver clears it: ``host.regs.Registers.dp_configure()``). Its host
+      side is the register map: STAG_* + STAG_CMD.COMMIT write a row of its
+      STag table (STAG_STATUS.BUSY until taken; the row only matches for
+      STAG_INDEX = STAG_KEY mod ``stags``, a row whose CONN is not below
+      ``connections`` is written invalid); RQ_* + RQ_CMD.POST post a receive
+      buffer (RQ_STATUS.BUSY until taken, RQ_STATUS.OVERFLOW when dropped);
+      CTX_CMD.COMMIT also restarts the connection there (MSNs 1, receive queue
+      empty, no error, IRD from CTX_IRD_ORD; part of CTX_STATUS.BUSY); its
+      completions fill the CQ queue (CQ_*), its Read Requests the RRQ queue
+      (RRQ_*; RRQ_CMD.DONE frees an IRD slot of RRQ_DONE_CONN), its reports
+      the TERM queue (TERM_*). A full queue back-pressures the receive path.
+      A report of an error found here (TERM_STATUS.RECEIVED 0) is the error
+      capture's source while the receive path is in use (ERR_*, ERR_COUNT:
+      MPA errors included, one per connection until its next COMMIT) and
+      moves the connection to ERROR (first error in CTX_ERROR); a received
+      Terminate moves it to CLOSING. With SINK or BYPASS the capture follows
+      the deframer as described under Errors.
     * CTRL.SOFT_RESET resets everything but the register bank: framer,
       deframer, data port FIFOs, counters, the captured ERR_CONN/ERR_INFO;
       then every connection's context is rewritten (state IDLE, no error,
       framer and deframer configuration zero: such a connection reports
       TOO_LONG on its first FPDU) while STATUS.READY is 0 (about 2 cycles
-      per connection). The same runs after ``rst``. The bank keeps its
-      values, ERR_STATUS included (clear it with a write). Stop traffic
-      before a soft reset.
+      per connection; the receive path gets an abort and a restart with IRD
+      0 for every connection: queues empty). The same runs after ``rst``.
+      The bank keeps its values, ERR_STATUS included (clear it with a
+      write), and so does the STag table. Stop traffic (and let every
+      placement write complete) before a soft reset.
     * CTRL.ENABLE = 0 (the reset value) or STATUS.READY = 0 hold the framer
       and deframer inputs (back-pressure on ``tx_ulpdu``/``rx_wire`` and on
       the data port); outputs drain.
@@ -142,8 +196,8 @@ class RnicCore(wiring.Component):
       ULPDUs from the DP TX FIFO (words pushed by writes to DP_TX_DATA,
       turned into beats by DP_TX_CMD.SEND) instead of ``tx_ulpdu``; SINK
       puts the deframer's ULPDUs into the DP RX data FIFO (words) and RX
-      status FIFO (conn, length, CRC, error per ULPDU) instead of
-      ``rx_ulpdu``. The sink keeps ULPDUs whole only if ULPDUs of different
+      status FIFO (conn, length, CRC, error per ULPDU) instead of the
+      receive path (or ``rx_ulpdu``). The sink keeps ULPDUs whole only if ULPDUs of different
       connections do not interleave at the deframer output, which holds
       when segments carry whole FPDUs (as with LOOPBACK). A ULPDU received
       through the sink must fit the RX data FIFO (``dp_depth`` words). The
@@ -153,9 +207,12 @@ class RnicCore(wiring.Component):
     Latency
     -------
     ``tx_ulpdu`` to ``tx_wire``: 6 cycles (framer 5, output register 1).
-    ``rx_wire`` to ``rx_ulpdu``: 7 cycles (deframer 6, output register 1).
-    LOOPBACK, ULPDU in to ULPDU out: 13 cycles plus the FPDU's length in
-    beats (the deframer holds a ULPDU's last beat until its CRC).
+    ``rx_wire`` to ``rx_ulpdu``: 11 cycles (deframer 10, output register 1).
+    LOOPBACK, ULPDU in to ULPDU out: 17 cycles plus the FPDU's length in
+    beats (the deframer holds a ULPDU's last beat until its CRC). (Counted
+    as the framer's: a beat transferred at edge t can leave at edge t + n.)
+    TX_MARKERS counts a beat's marker 2 cycles after the beat left the
+    framer (the marker tracker reads its memory into a register first).
 
     Throughput
     ----------
@@ -167,24 +224,42 @@ class RnicCore(wiring.Component):
     of the register accesses feeding it.
     """
 
-    def __init__(self, *, width, connections=16, stags=256, dp_depth=DP_DEPTH, dp_ulpdus=DP_ULPDUS):
+    def __init__(self, *, width, connections=16, stags=256, dp_depth=DP_DEPTH, dp_ulpdus=DP_ULPDUS,
+                 rq_depth=8, cq_depth=16, rrq_depth=8, term_depth=4, ddp_slots=4, ddp_slot_bytes=2048,
+                 addr_width=32):
         REGMAP.check_params({"width": width, "connections": connections, "stags": stags})
         if width not in WIDTHS:
             raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
-        for name, value, lo, hi in (("dp_depth", dp_depth, 2, 0xFFFF), ("dp_ulpdus", dp_ulpdus, 2, 4096)):
+        for name, value, lo, hi in (("dp_depth", dp_depth, 2, 0xFFFF), ("dp_ulpdus", dp_ulpdus, 2, 4096),
+                                    ("cq_depth", cq_depth, 2, 4096), ("rrq_depth", rrq_depth, 2, 4096),
+                                    ("term_depth", term_depth, 2, 4096), ("addr_width", addr_width, 8, 64),
+                                    ("rq_depth", rq_depth, 2, 1024), ("ddp_slots", ddp_slots, 2, 256),
+                                    ("ddp_slot_bytes", ddp_slot_bytes, max(32, 2 * width), 1 << 16)):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name} must be an integer in {lo}..{hi}, not {value!r}")
+        for name, value in (("stags", stags), ("rq_depth", rq_depth), ("ddp_slots", ddp_slots),
+                            ("ddp_slot_bytes", ddp_slot_bytes)):
+            if value < 2 or value & (value - 1):
+                raise ValueError(f"{name} must be a power of 2 (>= 2), not {value!r}")
         self.width = width
         self.connections = connections
         self.stags = stags
         self.dp_depth = dp_depth
         self.dp_ulpdus = dp_ulpdus
+        self.rq_depth = rq_depth
+        self.cq_depth = cq_depth
+        self.rrq_depth = rrq_depth
+        self.term_depth = term_depth
+        self.ddp_slots = ddp_slots
+        self.ddp_slot_bytes = ddp_slot_bytes
+        self.addr_width = addr_width
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=REGMAP.addr_width)),
             "tx_ulpdu": In(stream.Signature(MpaTxBeat(width=width, connections=connections))),
             "tx_wire": Out(stream.Signature(OctetBeat(width=width, connections=connections))),
             "rx_wire": In(stream.Signature(OctetBeat(width=width, connections=connections))),
             "rx_ulpdu": Out(stream.Signature(MpaRxBeat(width=width, connections=connections))),
+            "m_axi": Out(AXI4WriteSignature(addr_width=addr_width, data_width=8 * width)),
             "irq": Out(1),
         })
 
@@ -197,7 +272,6 @@ class RnicCore(wiring.Component):
         m.submodules.bank = bank = RegisterBank(width=W, connections=N, stags=self.stags)
         wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
         r = bank.regs
-        m.d.comb += self.irq.eq(r.int_enable.err & r.err_status.pending)
 
         # Everything below is reset by rst and by CTRL.SOFT_RESET (a one-cycle pulse).
         d = Module()
@@ -212,6 +286,13 @@ class RnicCore(wiring.Component):
 
         dp_ctrl = r.dp_ctrl
         loopback, source, sink = dp_ctrl.loopback, dp_ctrl.source, dp_ctrl.sink
+        bypass = dp_ctrl.bypass
+        use_ddp = Signal()                       # ULPDUs go to the DDP/RDMAP receive path
+        d.d.comb += use_ddp.eq(~sink & ~bypass)
+        d.submodules.ddp = ddp = DdpRx(width=W, connections=N, stags=self.stags, slots=self.ddp_slots,
+                                       slot_bytes=self.ddp_slot_bytes, rq_depth=self.rq_depth,
+                                       addr_width=self.addr_width)
+        wiring.connect(d, ddp.m_axi, wiring.flipped(self.m_axi))
 
         # ---------------------------------------------------------------- reset sweep
         # After a reset every connection's context is rewritten, one per step.
@@ -219,6 +300,8 @@ class RnicCore(wiring.Component):
         sweep_conn = Signal(cb)
         sw_tx_done = Signal()
         sw_rx_done = Signal()
+        sw_ctl_done = Signal()                   # DdpRx.ctl of sweep_conn taken
+        sw_abort_done = Signal()                 # DdpRx.i abort beat of sweep_conn taken
         ready = Signal()
         d.d.comb += [ready.eq(~sweeping), r.status.ready.eq(ready)]
         gate = Signal()
@@ -229,10 +312,12 @@ class RnicCore(wiring.Component):
         c_tx_markers, c_tx_crc, c_tx_phase = Signal(), Signal(), Signal(9)
         c_rx_markers, c_rx_crc, c_rx_phase, c_rx_mulpdu = Signal(), Signal(), Signal(9), Signal(16)
         c_state = Signal(3)
+        c_ird = Signal(14)
         c_commit = Signal()                      # ctx event kind: commit (else set_state)
         tx_cfg_pend, rx_cfg_pend, ctx_pend, trk_pend = Signal(), Signal(), Signal(), Signal()
+        ctl_pend = Signal()                      # DdpRx.ctl of the COMMIT not yet taken
         busy = Signal()
-        d.d.comb += [busy.eq(tx_cfg_pend | rx_cfg_pend | ctx_pend | trk_pend),
+        d.d.comb += [busy.eq(tx_cfg_pend | rx_cfg_pend | ctx_pend | trk_pend | ctl_pend),
                      r.ctx_status.busy.eq(busy)]
         sel_ok = Signal()
         d.d.comb += sel_ok.eq(r.conn_sel.conn < N)
@@ -244,7 +329,8 @@ class RnicCore(wiring.Component):
                 c_tx_phase.eq(r.ctx_tx.phase & ~3),
                 c_rx_markers.eq(r.ctx_rx.markers), c_rx_crc.eq(r.ctx_rx.crc),
                 c_rx_phase.eq(r.ctx_rx.phase & ~3), c_rx_mulpdu.eq(r.ctx_rx.mulpdu),
-                tx_cfg_pend.eq(1), rx_cfg_pend.eq(1), ctx_pend.eq(1), trk_pend.eq(1),
+                c_ird.eq(r.ctx_ird_ord.ird),
+                tx_cfg_pend.eq(1), rx_cfg_pend.eq(1), ctx_pend.eq(1), trk_pend.eq(1), ctl_pend.eq(1),
             ]
         with d.Elif(r.ctx_cmd.set_state & can_cmd):
             d.d.sync += [c_conn.eq(r.conn_sel.conn), c_state.eq(r.ctx_state.state), c_commit.eq(0),
@@ -271,15 +357,29 @@ class RnicCore(wiring.Component):
             with d.If(rx_cfg_pend & dc.ready):
                 d.d.sync += rx_cfg_pend.eq(0)
 
+        # the receive path: ctl (restart) from the sweep (IRD 0) or the latched COMMIT
+        dctl = ddp.ctl
+        with d.If(sweeping):
+            d.d.comb += [dctl.valid.eq(sw_abort_done & ~sw_ctl_done), dctl.payload.conn.eq(sweep_conn)]
+        with d.Else():
+            d.d.comb += [dctl.valid.eq(ctl_pend), dctl.payload.conn.eq(c_conn),
+                         dctl.payload.ird.eq(c_ird)]
+            with d.If(ctl_pend & dctl.ready):
+                d.d.sync += ctl_pend.eq(0)
+
         with d.If(sweeping):
             tx_got = sw_tx_done | (fc.valid & fc.ready)
             rx_got = sw_rx_done | (dc.valid & dc.ready)
-            with d.If(tx_got & rx_got):
-                d.d.sync += [sw_tx_done.eq(0), sw_rx_done.eq(0), sweep_conn.eq(sweep_conn + 1)]
+            ctl_got = sw_ctl_done | (dctl.valid & dctl.ready)
+            abort_got = sw_abort_done | (ddp.i.valid & ddp.i.ready)
+            with d.If(tx_got & rx_got & ctl_got & abort_got):
+                d.d.sync += [sw_tx_done.eq(0), sw_rx_done.eq(0), sw_ctl_done.eq(0), sw_abort_done.eq(0),
+                             sweep_conn.eq(sweep_conn + 1)]
                 with d.If(sweep_conn == N - 1):
                     d.d.sync += sweeping.eq(0)
             with d.Else():
-                d.d.sync += [sw_tx_done.eq(tx_got), sw_rx_done.eq(rx_got)]
+                d.d.sync += [sw_tx_done.eq(tx_got), sw_rx_done.eq(rx_got), sw_ctl_done.eq(ctl_got),
+                             sw_abort_done.eq(abort_got)]
 
         # ---------------------------------------------------------------- per-connection state
         d.submodules.ctx_mem = ctx_mem = Memory(shape=CtxEntry(), depth=N, init=[])
@@ -324,26 +424,48 @@ class RnicCore(wiring.Component):
         trk_wp = trk_mem.write_port()
         trk_rp = trk_mem.read_port(transparent_for=(trk_wp,))
         d.d.comb += trk_rp.addr.eq(framer.o.payload.conn)
+        # Stage T (signals kt_*), the cycle after S: the row read for S's beat is registered
+        # first, so that the memory output (slow on block RAM) only feeds flip-flops. 'run' (the state
+        # after the last beat T processed) stands in for the row when that beat was of the
+        # same connection: its write-back came too late for the read.
+        kt_valid, kt_first, kt_last, kt_fwd = Signal(), Signal(), Signal(), Signal()
+        kt_row = Signal(_TxTrack())
+        kt_n = Signal(range(W + 1))
+        kt_conn = Signal(cb)
+        l_valid = Signal()              # 'run' holds the state of connection l_conn
+        l_conn = Signal(cb)
+        trk_cfg_wr = Signal()
+        d.d.sync += [
+            kt_valid.eq(s_fresh), kt_row.eq(trk_rp.data), kt_n.eq(s_beat.n),
+            kt_first.eq(s_beat.first), kt_last.eq(s_beat.last), kt_conn.eq(s_beat.conn),
+            kt_fwd.eq(Mux(kt_valid, kt_conn == s_beat.conn,
+                         l_valid & ~trk_cfg_wr & (l_conn == s_beat.conn))),
+        ]
         run = Signal(_TxTrack())
         base = Signal(_TxTrack())
-        d.d.comb += base.eq(Mux(s_beat.first, trk_rp.data, run))
+        d.d.comb += base.eq(Mux(kt_first & ~kt_fwd, kt_row, run))
         sum_phase = Signal(10)
-        d.d.comb += sum_phase.eq(base.phase + s_beat.n)
+        d.d.comb += sum_phase.eq(base.phase + kt_n)
         marker_hit = Signal()
-        d.d.comb += marker_hit.eq(base.markers & ((base.phase == 0) | (sum_phase > MARKER_INTERVAL)))
+        d.d.comb += marker_hit.eq(kt_valid & base.markers
+                                  & ((base.phase == 0) | (sum_phase > MARKER_INTERVAL)))
+        trk_hit = Signal()              # counted one cycle later (off the memory path)
+        d.d.sync += trk_hit.eq(marker_hit)
         after = Signal(_TxTrack())
         d.d.comb += [after.markers.eq(base.markers), after.phase.eq(sum_phase[:9])]
         tx_markers = Signal(32)
         tx_octets = Signal(64)
-        wb = s_fresh & s_beat.last
-        with d.If(s_fresh):
-            d.d.sync += run.eq(after)
+        wb = kt_valid & kt_last
+        with d.If(kt_valid):
+            d.d.sync += [run.eq(after), l_valid.eq(1), l_conn.eq(kt_conn)]
+        with d.Elif(trk_cfg_wr):
+            d.d.sync += l_valid.eq(0)
         with d.If(sweeping):
             d.d.comb += [trk_wp.en.eq(1), trk_wp.addr.eq(sweep_conn), trk_wp.data.eq(0)]
         with d.Elif(wb):
-            d.d.comb += [trk_wp.en.eq(1), trk_wp.addr.eq(s_beat.conn), trk_wp.data.eq(after)]
+            d.d.comb += [trk_wp.en.eq(1), trk_wp.addr.eq(kt_conn), trk_wp.data.eq(after)]
         with d.Elif(trk_pend):
-            d.d.comb += [trk_wp.en.eq(1), trk_wp.addr.eq(c_conn),
+            d.d.comb += [trk_wp.en.eq(1), trk_wp.addr.eq(c_conn), trk_cfg_wr.eq(1),
                          trk_wp.data.markers.eq(c_tx_markers), trk_wp.data.phase.eq(c_tx_phase)]
             d.d.sync += trk_pend.eq(0)
 
@@ -367,11 +489,19 @@ class RnicCore(wiring.Component):
         r_out_ready = Signal()
         dpr_ready = Signal()
         rxu = self.rx_ulpdu
+        tev_pend = Signal()                      # a receive-path report waits for the context pipeline
         d.d.comb += [
-            rxu.payload.eq(r_beat), rxu.valid.eq(r_valid & ~sink),
-            r_out_ready.eq(Mux(sink, dpr_ready, rxu.ready)),
-            deframer.o.ready.eq((~r_valid | r_out_ready) & ~ctx_pend & ~sweeping),
+            rxu.payload.eq(r_beat), rxu.valid.eq(r_valid & ~sink & bypass),
+            r_out_ready.eq(Mux(sink, dpr_ready, Mux(bypass, rxu.ready, ddp.i.ready))),
+            deframer.o.ready.eq((~r_valid | r_out_ready) & ~ctx_pend & ~tev_pend & ~sweeping),
         ]
+        # into the receive path: R's beats, or (sweep) one abort beat per connection
+        with d.If(sweeping):
+            d.d.comb += [ddp.i.valid.eq(~sw_abort_done), ddp.i.payload.conn.eq(sweep_conn),
+                         ddp.i.payload.first.eq(1), ddp.i.payload.last.eq(1),
+                         ddp.i.payload.error.eq(RX_ABORTED)]
+        with d.Else():
+            d.d.comb += [ddp.i.valid.eq(r_valid & use_ddp), ddp.i.payload.eq(r_beat)]
         o = deframer.o.payload
         got = deframer.o.valid & deframer.o.ready
         with d.If(got):
@@ -395,12 +525,23 @@ class RnicCore(wiring.Component):
                 d.d.comb += [e_layer.eq(int(Layer.DDP)), e_ecode.eq(0)]
 
         # context read-modify-write pipeline: A = this cycle (read), B = next cycle (write)
-        A_NONE, A_COMMIT, A_SET, A_GOOD, A_ERR = range(5)
+        # (a receive-path report: tev_*, latched when the TERM queue takes it; the deframer's
+        # output is held meanwhile, so it never meets ev_err/ev_good)
+        A_NONE, A_COMMIT, A_SET, A_GOOD, A_ERR, A_CLOSE = range(6)
         a_kind = Signal(3)
         a_conn = Signal(cb)
+        a_info = Signal(16)
+        tev_conn = Signal(cb)
+        tev_rcv = Signal()
+        tev_info = Signal(16)
+        d.d.comb += a_info.eq(Cat(e_ecode, e_etype, e_layer))
         with d.If(ctx_pend):
             d.d.comb += [a_kind.eq(Mux(c_commit, A_COMMIT, A_SET)), a_conn.eq(c_conn)]
             d.d.sync += ctx_pend.eq(0)
+        with d.Elif(tev_pend):
+            d.d.comb += [a_kind.eq(Mux(tev_rcv, A_CLOSE, A_ERR)), a_conn.eq(tev_conn),
+                         a_info.eq(tev_info)]
+            d.d.sync += tev_pend.eq(0)
         with d.Elif(ev_err):
             d.d.comb += [a_kind.eq(A_ERR), a_conn.eq(o.conn)]
         with d.Elif(ev_good):
@@ -411,7 +552,7 @@ class RnicCore(wiring.Component):
         b_state = Signal(3)
         b_info = Signal(16)
         d.d.sync += [b_kind.eq(a_kind), b_conn.eq(a_conn), b_state.eq(c_state),
-                     b_info.eq(Cat(e_ecode, e_etype, e_layer))]
+                     b_info.eq(a_info)]
         old = ctx_rp.data
         new = Signal(CtxEntry())
         d.d.comb += new.eq(old)
@@ -427,39 +568,56 @@ class RnicCore(wiring.Component):
                 d.d.comb += [new.state.eq(int(ConnState.ERROR)), new.err.eq(1)]
                 with d.If(~old.err):
                     d.d.comb += Cat(new.ecode, new.etype, new.layer).eq(b_info)
+            with d.Case(A_CLOSE):
+                with d.If(~old.err):
+                    d.d.comb += new.state.eq(int(ConnState.CLOSING))
         with d.If(sweeping):
             d.d.comb += [ctx_wp.en.eq(1), ctx_wp.addr.eq(sweep_conn), ctx_wp.data.eq(0)]
         with d.Else():
             d.d.comb += [ctx_wp.en.eq(b_kind != A_NONE), ctx_wp.addr.eq(b_conn), ctx_wp.data.eq(new)]
 
-        # error capture
+        # error capture: the receive path's error reports while it is in use, else the deframer's
+        trep = ddp.term
+        term_take = Signal()
+        cap_ev = Signal()
+        cap_in_conn = Signal(cb)
+        cap_in_info = Signal(16)
+        d.d.comb += [
+            cap_ev.eq(Mux(use_ddp, term_take & ~trep.payload.received, ev_err)),
+            cap_in_conn.eq(Mux(use_ddp, trep.payload.conn, o.conn)),
+            cap_in_info.eq(Mux(use_ddp, Cat(trep.payload.ecode, trep.payload.etype, trep.payload.layer),
+                               Cat(e_ecode, e_etype, e_layer))),
+        ]
+        with d.If(term_take):
+            d.d.sync += [tev_pend.eq(1), tev_conn.eq(trep.payload.conn), tev_rcv.eq(trep.payload.received),
+                         tev_info.eq(Cat(trep.payload.ecode, trep.payload.etype, trep.payload.layer))]
         pending = r.err_status.pending
         cap_conn = Signal(cb)
         cap_info = Signal(16)
         err_count = Signal(32)
         d.d.comb += [
-            r.err_status.pending_set.eq(ev_err & ~pending),
-            r.err_status.overflow_set.eq(ev_err & pending),
+            r.err_status.pending_set.eq(cap_ev & ~pending),
+            r.err_status.overflow_set.eq(cap_ev & pending),
             r.err_conn.conn.eq(cap_conn), r.err_conn.tx.eq(0),
             Cat(r.err_info.ecode, r.err_info.etype, r.err_info.layer).eq(cap_info),
             r.err_count.count.eq(err_count),
         ]
-        with d.If(ev_err & ~pending):
-            d.d.sync += [cap_conn.eq(o.conn), cap_info.eq(Cat(e_ecode, e_etype, e_layer))]
+        with d.If(cap_ev & ~pending):
+            d.d.sync += [cap_conn.eq(cap_in_conn), cap_info.eq(cap_in_info)]
 
         # ---------------------------------------------------------------- counters
         rx_fpdus, rx_crc, rx_marker, rx_length = (Signal(32, name=n) for n in (
             "rx_fpdus", "rx_crc_errors", "rx_marker_errors", "rx_length_errors"))
         counters = [
             (tx_fpdus, framer.i.valid & framer.i.ready & framer.i.payload.last),
-            (tx_markers, s_fresh & marker_hit),
+            (tx_markers, trk_hit),
             (tx_octets, Mux(s_fresh, s_beat.n, 0)),
             (rx_octets, Mux(deframer.i.valid & deframer.i.ready, deframer.i.payload.n, 0)),
             (rx_fpdus, ev_end & (o.error <= int(RxError.MARKER))),
             (rx_crc, ev_end & (o.error == int(RxError.CRC))),
             (rx_marker, ev_end & (o.error == int(RxError.MARKER))),
             (rx_length, ev_end & ((o.error == int(RxError.TOO_LONG)) | (o.error == int(RxError.TOO_SHORT)))),
-            (err_count, ev_err),
+            (err_count, cap_ev),
         ]
         for counter, inc in counters:
             with d.If(r.ctrl.clear_counters):
@@ -581,4 +739,116 @@ class RnicCore(wiring.Component):
             d.d.comb += rx_fifo.r_en.eq(1)
             d.d.sync += consumed.eq(consumed + 1)
 
+        self._elaborate_ddp(m, d, r, ddp, ready=ready, term_take=term_take, tev_pend=tev_pend,
+                            sweeping=sweeping)
         return m
+
+    def _elaborate_ddp(self, m, d, r, ddp, *, ready, term_take, tev_pend, sweeping):
+        """The register side of the DDP/RDMAP receive path: STag table writes, receive
+        buffer posts, IRD releases, and the CQ / RRQ / TERM queues read by the host."""
+        N = self.connections
+
+        # STag table row writes: STAG_CMD.COMMIT latches the row; STAG_STATUS.BUSY until taken
+        sw = ddp.stag_w
+        stag_pend = Signal()
+        with d.If(r.stag_cmd.commit & ready & ~stag_pend & (r.stag_index.index < self.stags)):
+            p = sw.payload
+            d.d.sync += [
+                stag_pend.eq(1), p.index.eq(r.stag_index.index), p.stag.eq(r.stag_key.stag),
+                p.base.eq(Cat(r.stag_base_lo.addr, r.stag_base_hi.addr)), p.length.eq(r.stag_length.length),
+                p.valid.eq(r.stag_attr.valid & (r.stag_attr.conn < N)),
+                p.remote_read.eq(r.stag_attr.remote_read), p.remote_write.eq(r.stag_attr.remote_write),
+                p.conn.eq(r.stag_attr.conn),
+            ]
+        with d.Elif(sw.ready):
+            d.d.sync += stag_pend.eq(0)
+        d.d.comb += [sw.valid.eq(stag_pend), r.stag_status.busy.eq(stag_pend)]
+
+        # receive buffer posts: RQ_CMD.POST latches; RQ_STATUS.BUSY until taken
+        rp = ddp.rq_post
+        rq_pend = Signal()
+        with d.If(r.rq_cmd.post & ready & ~rq_pend & (r.rq_conn.conn < N)):
+            d.d.sync += [
+                rq_pend.eq(1), rp.payload.conn.eq(r.rq_conn.conn),
+                rp.payload.addr.eq(Cat(r.rq_addr_lo.addr, r.rq_addr_hi.addr)),
+                rp.payload.length.eq(r.rq_length.length), rp.payload.id.eq(r.rq_id.wr_id),
+            ]
+        with d.Elif(rp.ready):
+            d.d.sync += rq_pend.eq(0)
+        d.d.comb += [rp.valid.eq(rq_pend), r.rq_status.busy.eq(rq_pend),
+                     r.rq_status.full.eq(0), r.rq_status.overflow_set.eq(ddp.rq_overflow)]
+
+        # IRD releases: RRQ_CMD.DONE
+        rd = ddp.rr_done
+        rrd_pend = Signal()
+        with d.If(r.rrq_cmd.done & ready & ~rrd_pend & (r.rrq_done_conn.conn < N)):
+            d.d.sync += [rrd_pend.eq(1), rd.payload.conn.eq(r.rrq_done_conn.conn)]
+        with d.Elif(rd.ready):
+            d.d.sync += rrd_pend.eq(0)
+        d.d.comb += [rd.valid.eq(rrd_pend), r.rrq_status.done_busy.eq(rrd_pend)]
+
+        # completion queue
+        cq_l = Completion(connections=N)
+        d.submodules.cq_fifo = cqf = fifo.SyncFIFOBuffered(width=cq_l.size, depth=self.cq_depth)
+        d.d.comb += [cqf.w_data.eq(ddp.cq.payload), cqf.w_en.eq(ddp.cq.valid), ddp.cq.ready.eq(cqf.w_rdy)]
+        cq = Signal(cq_l)
+        d.d.comb += cq.eq(Mux(cqf.r_rdy, cqf.r_data, 0))
+        rresp = Signal()                         # the head is an RDMA Read Response (opcode 2)
+        d.d.comb += rresp.eq(cq.opcode == 2)
+        d.d.comb += [
+            r.cq_status.valid.eq(cqf.r_rdy),
+            r.cq_wr_id.wr_id.eq(Mux(rresp, 0, cq.wr_id)),
+            r.cq_info.opcode.eq(Mux(rresp, int(SqOpcode.RDMA_READ), cq.opcode)),
+            r.cq_info.queue.eq(Mux(cqf.r_rdy & ~rresp, int(CqQueue.RQ), int(CqQueue.SQ))),
+            r.cq_info.invalidated.eq(~rresp & cq.invalidated),
+            r.cq_info.solicited.eq(~rresp & cq.solicited),
+            r.cq_info.status.eq(0),
+            r.cq_info.conn.eq(cq.conn),
+            r.cq_length.length.eq(cq.length),
+            r.cq_inv_stag.stag.eq(Mux(~rresp & cq.invalidated, cq.inval_stag, 0)),
+            r.cq_msn.msn.eq(Mux(rresp, 0, cq.msn)),
+            r.cq_stag.stag.eq(Mux(rresp, cq.stag, 0)),
+            r.cq_to_lo.to.eq(Mux(rresp, cq.to[:32], 0)),
+            r.cq_to_hi.to.eq(Mux(rresp, cq.to[32:], 0)),
+            cqf.r_en.eq(r.cq_cmd.pop),
+        ]
+
+        # inbound Read Request queue
+        rr_l = ReadRequestOut(connections=N)
+        d.submodules.rrq_fifo = rrf = fifo.SyncFIFOBuffered(width=rr_l.size, depth=self.rrq_depth)
+        d.d.comb += [rrf.w_data.eq(ddp.rrq.payload), rrf.w_en.eq(ddp.rrq.valid), ddp.rrq.ready.eq(rrf.w_rdy)]
+        rr = Signal(rr_l)
+        d.d.comb += rr.eq(Mux(rrf.r_rdy, rrf.r_data, 0))
+        d.d.comb += [
+            r.rrq_status.valid.eq(rrf.r_rdy), r.rrq_status.conn.eq(rr.conn),
+            r.rrq_msn.msn.eq(rr.msn), r.rrq_sink_stag.stag.eq(rr.sink_stag),
+            r.rrq_sink_to_lo.to.eq(rr.sink_to[:32]), r.rrq_sink_to_hi.to.eq(rr.sink_to[32:]),
+            r.rrq_size.size.eq(rr.size), r.rrq_src_stag.stag.eq(rr.src_stag),
+            r.rrq_src_to_lo.to.eq(rr.src_to[:32]), r.rrq_src_to_hi.to.eq(rr.src_to[32:]),
+            rrf.r_en.eq(r.rrq_cmd.pop),
+        ]
+
+        # Terminate queue (a report is taken only when the context pipeline can take its event)
+        tm_l = TermReport(connections=N)
+        d.submodules.term_fifo = tmf = fifo.SyncFIFOBuffered(width=tm_l.size, depth=self.term_depth)
+        d.d.comb += [
+            ddp.term.ready.eq(tmf.w_rdy & ~tev_pend & ~sweeping),
+            term_take.eq(ddp.term.valid & ddp.term.ready),
+            tmf.w_data.eq(ddp.term.payload), tmf.w_en.eq(term_take),
+        ]
+        tm = Signal(tm_l)
+        d.d.comb += tm.eq(Mux(tmf.r_rdy, tmf.r_data, 0))
+        d.d.comb += [
+            r.term_status.valid.eq(tmf.r_rdy), r.term_status.received.eq(tm.received),
+            r.term_status.len.eq(tm.tlen), r.term_status.conn.eq(tm.conn),
+            r.term_info.layer.eq(tm.layer), r.term_info.etype.eq(tm.etype), r.term_info.ecode.eq(tm.ecode),
+            tmf.r_en.eq(r.term_cmd.pop),
+        ]
+        for k in range(TERM_BYTES // 4):
+            octets = [Mux(tm.tlen > 4 * k + j, tm.term[8 * (4 * k + j):8 * (4 * k + j + 1)], 0)
+                      for j in range(4)]
+            d.d.comb += getattr(r, f"term_data{k}").data.eq(Cat(*octets))
+
+        m.d.comb += self.irq.eq((r.int_enable.err & r.err_status.pending)
+                                | (r.int_enable.cq & cqf.r_rdy)
+                                | (r.int_enable.term & tmf.r_rdy))

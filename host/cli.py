@@ -58,7 +58,28 @@ def _emit(obj, out):
     out.write(json.dumps(obj) + "\n")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group whose ``lazy`` commands are imported only when used (fast CLI start)."""
+
+    lazy = {"perftest": ("host.perftest", "perftest")}
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is None and name in self.lazy:
+            import importlib
+            module, attr = self.lazy[name]
+            try:
+                cmd = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError):
+                return None
+            self.add_command(cmd, name)
+        return cmd
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="open-iwarp-rnic", prog_name="rnic")
 def cli():
     """Open iWARP RNIC: reference model, gateware simulation and host tools.
@@ -102,7 +123,10 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
     etype, ecode, text}}, stops and exits with status 3.
 
     --engine rtl runs the Verilated RX deframer (hdl/mpa_rx.py) instead of the
-    model, fed in TCP segments of random sizes; it prints the same lines.
+    model, fed in TCP segments of random sizes; it prints the same lines. With
+    --strict the header checks are those of the Verilated DDP/RDMAP receive
+    path (hdl/ddp_rx.py: versions, opcode, queue number), which must agree with
+    the model's.
 
     \b
     Examples:
@@ -118,13 +142,13 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
     dec = FpduDecoder(markers=markers, crc=not no_crc, marker_origin=marker_origin,
                       mulpdu=mulpdu)
 
-    def report(items):
-        for item in items:
+    def report(items, strict_infos=None):
+        for k, item in enumerate(items):
             if isinstance(item, FpduError):
                 _emit({"offset": item.offset, "error": item.info.to_json()}, out)
                 return False
             if strict:
-                info = _strict_check(item.ulpdu)
+                info = _strict_check(item.ulpdu) if strict_infos is None else strict_infos[k]
                 if info is not None:
                     _emit({"offset": item.offset, "error": info.to_json()}, out)
                     return False
@@ -144,7 +168,20 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
                             mulpdu=mulpdu, width=width)
         if items is None:
             return EXIT_FAILURE
-        if not report(items):
+        strict_infos = None
+        if strict:
+            from sim.fast import FastSimError
+            from sim.mpa_engine import RtlEngineError, strict_checks
+            say = _bench_say()
+            if say:
+                say(f"DDP/RDMAP receive path W={width}: Verilog and Verilator model (built once, "
+                    "then cached)")
+            try:
+                strict_infos = strict_checks(items, _strict_check, width=width)
+            except (RtlEngineError, FastSimError) as exc:
+                _fail(f"rtl engine: {exc}")
+                return EXIT_FAILURE
+        if not report(items, strict_infos):
             sys.exit(EXIT_PROTOCOL)
         return EXIT_OK
     try:
@@ -478,10 +515,13 @@ def _conn_params(**kw):
 @click.option("--idle-timeout", type=click.FloatRange(0.1, None), default=None,
               help="Close a connection after this many idle seconds (default: never).")
 @click.option("--once", is_flag=True, help="Exit after the first connection.")
+@click.option("--pcap", "pcap_file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write each connection's TCP traffic to this pcap file (the 2nd connection "
+                   "to FILE-2.EXT, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line.")
 def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, timeout, reject,
            stag, region_size, region_to, region_data, recv_size, recv_count, idle_timeout, once,
-           as_json):
+           pcap_file, as_json):
     """Accept MPA connections and service the peer's transfers.
 
     Connections are served one at a time. For each: the MPA Request is
@@ -543,12 +583,16 @@ def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, 
             else:
                 click.echo(f"listening on {host}:{bound}", file=out)
             result = EXIT_OK
+            accepted = 0
             while True:
                 try:
                     sock, addr = srv.accept()
                 except socket.timeout:
                     continue
                 peer = f"{addr[0]}:{addr[1]}"
+                accepted += 1
+                if pcap_file:
+                    sock = _pcap_wrap(_pcap_path(pcap_file, accepted), active=False)(sock)
                 try:
                     neg = cm.accept(sock, params, reject=reject)
                 except cm.MpaSetupError as e:
@@ -683,10 +727,12 @@ def _transfers(ctx, send, write, read, stag, to):
               help="The peer's STag of the --write/--read before it (before any: the default).")
 @click.option("--to", multiple=True, type=_UInt(64, "TO"),
               help="The peer's TO of the --write/--read before it (default 0).")
+@click.option("--pcap", "pcap_file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the connection's TCP traffic to this pcap file.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
 def connect(ctx, address, p2p, rev, ird, ord_, rtr, markers, crc, private_data, device, timeout,
-            send, write, read, stag, to, as_json):
+            send, write, read, stag, to, pcap_file, as_json):
     """Open an MPA connection to HOST:PORT and run transfers on it.
 
     Prints the negotiated parameters, then runs the transfers in the order
@@ -732,7 +778,12 @@ def connect(ctx, address, p2p, rev, ird, ord_, rtr, markers, crc, private_data, 
         if dev is not None:
             dev.reset()
         try:
-            neg = cm.connect((host, port), params)
+            if pcap_file:
+                from .rping import connect_retry
+                neg = connect_retry((host, port), params,
+                                    wrap=_pcap_wrap(pcap_file, active=True))
+            else:
+                neg = cm.connect((host, port), params)
         except cm.MpaRejected as e:
             result["error"] = e.info.to_json()
             result["rejected"] = True
@@ -778,6 +829,211 @@ def connect(ctx, address, p2p, rev, ird, ord_, rtr, markers, crc, private_data, 
         r = failed[0]
         return finish(EXIT_FAILURE, f"{r['op']} wr_id {r['wr_id']} {r['status']}")
     finally:
+        if dev is not None:
+            dev.close()
+
+
+# -- rnic rping -------------------------------------------------------------------------------
+
+def _pcap_path(path, n):
+    """The pcap file of the ``n``-th connection (1-based): FILE, then FILE-2.ext, FILE-3.ext ..."""
+    if n <= 1:
+        return path
+    import os
+    root, ext = os.path.splitext(path)
+    return f"{root}-{n}{ext}"
+
+
+def _pcap_wrap(path, *, active):
+    """A ``wrap(sock)`` that records the connection into ``path`` (None without --pcap)."""
+    if not path:
+        return None
+    from . import pcap
+
+    def wrap(sock):
+        return pcap.record(sock, path, active=active)
+    return wrap
+
+
+def _rping_size(ctx, param, value):
+    from .rping import MAX_SIZE, MIN_SIZE
+    if value is not None and not MIN_SIZE <= value <= MAX_SIZE:
+        raise click.BadParameter(f"Invalid size {value} (valid range is {MIN_SIZE} to {MAX_SIZE})")
+    return value
+
+
+@cli.command()
+@click.option("-s", "server", is_flag=True, help="Server side.")
+@click.option("-c", "client", is_flag=True, help="Client side.")
+@click.option("-a", "addr", default=None,
+              help="Address: the server's (client), the one to listen on (server; default all).")
+@click.option("-p", "port", type=click.IntRange(0, 65535), default=7174, show_default=True,
+              help="TCP port (server: 0 picks a free one).")
+@click.option("-C", "count", type=click.IntRange(0, None), default=None,
+              help="Client: ping count (0 or not given: forever). The server serves until "
+                   "the client disconnects, as rping's does.")
+@click.option("-S", "size", type=int, default=64, show_default=True, callback=_rping_size,
+              help="Ping data size (26..65535).")
+@click.option("-v", "verbose", is_flag=True, help="Display ping data.")
+@click.option("-V", "validate", is_flag=True,
+              help="Validate ping data (client: the echo against what it sent; server, an "
+                   "extension: the read data against rping's pattern).")
+@click.option("-d", "debug", is_flag=True, help="Debug lines on stderr (negotiation, progress).")
+@click.option("--p2p", is_flag=True, help="Client: ask for the peer-to-peer model (RFC 6581 RTR).")
+@_conn_options
+@click.option("--first-fpdu-delay", type=click.FloatRange(0, 10), default=0.1, show_default=True,
+              help="Client: seconds between the MPA Reply and the first FPDU (Linux siw needs "
+                   "a moment, see docs/interop.md).")
+@click.option("--retry", type=click.FloatRange(0, 3600), default=0.0, show_default=True,
+              help="Client: keep retrying the connection this many seconds while it is refused "
+                   "or closed before the MPA Reply (a peer that is not listening yet).")
+@click.option("--pcap", "pcap_file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the connection's TCP traffic to this pcap file.")
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON: one result object (the server prints a listening line first).")
+def rping(server, client, addr, port, count, size, verbose, validate, debug, p2p, rev, ird, ord_,
+          rtr, markers, crc, private_data, device, timeout, first_fpdu_delay, retry, pcap_file,
+          as_json):
+    """rping (librdmacm examples/rping.c) over an MPA connection, either role.
+
+    Speaks rping's protocol: the client Sends its start buffer's {addr,
+    rkey, size}, the server RDMA-Reads it and Sends "go ahead", the client
+    Sends its rdma buffer's info, the server RDMA-Writes the data back and
+    Sends "go ahead"; -C times. -v prints what rping prints ("ping data:
+    rdma-ping-0: ABC...", the server "server ping data: ..."). The data
+    path is the software RNIC, or the simulated hardware with --device sim.
+
+    Exit status: 0 success (the server: the client disconnected after
+    complete pings); 1 the connection or a transfer failed, a Terminate, a
+    data mismatch (one error line on stderr); 2 usage.
+
+    \b
+    Examples:
+      rnic rping -s -a 127.0.0.1 -p 7174 -v
+      rnic rping -c -a 127.0.0.1 -p 7174 -C 3 -v -V
+      rnic rping -c -a 127.0.0.1 -p 7174 -C 1 -S 4096 --p2p --rtr write --device sim
+    """
+    import socket
+    from . import cm
+    from . import rping as rp
+    from .transfer import describe_error, make_datapath, negotiated_json
+
+    if server == client:
+        raise click.UsageError("give exactly one of -s (server) and -c (client)")
+    if client and not addr:
+        raise click.UsageError("the client needs -a ADDR (the server's address)")
+    if server and p2p:
+        raise click.UsageError("--p2p is for the client (the server follows the Request)")
+    role = "server" if server else "client"
+    params = _conn_params(rev=rev, ird=ird, ord=ord_, rtr=rtr, p2p=p2p, markers=markers, crc=crc,
+                          private_data=private_data, timeout=timeout,
+                          first_fpdu_delay=first_fpdu_delay if client else 0.0)
+    out = sys.stdout
+    result = {"ok": False, "role": role, "peer": None, "negotiated": None, "size": size,
+              "count": 0, "pings": [], "events": [], "error": None}
+
+    def say(text):
+        if debug:
+            click.echo(f"rping: {text}", err=True)
+
+    def on_ping(n, text):
+        result["pings"].append(text)
+        result["count"] = n + 1
+        if verbose and not as_json:
+            click.echo(("server " if server else "") + f"ping data: {text}", file=out)
+        say(f"ping {n} done")
+
+    def finish(status, error_line=None, info=None):
+        if info is not None:
+            result["error"] = info.to_json()
+        elif error_line and result["error"] is None:
+            result["error"] = {"text": error_line}
+        result["ok"] = status == EXIT_OK
+        if as_json:
+            click.echo(json.dumps({"event": "result", **result} if server else result), file=out)
+        if error_line:
+            _fail(error_line)
+        return status
+
+    dev, status = _open_device(device)
+    if status is not None:
+        return status
+    srv = None
+    try:
+        if dev is not None:
+            dev.reset()
+        if client:
+            result["peer"] = f"{addr}:{port}"
+            try:
+                neg = rp.connect_retry((addr, port), params, retry=retry,
+                                       wrap=_pcap_wrap(pcap_file, active=True),
+                                       on_retry=lambda text: say(f"retrying: {text}"))
+            except cm.MpaRejected as e:
+                return finish(EXIT_FAILURE, f"rejected by {addr}:{port} "
+                              f"({describe_error(e.info)})", e.info)
+            except cm.MpaSetupError as e:
+                return finish(EXIT_FAILURE, f"MPA setup with {addr}:{port} failed: "
+                              f"{describe_error(e.info)}", e.info)
+        else:
+            host = addr or "0.0.0.0"
+            try:
+                srv = socket.create_server((host, port))
+            except OSError as e:
+                return _fail(f"cannot listen on {host}:{port}: {e}")
+            bound = srv.getsockname()[1]
+            if as_json:
+                click.echo(json.dumps({"event": "listening", "host": host, "port": bound}),
+                           file=out)
+            say(f"listening on {host}:{bound}")
+            out.flush()
+            sock, peer = srv.accept()
+            srv.close()
+            result["peer"] = f"{peer[0]}:{peer[1]}"
+            wrap = _pcap_wrap(pcap_file, active=False)
+            if wrap is not None:
+                sock = wrap(sock)
+            try:
+                neg = cm.accept(sock, params)
+            except cm.MpaSetupError as e:
+                return finish(EXIT_FAILURE, f"MPA setup with {result['peer']} failed: "
+                              f"{describe_error(e.info)}", e.info)
+        result["negotiated"] = negotiated_json(neg)
+        say(f"connected {result['peer']}: {_negotiated_text(result['negotiated'])}")
+        dp = make_datapath(neg, dev, **({"first_fpdu_timeout": None} if server else {}))
+        err = None
+        try:
+            if client:
+                rp.run_client(dp, count=count or 0, size=size, validate=validate,
+                              on_ping=on_ping, timeout=timeout)
+            else:
+                rp.run_server(dp, size=size, validate=validate, on_ping=on_ping, timeout=timeout)
+        except rp.RpingError as e:
+            err = e
+        finally:
+            dp.close()
+        events = [ev.to_json() for ev in dp.poll_events()]
+        result["events"] = [e for e in events if e["event"] != "closed"]
+        result["stats"] = dict(getattr(dp, "stats", {}))
+        for e in result["events"]:
+            say(_event_text(e))
+        if err is not None:
+            term = next((e for e in result["events"] if e["event"].startswith("terminate")), None)
+            line = str(err)
+            if term is not None and err.info is not None:
+                what = "Terminate received" if term["event"] == "terminate_received" \
+                    else "Terminate sent"
+                line = f"{what}: {describe_error(err.info)} ({err})"
+            return finish(EXIT_FAILURE, line, err.info)
+        if dp.error is not None and client:
+            return finish(EXIT_FAILURE, f"connection failed: {describe_error(dp.error)}", dp.error)
+        if dp.error is not None:
+            result["teardown_error"] = dp.error.to_json()
+        return finish(EXIT_OK)
+    except KeyboardInterrupt:
+        return finish(EXIT_FAILURE, "interrupted")
+    finally:
+        if srv is not None:
+            srv.close()
         if dev is not None:
             dev.close()
 
@@ -1273,6 +1529,53 @@ def bench_mpa(widths, ulpdus, seed, connections, as_json):
         return EXIT_FAILURE
     return EXIT_OK
 
+
+
+@bench.command("ddp")
+@click.option("--width", "widths", multiple=True, callback=_bench_widths,
+              type=click.Choice(["4", "8", "16", "32", "all"]),
+              help="Datapath width W; repeatable; 'all' (the default) = 4, 8, 16, 32.")
+@click.option("--op", "ops", type=click.Choice(["write", "send", "all"]), default="all",
+              show_default=True, help="RDMA Writes, Sends, or a line of each per size.")
+@click.option("--messages", type=click.IntRange(1, 1_000_000), default=None, hidden=True,
+              help="Messages per size (default 1024 x 64 B, 256 x 1 KiB, 8 x 64 KiB).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the report).")
+def bench_ddp(widths, ops, messages, as_json):
+    """End-to-end goodput of two RNIC data paths back to back, beside the protocol limit.
+
+    Per width W, message size (64 B, 1 KiB, 64 KiB) and operation (RDMA Write,
+    Send): a stream of messages on one connection from node a (DdpTx, MPA
+    framer) to node b (MPA deframer, DdpRx), markers and CRC on, EMSS 1460
+    (MULPDU 1442), memories never back-pressuring. Reports goodput = payload
+    octets placed in b's memory per cycle / W (first to last placement write)
+    beside the protocol limit = payload / wire octets of the same messages
+    (DDP/RDMAP headers, MPA length, pad, CRC, markers; host.segment and
+    host.fpdu), with octets, cycles and Gb/s at 125 and 156.25 MHz. Every
+    placed octet is checked (address, order, value) and the framer's wire
+    octets against the model; a failure exits 1. Progress goes to stderr on
+    a terminal.
+
+    \b
+    Examples:
+      rnic bench ddp --width 8
+      rnic bench ddp --width 4 --width 8 --json
+    """
+    from .bench import DDP_OPS, BenchMismatch, ddp_text_report, run_ddp_bench
+    try:
+        report = run_ddp_bench(widths, ops=DDP_OPS if ops == "all" else (ops,),
+                               messages=messages, say=_bench_say())
+    except BenchMismatch as exc:
+        return _fail(str(exc))
+    if as_json:
+        _emit(report, sys.stdout)
+    else:
+        click.echo(ddp_text_report(report))
+    if not report["verified"]:
+        for r in report["results"]:
+            if not r["verified"]:
+                _fail(r["mismatch"])
+        return EXIT_FAILURE
+    return EXIT_OK
 
 def main(argv=None):
     """Console entry point: click with one-line usage errors and fixed exit codes."""

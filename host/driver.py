@@ -251,6 +251,11 @@ class ModelCore:
             si("CQ_INFO", "CONN", head.conn)
             si("CQ_LENGTH", "LENGTH", head.length)
             si("CQ_INV_STAG", "STAG", head.inv_stag)
+            si("CQ_INFO", "SOLICITED", int(head.solicited))
+            si("CQ_MSN", "MSN", head.msn)
+            si("CQ_STAG", "STAG", head.stag)
+            si("CQ_TO_LO", "TO", head.to & 0xFFFFFFFF)
+            si("CQ_TO_HI", "TO", head.to >> 32)
         cap = self.captured or (0, 0, 0, 0, 0)
         si("ERR_CONN", "CONN", cap[0])
         si("ERR_CONN", "TX", int(cap[1]))
@@ -267,7 +272,7 @@ class ModelCore:
 
     # -- the core side, for a data path
     def complete(self, *, conn=0, wr_id, opcode, queue, status=CqStatus.SUCCESS, length=0,
-                 invalidated=False, inv_stag=0):
+                 invalidated=False, inv_stag=0, msn=0, solicited=False, stag=0, to=0):
         """Queue a completion; the matching posted RQ buffer / SQ work request is retired."""
         wr_id &= 0xFFFFFFFF
         q = self.rq[conn] if queue == CqQueue.RQ else self.sq[conn]
@@ -280,7 +285,9 @@ class ModelCore:
                 self.bank.set_w1c("CQ_STATUS", "OVERFLOW", 1)
             return
         self.cq.append(regs.Completion(wr_id, int(opcode), int(queue), int(status), conn,
-                                       length & 0xFFFFFFFF, bool(invalidated), inv_stag & 0xFFFFFFFF))
+                                       length & 0xFFFFFFFF, bool(invalidated), inv_stag & 0xFFFFFFFF,
+                                       msn=msn & 0xFFFFFFFF, solicited=bool(solicited),
+                                       stag=stag & 0xFFFFFFFF, to=to & ((1 << 64) - 1)))
 
     def report_error(self, conn, info, *, tx=False, state=ConnState.ERROR):
         """Capture a protocol error (``ErrorInfo`` or ``(layer, etype, ecode)``) of ``conn``."""

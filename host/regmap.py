@@ -85,7 +85,7 @@ MAGIC = 0x69575250
 #: Register map version. MAJOR changes when a driver built for the old map would misbehave
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 VERSION_MAJOR = 0
-VERSION_MINOR = 2
+VERSION_MINOR = 3
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -521,7 +521,8 @@ BLOCKS = (
                                "DOORBELL strobes are only acted on while READY.")),
         _reg("INT_ENABLE", 0x018, RW, "Interrupt enables; the interrupt line is a level: OR of the enabled sources.",
              _f("ERR", 0, 1, "Interrupt while ERR_STATUS.PENDING."),
-             _f("CQ", 1, 1, "Interrupt while CQ_STATUS.VALID.")),
+             _f("CQ", 1, 1, "Interrupt while CQ_STATUS.VALID."),
+             _f("TERM", 2, 1, "Interrupt while TERM_STATUS.VALID.")),
         _word("SCRATCH", 0x01C, RW, "VALUE", "Scratch register for bus checks; no effect on the device."),
     )),
     Block("Connection context", "Indirect window onto the per-connection context table: select a "
@@ -538,7 +539,8 @@ BLOCKS = (
              _f("STATE", 0, 3, "Connection state.", enum=ConnState)),
         _reg("CTX_CMD", 0x054, PULSE, "Context commands for the connection in CONN_SEL.",
              _f("COMMIT", 0, 1, "Write CTX_TX, CTX_RX, CTX_IRD_ORD and CTX_STATE into the connection's "
-                                "context and reset it (FPDU state, CRC, MSNs to 1, no error)."),
+                                "context and reset it (FPDU state, CRC, MSNs to 1, receive queue "
+                                "emptied, no Read Request outstanding, no error)."),
              _f("SET_STATE", 1, 1, "Write only CTX_STATE (e.g. to CLOSING); the rest of the context is kept.")),
         _reg("CTX_STATUS", 0x058, RO, "Live state of the connection in CONN_SEL.",
              _f("STATE", 0, 3, "Current state.", enum=ConnState),
@@ -549,7 +551,10 @@ BLOCKS = (
              *_err_fields("the connection's first error")),
     )),
     Block("Errors", "The first protocol error since ERR_STATUS.PENDING was last cleared is captured "
-          "in ERR_CONN and ERR_INFO; later ones only count.", (
+          "in ERR_CONN and ERR_INFO; later ones only count. With the DDP/RDMAP receive path in use "
+          "(DP_CTRL.SINK and DP_CTRL.BYPASS 0) the errors are its reports (MPA errors included, one per "
+          "connection until its next COMMIT; the Terminate to send is in TERM_*); otherwise the MPA "
+          "deframer's.", (
         _reg("ERR_STATUS", 0x080, W1C, "Error capture status (write 1 to clear).",
              _f("PENDING", 0, 1, "ERR_CONN and ERR_INFO hold a captured error. Clear to capture the next."),
              _f("OVERFLOW", 1, 1, "An error happened while PENDING was set (not captured).")),
@@ -578,7 +583,10 @@ BLOCKS = (
     Block("STag table", "Indirect window onto the STag (steering tag) table: fill the STAG_* registers "
           "and strobe STAG_CMD.COMMIT to write row STAG_INDEX. A tagged segment is placed at memory "
           "address TO (the tagged offset is the address) if STAG, CONN, the access bit and "
-          "BASE <= TO, TO + len <= BASE + LENGTH all check.", (
+          "BASE <= TO, TO + len <= BASE + LENGTH all check. The receive path looks an STag up in row "
+          "STAG mod CAPS.STAGS (CAPS.STAGS is a power of 2): write each STag to that row, a row "
+          "written with another STag never matches. A region must lie inside the memory bus's "
+          "address space. The table is kept across CTRL.SOFT_RESET.", (
         _reg("STAG_INDEX", 0x180, RW, "Table row to write.",
              _f("INDEX", 0, 16, "Row (below CAPS.STAGS).")),
         _word("STAG_KEY", 0x184, RW, "STAG", "The STag as it appears on the wire (checked in full)."),
@@ -589,10 +597,16 @@ BLOCKS = (
              _f("VALID", 0, 1, "The row is in use; 0 invalidates the STag."),
              _f("REMOTE_READ", 1, 1, "The peer may read the region (RDMA Read source)."),
              _f("REMOTE_WRITE", 2, 1, "The peer may write the region (RDMA Write, Read Response sink)."),
-             _f("REMOTE_INV", 3, 1, "The peer may invalidate the STag (Send with Invalidate)."),
+             _f("REMOTE_INV", 3, 1, "The peer may invalidate the STag (Send with Invalidate); not "
+                                    "checked by this build (a valid STag of the connection may be "
+                                    "invalidated)."),
              _f("CONN", 16, 16, "Connection the STag is associated with.")),
         _reg("STAG_CMD", 0x198, PULSE, "STag table command.",
-             _f("COMMIT", 0, 1, "Write the row STAG_INDEX from STAG_KEY .. STAG_ATTR.")),
+             _f("COMMIT", 0, 1, "Write the row STAG_INDEX from STAG_KEY .. STAG_ATTR (ignored while "
+                                "STAG_STATUS.BUSY, or with STAG_INDEX not below CAPS.STAGS).")),
+        _reg("STAG_STATUS", 0x19C, RO, "STag table status.",
+             _f("BUSY", 0, 1, "A COMMIT is still waiting for the receive path (it takes rows between "
+                              "segments with no placement write in flight); wait for 0.")),
     )),
     Block("Receive queue", "Post receive buffers (for Sends) to a connection: fill RQ_* and strobe "
           "RQ_CMD.POST; each filled buffer produces a completion (CQ_INFO.QUEUE = RQ).", (
@@ -602,9 +616,15 @@ BLOCKS = (
         _word("RQ_LENGTH", 0x1CC, RW, "LENGTH", "Buffer length in octets."),
         _word("RQ_ID", 0x1D0, RW, "WR_ID", "Caller's id of the buffer, returned in CQ_WR_ID."),
         _reg("RQ_CMD", 0x1D4, PULSE, "Receive queue command.",
-             _f("POST", 0, 1, "Append the buffer to the connection's receive queue (ignored while FULL).")),
+             _f("POST", 0, 1, "Append the buffer to the connection's receive queue (ignored while "
+                              "RQ_STATUS.BUSY or with RQ_CONN not below CAPS.CONNECTIONS).")),
         _reg("RQ_STATUS", 0x1D8, RO, "Receive queue status.",
-             _f("FULL", 0, 1, "No room for another buffer: a POST now is dropped.")),
+             _f("FULL", 0, 1, "No room for another buffer: a POST now is dropped. Not tracked by this "
+                              "build (reads 0): a POST to a full queue sets OVERFLOW."),
+             _f("BUSY", 1, 1, "A POST is still waiting for the receive path; wait for 0."),
+             _f("OVERFLOW", 2, 1, "A POST was dropped: the connection's queue was full (RQ_DEPTH "
+                                  "buffers, a build parameter) or the buffer does not lie inside the "
+                                  "memory bus's address space (write 1 to clear).", access=W1C)),
     )),
     Block("Send queue", "Post work requests: fill SQ_* and strobe SQ_CMD.DOORBELL.", (
         _reg("SQ_WR", 0x200, RW, "Work request kind and connection.",
@@ -627,22 +647,32 @@ BLOCKS = (
              _f("FULL", 0, 1, "No room for another work request: a DOORBELL now is dropped.")),
     )),
     Block("Completion queue", "The head of the completion queue: while CQ_STATUS.VALID, CQ_* describe "
-          "the oldest completion; CQ_CMD.POP removes it.", (
+          "the oldest completion; CQ_CMD.POP removes it. The receive path completes a received Send "
+          "(QUEUE RQ, OPCODE the Send kind, CQ_WR_ID the RQ_ID of the filled buffer, CQ_LENGTH, CQ_MSN) "
+          "once every octet of it is in memory, and the last segment of an RDMA Read Response "
+          "(QUEUE SQ, OPCODE RDMA_READ, CQ_WR_ID 0, CQ_STAG/CQ_TO of its first segment, CQ_LENGTH the "
+          "octets of the response). When the queue is full the receive path waits (nothing is lost).", (
         _reg("CQ_STATUS", 0x240, RO, "Completion queue status.",
-             _f("VALID", 0, 1, "A completion is at the head (CQ_WR_ID .. CQ_INV_STAG are valid)."),
-             _f("OVERFLOW", 1, 1, "A completion was lost because the queue was full (write 1 to clear).",
+             _f("VALID", 0, 1, "A completion is at the head (CQ_WR_ID .. CQ_TO_HI are valid)."),
+             _f("OVERFLOW", 1, 1, "A completion was lost because the queue was full (write 1 to clear); "
+                                  "never set by this build (the receive path waits instead).",
                 access=W1C)),
         _word("CQ_WR_ID", 0x244, RO, "WR_ID", "SQ_ID or RQ_ID of the completed request or buffer."),
         _reg("CQ_INFO", 0x248, RO, "What completed.",
              _f("OPCODE", 0, 4, "Operation: the work request's, or the received Send kind (RQ).", enum=SqOpcode),
              _f("QUEUE", 4, 1, "Queue of the request.", enum=CqQueue),
              _f("INVALIDATED", 5, 1, "RQ: the Send invalidated CQ_INV_STAG."),
+             _f("SOLICITED", 6, 1, "RQ: a Send with Solicited Event (SEND_SE, SEND_SE_INV)."),
              _f("STATUS", 8, 8, "Outcome.", enum=CqStatus),
              _f("CONN", 16, 16, "Connection id.")),
         _word("CQ_LENGTH", 0x24C, RO, "LENGTH", "Octets transferred (received message length for RQ)."),
         _word("CQ_INV_STAG", 0x250, RO, "STAG", "STag invalidated by a received Send with Invalidate."),
         _reg("CQ_CMD", 0x254, PULSE, "Completion queue command.",
              _f("POP", 0, 1, "Remove the head completion (ignored while not VALID).")),
+        _word("CQ_MSN", 0x258, RO, "MSN", "RQ: the MSN of the received Send (DDP queue 0)."),
+        _word("CQ_STAG", 0x260, RO, "STAG", "RDMA Read Response: the Data Sink STag it was placed with."),
+        _word("CQ_TO_LO", 0x264, RO, "TO", "RDMA Read Response: the TO of its first segment, bits 31..0."),
+        _word("CQ_TO_HI", 0x268, RO, "TO", "RDMA Read Response: the TO of its first segment, bits 63..32."),
     )),
     Block("Data port", "A register-level path into and out of the MPA data path, so that a board or a "
           "simulation can move ULPDUs with register accesses alone. DP_CTRL.SOURCE feeds the TX framer "
@@ -663,7 +693,14 @@ BLOCKS = (
              _f("SOURCE", 1, 1, "The framer takes ULPDUs from the DP TX FIFO (the ULPDU input port "
                                 "is not ready)."),
              _f("SINK", 2, 1, "The deframer's ULPDUs go to the DP RX FIFOs (the ULPDU output port "
-                              "is never valid).")),
+                              "is never valid, the DDP/RDMAP receive path gets nothing)."),
+             _f("BYPASS", 3, 1, "Without SINK: the deframer's ULPDUs leave on the core's ULPDU output "
+                                "port (rx_ulpdu, for a DDP layer outside the core) instead of entering "
+                                "the DDP/RDMAP receive path. With SINK and BYPASS 0 ULPDUs are "
+                                "validated and placed by the receive path (STag table, receive queue, "
+                                "CQ_*, RRQ_*, TERM_*). Resets to 1 (a design that takes ULPDUs from "
+                                "the port keeps working): a driver clears it to use the receive path.",
+                reset=1)),
         _reg("DP_TX_CONN", 0x284, RW, "Connection of the ULPDU to send.",
              _f("CONN", 0, 16, "Connection id.")),
         _reg("DP_TX_LEN", 0x288, RW, "Length of the ULPDU to send.",
@@ -696,6 +733,52 @@ BLOCKS = (
              _f("POP", 0, 1, "Drop the head ULPDU (its words not yet read included); VALID shows the "
                              "next one a few cycles later."),
              _f("NEXT", 1, 1, "Advance DP_RX_DATA to the next word of the head ULPDU.")),
+    )),
+    Block("Inbound RDMA Read Requests", "Validated RDMA Read Requests received from the peers, oldest "
+          "first, for the side that answers them (the host until the transmit path does): while "
+          "RRQ_STATUS.VALID, RRQ_* describe the oldest one; RRQ_CMD.POP removes it. Each holds one of "
+          "its connection's IRD slots until RRQ_CMD.DONE releases it for RRQ_DONE_CONN; a request beyond "
+          "IRD is an error. When the queue is full the receive path waits.", (
+        _reg("RRQ_STATUS", 0x300, RO, "Read Request queue status.",
+             _f("VALID", 0, 1, "A Read Request is at the head (RRQ_MSN .. RRQ_SRC_TO_HI are valid)."),
+             _f("DONE_BUSY", 1, 1, "A DONE is still being applied (wait for 0)."),
+             _f("CONN", 16, 16, "Connection of the head Read Request.")),
+        _word("RRQ_MSN", 0x304, RO, "MSN", "Its MSN (DDP queue 1)."),
+        _word("RRQ_SINK_STAG", 0x308, RO, "STAG", "Data Sink STag (where the Read Response goes)."),
+        _word("RRQ_SINK_TO_LO", 0x30C, RO, "TO", "Data Sink TO, bits 31..0."),
+        _word("RRQ_SINK_TO_HI", 0x310, RO, "TO", "Data Sink TO, bits 63..32."),
+        _word("RRQ_SIZE", 0x314, RO, "SIZE", "RDMA Read Message Size in octets."),
+        _word("RRQ_SRC_STAG", 0x318, RO, "STAG", "Data Source STag (a local region, checked by the "
+              "answering side)."),
+        _word("RRQ_SRC_TO_LO", 0x31C, RO, "TO", "Data Source TO, bits 31..0."),
+        _word("RRQ_SRC_TO_HI", 0x320, RO, "TO", "Data Source TO, bits 63..32."),
+        _reg("RRQ_CMD", 0x324, PULSE, "Read Request queue commands.",
+             _f("POP", 0, 1, "Remove the head Read Request (ignored while not VALID)."),
+             _f("DONE", 1, 1, "One Read Request of connection RRQ_DONE_CONN was answered: free an IRD "
+                              "slot (ignored while DONE_BUSY or with RRQ_DONE_CONN not below "
+                              "CAPS.CONNECTIONS).")),
+        _reg("RRQ_DONE_CONN", 0x328, RW, "Connection of RRQ_CMD.DONE.",
+             _f("CONN", 0, 16, "Connection id.")),
+    )),
+    Block("Terminates", "Reports of the DDP/RDMAP receive path, oldest first: an error it found "
+          "(TERM_STATUS.RECEIVED 0; the error is also captured in ERR_* and CTX_ERROR and the "
+          "connection goes to ERROR) with the Terminate payload to send to the peer (RFC 5040 section "
+          "4.8, exactly as the model's Terminate.for_error), or a Terminate received from the peer "
+          "(RECEIVED 1; the connection goes to CLOSING) with its payload. Either way the connection's "
+          "later segments are dropped until its next COMMIT. While TERM_STATUS.VALID, TERM_* describe "
+          "the oldest report; TERM_CMD.POP removes it. When the queue is full the receive path waits.", (
+        _reg("TERM_STATUS", 0x340, RO, "Terminate queue status.",
+             _f("VALID", 0, 1, "A report is at the head (TERM_INFO, TERM_DATA0 .. TERM_DATA12 are valid)."),
+             _f("RECEIVED", 1, 1, "1: a Terminate received from the peer; 0: an error found here."),
+             _f("LEN", 8, 6, "Octets of the Terminate payload in TERM_DATA0 .. (4 .. 52)."),
+             _f("CONN", 16, 16, "Connection id.")),
+        _reg("TERM_INFO", 0x344, RO, "The error, in the layout of a Terminate's first word "
+             "(for RECEIVED: the peer's).", *_err_fields("the reported error")),
+        *(_word(f"TERM_DATA{k}", 0x350 + 4 * k, RO, "DATA",
+                f"Octets {4 * k} .. {4 * k + 3} of the Terminate payload (octet {4 * k} in bits 7..0; "
+                "octets past LEN read 0).") for k in range(13)),
+        _reg("TERM_CMD", 0x384, PULSE, "Terminate queue command.",
+             _f("POP", 0, 1, "Remove the head report (ignored while not VALID).")),
     )),
 )
 

@@ -145,6 +145,8 @@ class ErrorReport:
 
 @dataclasses.dataclass(frozen=True)
 class Completion:
+    """A completion read from CQ_* (:meth:`Registers.poll_cq`). ``msn``/``solicited``: received
+    Sends (queue RQ); ``stag``/``to``: RDMA Read Responses (queue SQ, opcode RDMA_READ)."""
     wr_id: int
     opcode: int
     queue: int
@@ -153,6 +155,35 @@ class Completion:
     length: int
     invalidated: bool
     inv_stag: int
+    msn: int = 0
+    solicited: bool = False
+    stag: int = 0
+    to: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class TermReport:
+    """A report of the receive path read from TERM_* (:meth:`Registers.pop_terminate`): an error
+    found on ``conn`` (``received`` False; ``payload`` is the Terminate to send) or a Terminate
+    received from the peer (``received`` True; its payload)."""
+    conn: int
+    received: bool
+    layer: int
+    etype: int
+    ecode: int
+    payload: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class InboundReadRequest:
+    """An RDMA Read Request received from the peer (RRQ_*, :meth:`Registers.pop_read_request`)."""
+    conn: int
+    msn: int
+    sink_stag: int
+    sink_to: int
+    size: int
+    src_stag: int
+    src_to: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,17 +351,26 @@ class Registers:
         self.write("STAG_ATTR", valid=valid, remote_read=remote_read, remote_write=remote_write,
                    remote_inv=remote_inv, conn=conn)
         self.write("STAG_CMD", commit=1)
+        self._wait("STAG_STATUS", "BUSY", 0)
 
     def post_recv(self, conn, addr, length, wr_id):
-        """Post a receive buffer; False (nothing posted) if the receive queue is full."""
+        """Post a receive buffer; False if it was not posted (queue full: RQ_STATUS.FULL before,
+        or RQ_STATUS.OVERFLOW after the post, which is then cleared)."""
         if self.field("RQ_STATUS", "FULL"):
             return False
+        self._wait("RQ_STATUS", "BUSY", 0)
+        if self.field("RQ_STATUS", "OVERFLOW"):
+            self.clear("RQ_STATUS", "OVERFLOW")
         self.write("RQ_CONN", conn=conn)
         self.write("RQ_ADDR_LO", addr=addr & 0xFFFFFFFF)
         self.write("RQ_ADDR_HI", addr=addr >> 32)
         self.write("RQ_LENGTH", length=length)
         self.write("RQ_ID", wr_id=wr_id)
         self.write("RQ_CMD", post=1)
+        self._wait("RQ_STATUS", "BUSY", 0)
+        if self.field("RQ_STATUS", "OVERFLOW"):
+            self.clear("RQ_STATUS", "OVERFLOW")
+            return False
         return True
 
     def post_send(self, conn, opcode, *, laddr=0, length=0, lstag=0, rstag=0, rto=0, inv_stag=0,
@@ -357,15 +397,50 @@ class Registers:
             return None
         info = self.fields("CQ_INFO")
         c = Completion(self.read("CQ_WR_ID"), info["opcode"], info["queue"], info["status"], info["conn"],
-                       self.read("CQ_LENGTH"), bool(info["invalidated"]), self.read("CQ_INV_STAG"))
+                       self.read("CQ_LENGTH"), bool(info["invalidated"]), self.read("CQ_INV_STAG"),
+                       msn=self.read("CQ_MSN"), solicited=bool(info["solicited"]),
+                       stag=self.read("CQ_STAG"), to=self.read64("CQ_TO_LO", "CQ_TO_HI"))
         self.write("CQ_CMD", pop=1)
         return c
 
+    def pop_terminate(self):
+        """Pop the head report of the receive path as a :class:`TermReport`, or None."""
+        st = self.fields("TERM_STATUS")
+        if not st["valid"]:
+            return None
+        info = self.fields("TERM_INFO")
+        raw = b"".join(self.read(f"TERM_DATA{k}").to_bytes(4, "little") for k in range(-(-st["len"] // 4)))
+        self.write("TERM_CMD", pop=1)
+        return TermReport(st["conn"], bool(st["received"]), info["layer"], info["etype"], info["ecode"],
+                          raw[:st["len"]])
+
+    def pop_read_request(self):
+        """Pop the oldest inbound RDMA Read Request as an :class:`InboundReadRequest`, or None.
+        Its IRD slot stays taken until :meth:`read_request_done`."""
+        st = self.fields("RRQ_STATUS")
+        if not st["valid"]:
+            return None
+        q = InboundReadRequest(st["conn"], self.read("RRQ_MSN"), self.read("RRQ_SINK_STAG"),
+                               self.read64("RRQ_SINK_TO_LO", "RRQ_SINK_TO_HI"), self.read("RRQ_SIZE"),
+                               self.read("RRQ_SRC_STAG"), self.read64("RRQ_SRC_TO_LO", "RRQ_SRC_TO_HI"))
+        self.write("RRQ_CMD", pop=1)
+        return q
+
+    def read_request_done(self, conn):
+        """One inbound Read Request of ``conn`` was answered: free its IRD slot."""
+        self._check_conn(conn)
+        self._wait("RRQ_STATUS", "DONE_BUSY", 0)
+        self.write("RRQ_DONE_CONN", conn=conn)
+        self.write("RRQ_CMD", done=1)
+        self._wait("RRQ_STATUS", "DONE_BUSY", 0)
+
     # -- the data port (DP_*): ULPDUs through registers alone (boards, simulation)
-    def dp_configure(self, *, loopback=False, source=False, sink=False):
+    def dp_configure(self, *, loopback=False, source=False, sink=False, bypass=False):
         """Route the data path: LOOPBACK (wire out -> wire in), SOURCE (ULPDUs from DP_TX_DATA),
-        SINK (ULPDUs to DP_RX_*). Change it only while no traffic moves."""
-        self.write("DP_CTRL", loopback=loopback, source=source, sink=sink)
+        SINK (ULPDUs to DP_RX_*), BYPASS (ULPDUs out of the core's rx_ulpdu port instead of the
+        DDP/RDMAP receive path). All off: received ULPDUs are validated and placed by the receive
+        path. Change it only while no traffic moves."""
+        self.write("DP_CTRL", loopback=loopback, source=source, sink=sink, bypass=bypass)
 
     def dp_send(self, conn, ulpdu):
         """Send one ULPDU (1..65535 octets) on ``conn`` from the DP TX FIFO (DP_CTRL.SOURCE on).

@@ -36,6 +36,7 @@ from __future__ import annotations
 from .errors import ErrorInfo, MpaError
 from .fpdu import MAX_MULPDU, MAX_ULPDU_LENGTH, FpduError, FpduRecord, fpdu_layout
 from .regmap import DpCrc, DpError
+from .regs import encode
 from .rnic_sw import SoftwareRnic
 
 __all__ = ["HwEncoder", "HwDecoder", "HardwareRnic", "hardware_datapath", "hw_error_info"]
@@ -199,7 +200,8 @@ class HardwareRnic(SoftwareRnic):
     device : host.driver.Device
         Over a transport with stream access (``transmit``/``receive``: a
         :class:`sim.device.SimDevice`). Connection ``conn``'s context is
-        programmed now; CTRL.ENABLE is set and DP_CTRL cleared if needed.
+        programmed now; CTRL.ENABLE is set and DP_CTRL set to BYPASS alone if needed
+        (received ULPDUs leave on ``rx_ulpdu`` for the model's DDP/RDMAP layer).
     conn : int
         Connection id on the device (and DDP stream id of the model).
     rx_mulpdu : int
@@ -229,8 +231,9 @@ class HardwareRnic(SoftwareRnic):
         ctx = {**neg.context(), "fence_open": neg.fence_open, "rx_fpdu_offset": boundary}
         self.programmed = device.program_connection(conn, ctx, rx_mulpdu=rx_mulpdu)
         regs = device.regs
-        if regs.read("DP_CTRL"):
-            regs.write("DP_CTRL", 0)
+        bypass = encode("DP_CTRL", bypass=1)     # received ULPDUs out of rx_ulpdu, to the model
+        if regs.read("DP_CTRL") != bypass:
+            regs.write("DP_CTRL", bypass)
         if not regs.field("CTRL", "ENABLE"):
             regs.enable(True)
         neg.encoder = HwEncoder(sim, conn, markers=neg.markers_tx, crc=neg.crc,

@@ -5,7 +5,9 @@ compiled with the Verilated core) and talks to it over pipes. It is a
 :class:`host.driver.Transport` (``read32``/``write32``/``close``: the harness
 performs the AXI4-Lite handshakes on the core's ``s_axil``), plus stream
 methods that push TCP payload into ``rx_wire`` and ULPDUs into ``tx_ulpdu`` and
-collect what comes out of ``tx_wire`` and ``rx_ulpdu``::
+collect what comes out of ``tx_wire`` and ``rx_ulpdu``, and a host memory on the
+core's ``m_axi`` (where the DDP/RDMAP receive path places data) that Python reads
+and writes with :meth:`SimDevice.mem_read` / :meth:`SimDevice.mem_write`::
 
     from sim.device import SimDevice
 
@@ -14,7 +16,12 @@ collect what comes out of ``tx_wire`` and ``rx_ulpdu``::
         regs.probe(); regs.soft_reset(); regs.enable()
         regs.program_connection(3, tx=MpaDirection(True, True, 0, 1000), rx=...)
         wire = dev.transmit(3, ulpdu)            # FPDU octets of connection 3
+        regs.dp_configure(bypass=True)           # received ULPDUs out of rx_ulpdu ...
         ulpdus = dev.receive(3, wire)            # [RxUlpdu(conn, data, crc, error)]
+        regs.dp_configure()                      # ... or into the DDP/RDMAP receive path:
+        regs.write_stag(...); regs.post_recv(...)
+        dev.receive(3, fpdus)                    # placed into the host memory
+        data = dev.mem_read(0x1000, 64)
 
 It is registered as the driver's device kind ``sim``: ``open_device("sim")``,
 ``open_device("sim:width=8,connections=16")`` (also ``stags=``, ``dp_depth=``),
@@ -37,10 +44,22 @@ parameters and tool versions) maps straight to a finished executable: a
 cached device starts in well under a second.
 ``RNIC_SIM_REBUILD=1`` ignores both caches.
 
+Host memory
+-----------
+:data:`MEM_SIZE` octets (1 MiB, zero at start): the core is built with
+``addr_width`` = :data:`MEM_BITS`, so every address ``m_axi`` can carry is
+inside; STag regions and receive buffers must lie inside it too (the core
+refuses others). The harness serves ``m_axi`` with a simple AXI4 write slave
+(``AWREADY``/``WREADY`` while its queues have room, byte strobes honoured, an
+OKAY response per burst one cycle after its last beat). The receive path's
+segment buffers hold :data:`DDP_SLOT_BYTES` octets each (``ddp_slot_bytes``):
+a connection's RX MULPDU must not exceed it.
+
 Harness protocol (ASCII lines on the process's stdin/stdout)
 ------------------------------------------------------------
-Greeting ``RNIC-SIM 1 width=<W> connections=<N>``. Requests (numbers hex
-unless noted):
+Greeting ``RNIC-SIM 2 width=<W> connections=<N> mem=<octets>``, sent once the core has
+left its reset sweep (the harness polls STATUS.READY; the cycle count starts there).
+Requests (numbers hex unless noted):
 
 * ``R <addr>`` -> ``OK <value>`` | ``ERR <text>`` (SLVERR, bus timeout);
 * ``W <addr> <value>`` -> ``OK`` | ``ERR <text>``;
@@ -56,6 +75,8 @@ unless noted):
   whole FPDUs on ``tx_wire``) and ``RX <conn> <crc> <error> <hex or ->`` (a
   ULPDU on ``rx_ulpdu`` with the CRC status and error of its last beat), and
   ``OK <cycles> <total cycles>``;
+* ``MW <addr> <hex octets>``: write host memory (no clock) -> ``OK``;
+* ``MR <addr> <n>`` (n decimal): read ``n`` octets of host memory (no clock) -> ``OK <hex>``;
 * ``C`` -> ``OK <total cycles>``; ``Q``: exit.
 
 Register accesses clock the design too (about 4 cycles each), so traffic
@@ -84,10 +105,15 @@ from .fast import VERILATOR_ARGS, FastSim, REPO_ROOT
 from .runner import _locked, _safe, _truthy, build_root
 
 __all__ = ["SimDevice", "RxUlpdu", "RunOutput", "DeviceBuild", "device_executable", "open_sim",
-           "HARNESS", "GREETING", "SPEC_KEYS", "check_params"]
+           "HARNESS", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES"]
 
 HARNESS = Path(__file__).resolve().parent / "device_harness.cpp"
-GREETING = "RNIC-SIM 1"
+GREETING = "RNIC-SIM 2"
+#: Address bits of the core's memory port in the simulated device; host memory is 2**MEM_BITS octets.
+MEM_BITS = 20
+MEM_SIZE = 1 << MEM_BITS
+#: Segment buffer size of the simulated device's receive path (its largest RX MULPDU).
+DDP_SLOT_BYTES = 16384
 #: Parameters a ``sim:`` device spec may set.
 SPEC_KEYS = ("width", "connections", "stags", "dp_depth")
 
@@ -133,13 +159,18 @@ class DeviceBuild(FastSim):
         from hdl.rnic_core import RnicCore
         super().__init__(RnicCore, name=f"device_w{width}_c{connections}",
                          params={"width": width, "connections": connections, "stags": stags,
-                                 "dp_depth": dp_depth},
+                                 "dp_depth": dp_depth, "addr_width": MEM_BITS,
+                                 "ddp_slot_bytes": DDP_SLOT_BYTES},
                          inputs=["rx_wire", "tx_ulpdu"], outputs=["tx_wire", "rx_ulpdu"],
                          build_dir=build_dir)
 
     def _generate(self):
+        from host.regmap import REGMAP
         decls = [f"#define W_OCTETS {self.params['width']}",
-                 f"#define CONNECTIONS {self.params['connections']}"]
+                 f"#define CONNECTIONS {self.params['connections']}",
+                 f"#define MEM_BITS {self.params['addr_width']}",
+                 f"#define STATUS_ADDR {REGMAP['STATUS'].addr:#x}u",
+                 f"#define STATUS_READY_MASK {REGMAP['STATUS'].field('READY').mask:#x}u"]
         prefixes = {"rx_wire": "RXW", "tx_ulpdu": "TXU", "tx_wire": "TXW", "rx_ulpdu": "RXU"}
         for s in (*self._ins, *self._outs):
             p = prefixes[s.name]
@@ -200,6 +231,9 @@ def check_params(params):
     """ValueError for build parameters RnicCore would refuse (without importing Amaranth)."""
     from host.regmap import REGMAP
     REGMAP.check_params({k: params[k] for k in ("width", "connections", "stags")})
+    stags = params["stags"]
+    if stags < 2 or stags & (stags - 1):
+        raise ValueError(f"stags must be a power of 2 (>= 2), not {stags!r}")
     d = params["dp_depth"]
     if isinstance(d, bool) or not isinstance(d, int) or not 2 <= d <= 0xFFFF:
         raise ValueError(f"dp_depth must be an integer in 2..65535, not {d!r}")
@@ -269,7 +303,7 @@ class SimDevice(Transport):
         except OSError as e:
             raise DeviceError(f"cannot start the simulated device {self.exe}: {e}") from None
         greeting = self._line()
-        want = f"{GREETING} width={width} connections={connections}"
+        want = f"{GREETING} width={width} connections={connections} mem={MEM_SIZE}"
         if greeting != want:
             self.close()
             raise DeviceError(f"the simulated device greets {greeting!r}, expected {want!r}")
@@ -421,6 +455,31 @@ class SimDevice(Transport):
                 self.run()
                 out += self.take_tx(conn)
             return out
+
+    # -- host memory (m_axi)
+    mem_size = MEM_SIZE
+
+    def _check_mem(self, addr, n):
+        if isinstance(addr, bool) or not isinstance(addr, int) or not 0 <= addr or addr + n > MEM_SIZE:
+            raise ValueError(f"host memory access {addr!r}+{n} outside 0..{MEM_SIZE:#x}")
+
+    def mem_read(self, addr, n):
+        """``n`` octets of the host memory at ``addr`` (what the core placed there)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"bad length {n!r}")
+        self._check_mem(addr, n)
+        out = bytearray()
+        while len(out) < n:
+            k = min(n - len(out), 1 << 16)
+            out += bytes.fromhex(self._request(f"MR {addr + len(out):x} {k}"))
+        return bytes(out)
+
+    def mem_write(self, addr, data):
+        """Write ``data`` into the host memory at ``addr`` (no clock cycles pass)."""
+        data = bytes(data)
+        self._check_mem(addr, len(data))
+        for pos in range(0, len(data), 1 << 16):
+            self._request(f"MW {addr + pos:x} {data[pos:pos + (1 << 16)].hex()}")
 
     def receive(self, conn, segment):
         """Push one TCP segment of ``conn``, clock until idle, return its :class:`RxUlpdu` list."""

@@ -4,10 +4,18 @@
 // on stdout (ASCII lines, numbers in hexadecimal without 0x unless noted).
 // The design is clocked only while a command needs it; every clock cycle
 // (step()) drives the queued input beats, takes every output beat (the
-// output streams are always ready), and advances the AXI4-Lite master, so
+// output streams are always ready), advances the AXI4-Lite master and
+// serves the core's AXI4 write master m_axi (host memory, below), so
 // register accesses and traffic overlap like on a board.
 //
-//   greeting             RNIC-SIM 1 width=<W> connections=<N>
+// Host memory: a byte array of 2^MEM_BITS octets (the core is built with
+// addr_width = MEM_BITS, so every address it can issue is inside). m_axi is
+// served by a simple AXI4 write slave: AWREADY and WREADY are 1 while its
+// queues have room (16 bursts, 64 beats), a burst (INCR or FIXED, any length
+// and size) is applied when its beats are there (byte strobes honoured), and
+// its B response (OKAY) is offered the cycle after; BVALID holds until BREADY.
+//
+//   greeting             RNIC-SIM 2 width=<W> connections=<N> mem=<octets, decimal>
 //   R <addr>             register read (AXI4-Lite)        -> OK <value> | ERR <text>
 //   W <addr> <value>     register write (all byte strobes) -> OK | ERR <text>
 //   S <conn> <hex>       queue a TCP segment of <conn> on rx_wire (cut into beats) -> OK
@@ -20,6 +28,8 @@
 //                                                           beat's CRC status and error; '-'
 //                                                           for a status/abort beat without octets)
 //                        and end with  OK <cycles run> <total cycles>
+//   MW <addr> <hex>      write octets into host memory (no clock) -> OK | ERR <text>
+//   MR <addr> <n>        read <n> (decimal, >= 1) octets of host memory (no clock) -> OK <hex> | ERR
 //   C                    cycle count -> OK <total cycles>
 //   Q                    exit
 // A malformed command answers ERR <text> and changes nothing.
@@ -130,6 +140,45 @@ static std::map<int, std::string> txw_acc;      // tx_wire: octets of the open r
 static std::map<int, std::string> rxu_acc;      // rx_ulpdu: octets of the open ULPDU, per conn
 static std::vector<std::string> pending;        // output lines not yet printed
 
+// host memory and the AXI4 write slave on m_axi
+static const uint64_t MEM_SIZE = 1ull << MEM_BITS;
+static std::vector<uint8_t> mem;
+struct AwReq { uint64_t addr; unsigned len, size, burst; };
+struct WBeat { uint32_t data[W_OCTETS / 4 + 2]; uint32_t strb[2]; };
+static std::deque<AwReq> aw_q;
+static std::deque<WBeat> w_q;
+static unsigned w_done = 0;                     // beats of aw_q.front() already applied
+static uint64_t b_pending = 0;                  // B responses owed
+static uint64_t mem_writes = 0;
+
+// Apply what can be applied; true if a burst completed.
+static bool mem_apply() {
+    bool any = false;
+    while (!aw_q.empty() && !w_q.empty()) {
+        AwReq& a = aw_q.front();
+        WBeat& b = w_q.front();
+        uint64_t bytes = 1ull << a.size;
+        uint64_t addr = a.addr;
+        if (a.burst == 1) addr = (a.addr & ~(bytes - 1)) + (uint64_t)w_done * bytes;
+        uint64_t lane0 = addr % W_OCTETS;
+        lane0 -= lane0 % bytes;
+        for (uint64_t k = 0; k < bytes; ++k) {
+            uint64_t lane = lane0 + k;
+            if ((b.strb[lane / 32] >> (lane % 32)) & 1u)
+                mem[((addr & ~(bytes - 1)) + k) & (MEM_SIZE - 1)] = (uint8_t)(b.data[lane / 4] >> (8 * (lane % 4)));
+        }
+        w_q.pop_front();
+        if (++w_done > a.len) {
+            aw_q.pop_front();
+            w_done = 0;
+            ++b_pending;
+            ++mem_writes;
+            any = true;
+        }
+    }
+    return any;
+}
+
 enum AxiState { AX_IDLE, AX_W, AX_WRESP, AX_R, AX_RDATA, AX_DONE };
 static AxiState ax = AX_IDLE;
 static uint32_t ax_addr = 0, ax_wdata = 0, ax_rdata = 0, ax_resp = 0;
@@ -156,8 +205,28 @@ static bool step() {
     top->p_s_axil_bready = 1;
     top->p_s_axil_arvalid = ax == AX_R;
     top->p_s_axil_rready = 1;
+    top->p_m_axi_awready = aw_q.size() < 16;
+    top->p_m_axi_wready = w_q.size() < 64;
+    top->p_m_axi_bvalid = b_pending > 0;
+    top->p_m_axi_bresp = 0;
+    top->p_m_axi_bid = 0;
     top->clk = 0;
     top->eval();
+
+    if (top->p_m_axi_awvalid && top->p_m_axi_awready) {
+        aw_q.push_back(AwReq{(uint64_t)top->p_m_axi_awaddr, (unsigned)top->p_m_axi_awlen,
+                             (unsigned)top->p_m_axi_awsize, (unsigned)top->p_m_axi_awburst});
+        act = true;
+    }
+    if (top->p_m_axi_wvalid && top->p_m_axi_wready) {
+        WBeat b;
+        std::memset(&b, 0, sizeof b);
+        get(top->p_m_axi_wdata, b.data);
+        get(top->p_m_axi_wstrb, b.strb);
+        w_q.push_back(b);
+        act = true;
+    }
+    bool b_taken = b_pending > 0 && top->p_m_axi_bready;
 
     if (rxw.valid && top->p_rx_wire_ready) { rxw.valid = false; act = true; }
     if (txu.valid && top->p_tx_ulpdu_ready) { txu.valid = false; act = true; }
@@ -205,6 +274,8 @@ static bool step() {
     top->clk = 1;
     top->eval();
     ++cycle;
+    if (b_taken) { --b_pending; act = true; }
+    if (mem_apply()) act = true;
     return act;
 }
 
@@ -260,13 +331,21 @@ int main(int argc, char** argv) {
     VerilatedContext* ctx = new VerilatedContext;
     ctx->commandArgs(argc, argv);
     top = new Vtop{ctx, "top"};
+    mem.assign(MEM_SIZE, 0);
     ax = AX_IDLE;
     top->rst = 1;
     for (int i = 0; i < 4; ++i) step();
     top->rst = 0;
+    // clock the core through its reset sweep (STATUS.READY), as a board is long before anyone looks
+    for (int i = 0; i < 1000; ++i) {
+        std::string err;
+        ax_addr = STATUS_ADDR;
+        if (bus(AX_R, err) && (ax_rdata & STATUS_READY_MASK)) break;
+    }
     cycle = 0;
     pending.clear();
-    std::printf("RNIC-SIM 1 width=%d connections=%d\n", W_OCTETS, CONNECTIONS);
+    std::printf("RNIC-SIM 2 width=%d connections=%d mem=%llu\n", W_OCTETS, CONNECTIONS,
+                (unsigned long long)MEM_SIZE);
     std::fflush(stdout);
 
     std::string line;
@@ -316,7 +395,8 @@ int main(int argc, char** argv) {
             } else {
                 uint64_t start = cycle, quiet = 0;
                 while (cycle - start < max) {
-                    bool busy = !rxw.queue.empty() || rxw.valid || !txu.queue.empty() || txu.valid;
+                    bool busy = !rxw.queue.empty() || rxw.valid || !txu.queue.empty() || txu.valid
+                                || !aw_q.empty() || !w_q.empty() || b_pending;
                     bool act = step();
                     quiet = (act || busy) ? 0 : quiet + 1;
                     if (quiet >= idle) break;
@@ -325,10 +405,22 @@ int main(int argc, char** argv) {
                 pending.clear();
                 answer("OK " + std::to_string(cycle - start) + " " + std::to_string(cycle));
             }
+        } else if (cmd == "MW" && f.size() == 3 && parse_u64(f[1], a, 16)) {
+            std::string data;
+            if (!from_hex(f[2], data) || data.empty()) answer("ERR bad octets");
+            else if (a >= MEM_SIZE || data.size() > MEM_SIZE - a) answer("ERR outside host memory");
+            else {
+                std::memcpy(&mem[a], data.data(), data.size());
+                answer("OK");
+            }
+        } else if (cmd == "MR" && f.size() == 3 && parse_u64(f[1], a, 16) && parse_u64(f[2], b, 10)) {
+            if (b == 0 || a >= MEM_SIZE || b > MEM_SIZE - a) answer("ERR outside host memory");
+            else answer("OK " + to_hex(std::string((const char*)&mem[a], (std::size_t)b)));
         } else if (cmd == "C" && f.size() == 1) {
             answer("OK " + std::to_string(cycle));
         } else {
-            answer("ERR bad command (R ADDR | W ADDR VALUE | S CONN HEX | U CONN HEX | RUN [MAX [IDLE]] | C | Q)");
+            answer("ERR bad command (R ADDR | W ADDR VALUE | S CONN HEX | U CONN HEX | RUN [MAX [IDLE]] | "
+                   "MW ADDR HEX | MR ADDR N | C | Q)");
         }
         std::fflush(stdout);
     }

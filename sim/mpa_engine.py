@@ -7,6 +7,11 @@ number of connections: TCP segments / ULPDUs in, ULPDUs with their verdicts /
 FPDU runs out. Beats are packed into and parsed from the harness's record
 files directly (no per-field dicts), so that benchmark-sized runs stay cheap.
 
+:class:`DdpEngine` runs :class:`hdl.ddp_rx.DdpRx` for the header checks of
+``rnic decode --engine rtl --strict`` (:func:`strict_checks`: DDP/RDMAP version,
+opcode, queue number, ULPDU shorter than its header; the verdicts are the
+hardware's, worded with the model's text, and must agree with the model's).
+
 :func:`decode` and :func:`encode` are the single-connection front ends that
 ``rnic decode --engine rtl`` / ``rnic encode --engine rtl`` use; they return
 exactly what :class:`host.fpdu.FpduDecoder` (``feed`` + ``close``) and
@@ -46,7 +51,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 __all__ = ["DEFAULT_CONNECTIONS", "RtlEngineError", "RxUnit", "RxRun", "TxRun", "RxEngine",
-           "TxEngine", "rx_engine", "tx_engine", "random_cuts", "decode", "encode"]
+           "TxEngine", "rx_engine", "tx_engine", "random_cuts", "decode", "encode",
+           "DdpEngine", "ddp_engine", "strict_checks", "HEADER_ERRORS", "DDP_CONNECTIONS"]
 
 #: Connections of the engines' builds (one build per width serves the CLI, the tests and
 #: ``rnic bench mpa``).
@@ -621,4 +627,108 @@ def encode(ulpdus, *, markers, crc, marker_origin=0, width=8, seed=0, idle_prob=
     if len(out) != pos:
         raise RtlEngineError(f"TX framer W={eng.width}: {len(out)} octets out for "
                              f"{len(ulpdus)} ULPDUs, whose FPDUs take {pos}")
+    return out
+
+
+# ------------------------------------------------------------------------------------ DDP/RDMAP
+
+#: Error ids (layer, etype, ecode) of the DDP/RDMAP receive path's stateless header checks:
+#: DDP version (tagged 1/4, untagged 2/6), RDMAP version (2/5), opcode and its kind or queue
+#: (2/6), queue number (DDP 2/1), ULPDU shorter than its header (DDP 0/0). Every other error
+#: depends on state that ``rnic decode`` does not have (registered STags, posted buffers, IRD).
+HEADER_ERRORS = frozenset({(1, 1, 4), (1, 2, 6), (0, 2, 5), (0, 2, 6), (1, 2, 1), (1, 0, 0)})
+
+#: Connections of the DDP engine's build: ULPDUs are checked in batches of this many, each on
+#: a connection of its own (so that every verdict is the ULPDU's own first error).
+DDP_CONNECTIONS = 64
+
+
+class DdpEngine:
+    """The Verilated :class:`~hdl.ddp_rx.DdpRx` for ``rnic decode --engine rtl --strict``.
+
+    :meth:`header_checks` feeds ULPDUs (as the deframer would deliver them, CRC good) into a
+    DdpRx with no STag registered, no receive buffer posted and IRD 0, one ULPDU per
+    connection, and returns per ULPDU the error of its header checks (one of
+    :data:`HEADER_ERRORS`) or None. A ULPDU whose headers pass meets a state check instead
+    (invalid STag, no buffer, IRD ...) or completes; that verdict is ignored. Segment buffers
+    of 64 KiB hold every legal ULPDU.
+    """
+
+    def __init__(self, width, *, connections=DDP_CONNECTIONS, build_dir=None):
+        from hdl.ddp_rx import DdpRx
+        from sim.fast import FastSim
+        self.width = width
+        self.connections = connections
+        self.sim = FastSim(DdpRx, name=f"ddp_engine_w{width}_c{connections}",
+                           params={"width": width, "connections": connections, "stags": 2, "slots": 4,
+                                   "slot_bytes": 1 << 16, "rq_depth": 2, "addr_width": 16},
+                           inputs=["i"], outputs=["cq", "rrq", "term"], build_dir=build_dir)
+        self.build_s = self.sim.build_s
+
+    def header_checks(self, ulpdus, *, timeout_s=None):
+        """``[(layer, etype, ecode) or None]``, one per ULPDU of ``ulpdus`` (see the class)."""
+        from hdl.mpa_config import CrcStatus
+        from sim.fast import FastSimError
+        W, C = self.width, self.connections
+        ulpdus = [bytes(u) for u in ulpdus]
+        out = []
+        for start in range(0, len(ulpdus), C):
+            batch = ulpdus[start:start + C]
+            beats = []
+            for conn, u in enumerate(batch):
+                if not u:
+                    raise ValueError("a ULPDU of 0 octets")
+                nb = -(-len(u) // W)
+                for k in range(nb):
+                    chunk = u[k * W:(k + 1) * W]
+                    beats.append({"data": int.from_bytes(chunk, "little"), "n": len(chunk),
+                                  "first": int(k == 0), "last": int(k == nb - 1), "conn": conn,
+                                  "crc": int(CrcStatus.OK) if k == nb - 1 else 0, "error": 0})
+            res = self.sim.run({"i": beats}, timeout_s=timeout_s)
+            try:
+                res.check()
+            except FastSimError as exc:
+                raise RtlEngineError(f"DDP/RDMAP receive path W={W}: {exc}") from None
+            verdict = [None] * len(batch)
+            for t in res.unpacked("term"):
+                conn = t["conn"]
+                if conn >= len(batch) or t["received"]:
+                    continue
+                code = (t["layer"], t["etype"], t["ecode"])
+                if code in HEADER_ERRORS:
+                    verdict[conn] = code
+            out += verdict
+        return out
+
+
+@lru_cache(maxsize=None)
+def ddp_engine(width, connections=DDP_CONNECTIONS):
+    """The :class:`DdpEngine` of this width (built once per process, and on disk)."""
+    return DdpEngine(width, connections=connections)
+
+
+def strict_checks(records, strict_check, *, width=8, engine=None):
+    """``rnic decode --engine rtl --strict``: the header verdicts of the Verilated receive path.
+
+    ``records``: what :func:`decode` returned; ``strict_check(ulpdu)``: the model's check
+    (:class:`~host.errors.ErrorInfo` or None). Returns ``[ErrorInfo or None]`` per record
+    (None for an :class:`~host.fpdu.FpduError`): the hardware decides, the model's
+    ErrorInfo words it (text); a disagreement between the two raises :class:`RtlEngineError`.
+    """
+    from host.fpdu import FpduError
+    ulpdus = [r.ulpdu for r in records if not isinstance(r, FpduError)]
+    eng = engine if engine is not None else ddp_engine(width)
+    hw = iter(eng.header_checks(ulpdus)) if ulpdus else iter(())
+    out = []
+    for r in records:
+        if isinstance(r, FpduError):
+            out.append(None)
+            continue
+        got = next(hw)
+        info = strict_check(r.ulpdu)
+        want = None if info is None else (int(info.layer), int(info.etype), int(info.ecode))
+        if got != want:
+            raise RtlEngineError(f"DDP/RDMAP receive path W={eng.width}: the FPDU at offset {r.offset} "
+                                 f"gives {got} in the RTL, {want} in the model")
+        out.append(info)
     return out

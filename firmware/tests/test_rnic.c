@@ -392,6 +392,44 @@ static void test_errors_counters_queues(void)
     CHECK(cqe.wr_id == 0xABCDu && cqe.opcode == RNIC_SQ_WR_OPCODE_RDMA_READ && cqe.conn == 5u);
     CHECK(cqe.length == 100u && cqe.queue == RNIC_CQ_INFO_QUEUE_SQ && cqe.status == 0u && !cqe.invalidated);
     CHECK(rnic_cq_poll(&dev, &cqe) == 0);
+
+    /* a received Send: MSN and SOLICITED; RQ overflow after a post is RNIC_ERR_FULL */
+    the_bank.inputs[RNIC_CQ_STATUS_ADDR / 4] = RNIC_CQ_STATUS_VALID_MASK;
+    the_bank.inputs[RNIC_CQ_INFO_ADDR / 4] = RNIC_SQ_WR_OPCODE_SEND_SE | RNIC_CQ_INFO_SOLICITED_MASK |
+        RNIC_FIELD_PREP(RNIC_CQ_INFO_QUEUE, RNIC_CQ_INFO_QUEUE_RQ);
+    the_bank.inputs[RNIC_CQ_MSN_ADDR / 4] = 42u;
+    CHECK(rnic_cq_poll(&dev, &cqe) == 1 && cqe.msn == 42u && cqe.solicited == 1);
+    CHECK(cqe.queue == RNIC_CQ_INFO_QUEUE_RQ && cqe.opcode == RNIC_SQ_WR_OPCODE_SEND_SE);
+    the_bank.inputs[RNIC_CQ_STATUS_ADDR / 4] = 0u;
+    the_bank.inputs[RNIC_RQ_STATUS_ADDR / 4] = 0u;
+    the_bank.storage[RNIC_RQ_STATUS_ADDR / 4] = RNIC_RQ_STATUS_OVERFLOW_MASK;   /* an older drop */
+    CHECK(rnic_rq_post(&dev, 5, 0x1000, 64, 2) == RNIC_OK && the_bank.posts == 2u);
+
+    /* Terminate reports and inbound Read Requests */
+    {
+        rnic_term_t t;
+        rnic_read_req_t q;
+        CHECK(rnic_term_pop(&dev, &t) == 0);
+        the_bank.inputs[RNIC_TERM_STATUS_ADDR / 4] = RNIC_TERM_STATUS_VALID_MASK |
+            RNIC_FIELD_PREP(RNIC_TERM_STATUS_LEN, 6u) | RNIC_FIELD_PREP(RNIC_TERM_STATUS_CONN, 3u);
+        the_bank.inputs[RNIC_TERM_INFO_ADDR / 4] = RNIC_FIELD_PREP(RNIC_TERM_INFO_LAYER, 1u) |
+            RNIC_FIELD_PREP(RNIC_TERM_INFO_ETYPE, 1u);
+        the_bank.inputs[RNIC_TERM_DATA0_ADDR / 4] = 0x00001011u;
+        the_bank.inputs[RNIC_TERM_DATA1_ADDR / 4] = 0x00000064u;
+        CHECK(rnic_term_pop(&dev, &t) == 1 && t.conn == 3u && t.len == 6u && !t.received);
+        CHECK(t.layer == 1u && t.etype == 1u && t.ecode == 0u && t.payload[0] == 0x11u && t.payload[1] == 0x10u);
+        CHECK(t.payload[4] == 0x64u && t.payload[8] == 0u);
+        the_bank.inputs[RNIC_TERM_STATUS_ADDR / 4] = 0u;
+        CHECK(rnic_rrq_pop(&dev, &q) == 0);
+        the_bank.inputs[RNIC_RRQ_STATUS_ADDR / 4] = RNIC_RRQ_STATUS_VALID_MASK |
+            RNIC_FIELD_PREP(RNIC_RRQ_STATUS_CONN, 4u);
+        the_bank.inputs[RNIC_RRQ_SIZE_ADDR / 4] = 100u;
+        the_bank.inputs[RNIC_RRQ_SRC_TO_HI_ADDR / 4] = 7u;
+        CHECK(rnic_rrq_pop(&dev, &q) == 1 && q.conn == 4u && q.size == 100u && q.src_to == (uint64_t)7u << 32);
+        the_bank.inputs[RNIC_RRQ_STATUS_ADDR / 4] = 0u;
+        CHECK(rnic_rrq_done(&dev, 4) == RNIC_OK && the_bank.storage[RNIC_RRQ_DONE_CONN_ADDR / 4] == 4u);
+        CHECK(rnic_rrq_done(&dev, 1000) == RNIC_ERR_INVAL);
+    }
     CHECK(the_bank.slverr == 0u);
     printf("errors, counters, STags, queues: ok\n");
 }

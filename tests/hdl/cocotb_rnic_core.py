@@ -1,23 +1,30 @@
 """cocotb side of tests/hdl/test_rnic_core.py: RnicCore under cocotbext-axi's AxiLiteMaster.
 
 Everything goes through the registers (host.regmap names, host.regs encode/decode);
-the expected wire octets, marker counts and errors come from the model (host.fpdu).
+the expected wire octets, marker counts and errors come from the model (host.fpdu;
+host.sink for the DDP/RDMAP receive path). Host memory on ``m_axi`` is a cocotbext-axi
+AxiRamWrite of 1 MiB with random pauses.
 """
 
 import random
 
 import cocotb
 from cocotb.triggers import RisingEdge
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiRamWrite, AxiResp, AxiWriteBus
 
 from hdl.beat import OctetBeat
 from hdl.mpa_rx import MpaRxBeat
 from hdl.mpa_tx import MpaTxBeat
 from host import regs
+from host import sink as hs
 from host.errors import ErrorInfo, Layer, MpaError
 from host.fpdu import FpduDecoder, FpduEncoder, FpduError
-from host.regmap import MAGIC, VERSION_MAJOR, VERSION_MINOR, ConnState, DpCrc, DpError
+from host.rdmap import ReadRequest, Terminate
+from host.regmap import MAGIC, VERSION_MAJOR, VERSION_MINOR, ConnState, CqQueue, DpCrc, DpError, SqOpcode
+from host.segment import TxStream
 from sim.streams import TB, bytes_to_beats
+
+MEM = 1 << 20
 
 
 def origin_of(phase):
@@ -54,6 +61,17 @@ class CoreTB(TB):
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(self.dut, "s_axil_"), self.clk, self.rst)
         self.axil.write_if.log.setLevel("WARNING")
         self.axil.read_if.log.setLevel("WARNING")
+        self.ram = AxiRamWrite(AxiWriteBus.from_prefix(self.dut, "m_axi_"), self.clk, self.rst, size=MEM)
+        for ch in (self.ram.aw_channel, self.ram.w_channel, self.ram.b_channel):
+            ch.log.setLevel("WARNING")
+        self.ram.log.setLevel("WARNING")
+        rng = random.Random(self.rng.random())
+
+        def pauses():
+            while True:
+                yield rng.random() < 0.3
+        for ch in (self.ram.aw_channel, self.ram.w_channel, self.ram.b_channel):
+            ch.set_pause_generator(pauses())
         await self.wait_field("STATUS", "READY", 1)
 
     # -- registers by name
@@ -129,6 +147,71 @@ class CoreTB(TB):
 
     async def wait_quiet(self, cycles=64):
         await self.cycles(cycles)
+
+    async def settle(self, quiet=200):
+        """Wait until the input and the memory bus have been quiet for ``quiet`` cycles."""
+        dut = self.dut
+        n = 0
+        while n < quiet:
+            await RisingEdge(self.clk)
+            busy = (int(dut.m_axi__awvalid.value) or int(dut.m_axi__wvalid.value)
+                    or int(dut.m_axi__bvalid.value) or int(dut.rx_wire__valid.value))
+            n = 0 if busy else n + 1
+
+    # -- the DDP/RDMAP receive path's registers
+    async def stag_write(self, *, stag, base, length, conn, valid=1, rr=0, rw=1, index=None):
+        await self.wr("STAG_INDEX", index=stag % self.params.get("stags", 256) if index is None else index)
+        await self.wr("STAG_KEY", stag=stag)
+        await self.wr("STAG_BASE_LO", addr=base & 0xFFFFFFFF)
+        await self.wr("STAG_BASE_HI", addr=base >> 32)
+        await self.wr("STAG_LENGTH", length=length)
+        await self.wr("STAG_ATTR", valid=valid, remote_read=rr, remote_write=rw, conn=conn)
+        await self.wr("STAG_CMD", commit=1)
+        await self.wait_field("STAG_STATUS", "BUSY", 0)
+
+    async def rq_post(self, conn, addr, length, wr_id):
+        await self.wr("RQ_CONN", conn=conn)
+        await self.wr("RQ_ADDR_LO", addr=addr & 0xFFFFFFFF)
+        await self.wr("RQ_ADDR_HI", addr=addr >> 32)
+        await self.wr("RQ_LENGTH", length=length)
+        await self.wr("RQ_ID", wr_id=wr_id)
+        await self.wr("RQ_CMD", post=1)
+        await self.wait_field("RQ_STATUS", "BUSY", 0)
+
+    async def cq_pop(self):
+        """The head completion as a dict (None when the queue is empty), popped."""
+        if not (await self.fields("CQ_STATUS"))["valid"]:
+            return None
+        out = dict(await self.fields("CQ_INFO"))
+        for name in ("CQ_WR_ID", "CQ_LENGTH", "CQ_INV_STAG", "CQ_MSN", "CQ_STAG"):
+            out[name[3:].lower()] = await self.rd(name)
+        out["to"] = await self.rd("CQ_TO_HI") << 32 | await self.rd("CQ_TO_LO")
+        await self.wr("CQ_CMD", pop=1)
+        return out
+
+    async def term_pop(self):
+        """(TERM_STATUS, TERM_INFO, payload octets) of the head report (None if empty), popped."""
+        st = await self.fields("TERM_STATUS")
+        if not st["valid"]:
+            return None
+        info = await self.fields("TERM_INFO")
+        raw = b""
+        for k in range(13):
+            raw += (await self.rd(f"TERM_DATA{k}")).to_bytes(4, "little")
+        assert raw[st["len"]:] == bytes(52 - st["len"])          # octets past LEN read 0
+        await self.wr("TERM_CMD", pop=1)
+        return st, info, raw[:st["len"]]
+
+    async def rrq_pop(self):
+        st = await self.fields("RRQ_STATUS")
+        if not st["valid"]:
+            return None
+        out = {"conn": st["conn"], "msn": await self.rd("RRQ_MSN"), "sink_stag": await self.rd("RRQ_SINK_STAG"),
+               "sink_to": await self.rd("RRQ_SINK_TO_HI") << 32 | await self.rd("RRQ_SINK_TO_LO"),
+               "size": await self.rd("RRQ_SIZE"), "src_stag": await self.rd("RRQ_SRC_STAG"),
+               "src_to": await self.rd("RRQ_SRC_TO_HI") << 32 | await self.rd("RRQ_SRC_TO_LO")}
+        await self.wr("RRQ_CMD", pop=1)
+        return out
 
 
 @cocotb.test()
@@ -305,7 +388,7 @@ async def rx_errors_and_capture(dut):
     await tb.start()
     rng = random.Random(tb.rng.getrandbits(32))
     tb.rx_snk.backpressure_prob = 0.2
-    await tb.wr("DP_CTRL", 0)
+    await tb.wr("DP_CTRL", bypass=1)
     await tb.wr("CTRL", enable=1, clear_counters=1)
     d4 = dict(markers=1, crc=1, phase=132, mulpdu=4000)
     await tb.program(4, tx=d4, rx=d4)
@@ -423,3 +506,178 @@ async def rx_data_port_words(dut):
     await _drive_segments(tb, 8, FpduEncoder(markers=True, crc=True, offset=enc[8].offset).encode(
         bytes([0x41]) + bytes(9)), rng)
     assert await tb.dp_recv() == (8, b"", DpCrc.UNCHECKED, DpError.TOO_SHORT)
+
+
+@cocotb.test()
+async def ddp_receive_path(dut):
+    """The DDP/RDMAP receive path through the registers, against host.sink.Sink: STags and
+    receive buffers programmed with STAG_* / RQ_*, FPDUs on rx_wire (cut into segments):
+    two Sends (memory, CQ_* with length and MSN), an RDMA Write (memory, no completion), a
+    Read Request (RRQ_*), a Read Response (CQ_* SQ/RDMA_READ), a tagged write to an invalid
+    STag (DDP 1/1/0 in ERR_*, CTX_ERROR, TERM_* with the model's Terminate payload, nothing
+    written, later segments dropped), a received Terminate on another connection (TERM_*
+    RECEIVED, CLOSING), a post to a full queue (RQ_STATUS.OVERFLOW), the interrupt sources."""
+    tb = CoreTB(dut)
+    await tb.start()
+    rng = random.Random(tb.rng.getrandbits(32))
+    await tb.wr("DP_CTRL", 0)
+    await tb.wr("CTRL", enable=1, clear_counters=1)
+    await tb.wr("ERR_STATUS", pending=1, overflow=1)
+    mem = hs.Memory()
+    sinks, tx, enc = {}, {}, {}
+    d = {3: dict(markers=1, crc=1, phase=64, mulpdu=1000), 5: dict(markers=0, crc=1, phase=0, mulpdu=300)}
+    for conn, dd in d.items():
+        await tb.wr("CTX_IRD_ORD", ird=2, ord=2)
+        await tb.program(conn, tx=dd, rx=dd)
+        sinks[conn] = hs.Sink(memory=mem, stream=conn, ird=2)
+        tx[conn] = TxStream(mulpdu=dd["mulpdu"])
+        enc[conn] = FpduEncoder(markers=bool(dd["markers"]), crc=True, marker_origin=origin_of(dd["phase"]))
+    regions = {}
+    for conn in d:
+        sinks[conn]._regions = regions          # one STag table
+    rows = [dict(stag=0x12345603, base=0x10000, length=4096, conn=3, rr=1, rw=1),
+            dict(stag=0xABCD0105, base=0x30000, length=1000, conn=5, rr=0, rw=1)]
+    for row in rows:
+        await tb.stag_write(**row)
+        acc = (hs.Access.REMOTE_READ if row["rr"] else 0) | (hs.Access.REMOTE_WRITE if row["rw"] else 0)
+        sinks[3].register_region(stag=row["stag"], base=row["base"], length=row["length"], access=acc,
+                                 stream=row["conn"])
+    bufs = [(3, 0x20000, 2000, 0xAA01), (3, 0x20800, 64, 0xAA02), (5, 0x40000, 256, 0xBB01)]
+    for conn, addr, length, wr_id in bufs:
+        await tb.rq_post(conn, addr, length, wr_id)
+        sinks[conn].post_receive(addr=addr, length=length, buffer_id=wr_id)
+    assert (await tb.fields("RQ_STATUS"))["overflow"] == 0
+
+    async def deliver(conn, ulpdus):
+        """The ULPDUs through the core and the model; returns the model's events."""
+        events = []
+        wire = b""
+        for u in ulpdus:
+            events += sinks[conn].receive(u)
+            wire += enc[conn].encode(u)
+        await _drive_segments(tb, conn, wire, rng)
+        await tb.settle()
+        return events
+
+    send1 = rng.randbytes(1500)                 # two FPDUs (MULPDU 1000)
+    send2 = rng.randbytes(50)
+    write = rng.randbytes(777)
+    ev = await deliver(3, tx[3].send(send1) + tx[3].write(write, stag=0x12345603, to=0x10123)
+                       + tx[3].send(send2, solicited=True))
+    want_cq = [e for e in ev if isinstance(e, hs.SendComplete)]
+    assert len(want_cq) == 2
+    for e, opcode in zip(want_cq, (SqOpcode.SEND, SqOpcode.SEND_SE)):
+        got = await tb.cq_pop()
+        assert got is not None, "completion missing"
+        assert (got["conn"], got["queue"], got["opcode"], got["status"]) == (3, CqQueue.RQ, opcode, 0)
+        assert (got["wr_id"], got["length"], got["msn"], got["invalidated"], got["solicited"]) == \
+            (e.buffer_id, e.length, e.msn, 0, int(opcode == SqOpcode.SEND_SE)), got
+    assert await tb.cq_pop() is None
+    assert tb.ram.read(0x20000, 1500) == send1 and tb.ram.read(0x20800, 50) == send2
+    assert tb.ram.read(0x10123, 777) == write
+
+    # a Read Request (queued for the responder) and a Read Response (completes on L)
+    req = ReadRequest(sink_stag=0x55, sink_to=0x1122334455, size=100, src_stag=0x12345603, src_to=0x10010)
+    resp = rng.randbytes(400)
+    ev = await deliver(3, tx[3].read_request(req) + tx[3].read_response(resp, stag=0x12345603, to=0x10800))
+    rr = [e for e in ev if isinstance(e, hs.ReadRequestQueued)]
+    assert len(rr) == 1
+    got = await tb.rrq_pop()
+    assert got == dict(conn=3, msn=rr[0].msn, sink_stag=0x55, sink_to=0x1122334455, size=100,
+                       src_stag=0x12345603, src_to=0x10010), got
+    assert await tb.rrq_pop() is None
+    await tb.wr("RRQ_DONE_CONN", conn=3)
+    await tb.wr("RRQ_CMD", done=1)
+    await tb.wait_field("RRQ_STATUS", "DONE_BUSY", 0)
+    got = await tb.cq_pop()
+    assert (got["queue"], got["opcode"], got["wr_id"], got["stag"], got["to"], got["length"]) == \
+        (CqQueue.SQ, SqOpcode.RDMA_READ, 0, 0x12345603, 0x10800, 400), got
+    assert tb.ram.read(0x10800, 400) == resp
+
+    # a tagged write to an invalid STag: DDP 1/1/0, nothing placed, the connection stops
+    assert (await tb.fields("ERR_STATUS"))["pending"] == 0
+    before = tb.ram.read(0, MEM)
+    bad = tx[3].write(rng.randbytes(100), stag=0xDEAD0007, to=0x10000)
+    ev = await deliver(3, bad + tx[3].send(b"late"))
+    errs = [e for e in ev if isinstance(e, hs.Error)]
+    assert len(errs) == 1 and (int(errs[0].info.layer), errs[0].info.etype, errs[0].info.ecode) == (1, 1, 0)
+    assert tb.ram.read(0, MEM) == before
+    assert await tb.fields("ERR_STATUS") == {"pending": 1, "overflow": 0}
+    assert await tb.fields("ERR_CONN") == {"conn": 3, "tx": 0}
+    assert await tb.fields("ERR_INFO") == {"layer": 1, "etype": 1, "ecode": 0}
+    st = await tb.conn_status(3)
+    assert (st["state"], st["error"], st["layer"], st["etype"], st["ecode"]) == (ConnState.ERROR, 1, 1, 1, 0)
+    t = await tb.term_pop()
+    assert t is not None
+    tst, tinfo, payload = t
+    assert (tst["received"], tst["conn"]) == (0, 3) and tinfo == {"layer": 1, "etype": 1, "ecode": 0}
+    assert payload == errs[0].terminate[18:], (payload.hex(), errs[0].terminate[18:].hex())
+    assert await tb.term_pop() is None and await tb.cq_pop() is None
+    assert await tb.rd("ERR_COUNT") == 1
+
+    # a received Terminate on connection 5: TERM_* RECEIVED, CLOSING, not an error
+    term = Terminate.for_error(ErrorInfo(Layer.DDP, 2, 2), bytes([0x41]) + bytes(30)).build()
+    ev = await deliver(5, tx[5].message(7, term))
+    assert any(isinstance(e, hs.TerminateReceived) for e in ev)
+    assert int(dut.irq.value) == 0
+    await tb.wr("INT_ENABLE", term=1)
+    await tb.cycles(2)
+    assert int(dut.irq.value) == 1
+    tst, tinfo, payload = await tb.term_pop()
+    assert (tst["received"], tst["conn"], payload) == (1, 5, term)
+    assert tinfo == {"layer": 1, "etype": 2, "ecode": 2}
+    await tb.cycles(2)
+    assert int(dut.irq.value) == 0
+    st = await tb.conn_status(5)
+    assert (st["state"], st["error"]) == (ConnState.CLOSING, 0)
+    assert (await tb.fields("ERR_STATUS"))["overflow"] == 0 and await tb.rd("ERR_COUNT") == 1
+
+    # the CQ interrupt source; a post beyond the queue depth is dropped (OVERFLOW, W1C)
+    await tb.wr("INT_ENABLE", cq=1)
+    await tb.program(5, tx=d[5], rx=d[5])
+    sinks[5] = hs.Sink(memory=mem, stream=5, ird=2)
+    sinks[5]._regions = regions
+    tx[5] = TxStream(mulpdu=300)
+    await tb.rq_post(5, 0x40000, 256, 0xBB02)
+    msg = rng.randbytes(200)
+    await deliver(5, tx[5].send(msg))
+    assert int(dut.irq.value) == 1
+    got = await tb.cq_pop()
+    assert (got["conn"], got["wr_id"], got["length"], got["msn"]) == (5, 0xBB02, 200, 1)
+    assert tb.ram.read(0x40000, 200) == msg
+    await tb.cycles(2)
+    assert int(dut.irq.value) == 0
+    for k in range(tb.params.get("rq_depth", 8)):
+        await tb.rq_post(5, 0x40000 + 256 * k, 256, k)
+    assert (await tb.fields("RQ_STATUS"))["overflow"] == 0
+    await tb.rq_post(5, 0x48000, 256, 99)
+    await tb.cycles(4)
+    assert (await tb.fields("RQ_STATUS"))["overflow"] == 1
+    await tb.wr("RQ_STATUS", overflow=1)
+    assert (await tb.fields("RQ_STATUS"))["overflow"] == 0
+
+    # CTRL.SOFT_RESET with a ULPDU half received on connection 5: afterwards the receive path
+    # starts clean (queues empty, the half ULPDU forgotten) and the STag table is kept
+    tx[5] = TxStream(mulpdu=300)
+    half = enc[5].encode(tx[5].send(rng.randbytes(250))[0])
+    await _drive_segments(tb, 5, half[:len(half) // 2], rng)
+    await tb.settle()
+    await tb.wr("CTRL", enable=1, soft_reset=1)
+    await tb.wait_field("STATUS", "READY", 1)
+    assert (await tb.fields("CQ_STATUS"))["valid"] == 0 and (await tb.fields("TERM_STATUS"))["valid"] == 0
+    for conn, dd in d.items():
+        await tb.program(conn, tx=dd, rx=dd)
+        sinks[conn] = hs.Sink(memory=mem, stream=conn, ird=0)
+        sinks[conn]._regions = regions
+        tx[conn] = TxStream(mulpdu=dd["mulpdu"])
+        enc[conn] = FpduEncoder(markers=bool(dd["markers"]), crc=True, marker_origin=origin_of(dd["phase"]))
+    await tb.rq_post(5, 0x50000, 300, 0xCC01)
+    sinks[5].post_receive(addr=0x50000, length=300, buffer_id=0xCC01)
+    msg = rng.randbytes(280)
+    write = rng.randbytes(64)
+    await deliver(5, tx[5].send(msg))
+    await deliver(3, tx[3].write(write, stag=0x12345603, to=0x10F00))
+    got = await tb.cq_pop()
+    assert (got["conn"], got["wr_id"], got["length"], got["msn"]) == (5, 0xCC01, 280, 1), got
+    assert tb.ram.read(0x50000, 280) == msg and tb.ram.read(0x10F00, 64) == write
+    assert await tb.cq_pop() is None and (await tb.fields("TERM_STATUS"))["valid"] == 0

@@ -6,14 +6,20 @@
     cocotb_rnic_core.py): identity/reset/enable, two connections looped back through the
     register data port against host.fpdu (ULPDUs, status, counters, the MPA fence), the
     tx_ulpdu -> tx_wire port path against FpduEncoder, RX errors driven on rx_wire (CRC,
-    length, marker) -> ERR_* capture/overflow/W1C, CTX_ERROR, counters, irq, and the
-    data port's RX commands. W = 8 by default; W = 4 and 32 with --wide.
+    length, marker) -> ERR_* capture/overflow/W1C, CTX_ERROR, counters, irq, the
+    data port's RX commands, and the DDP/RDMAP receive path (STag table and receive
+    queue written through the registers, FPDUs on rx_wire, host memory a cocotbext-axi
+    AxiRamWrite on m_axi): Sends (memory, CQ_*), an RDMA Write, a Read Request (RRQ_*), a
+    Read Response, a write to an invalid STag (DDP 1/1/0 in ERR_*, CTX_ERROR, TERM_* with
+    the model's Terminate octets, nothing written), a received Terminate, RQ overflow, irq
+    sources, all against host.sink.Sink. W = 8 by default; W = 4 and 32 with --wide.
 """
 
 import pytest
 from amaranth.lib import wiring
 
 from hdl.beat import OctetBeat
+from hdl.ddp_rx import AXI4WriteSignature
 from hdl.mpa_rx import MpaRxBeat
 from hdl.mpa_tx import MpaTxBeat
 from hdl.regbank import AXI4LiteSignature
@@ -28,6 +34,15 @@ from sim.runner import run
     ({"width": 8, "stags": 1 << 16}, "stags=65536"),
     ({"width": 8, "dp_depth": 1}, "dp_depth"),
     ({"width": 8, "dp_ulpdus": True}, "dp_ulpdus"),
+    ({"width": 8, "stags": 100}, "stags must be a power of 2"),
+    ({"width": 8, "rq_depth": 6}, "rq_depth must be a power of 2"),
+    ({"width": 8, "ddp_slots": 1}, "ddp_slots"),
+    ({"width": 8, "ddp_slot_bytes": 3000}, "ddp_slot_bytes must be a power of 2"),
+    ({"width": 32, "ddp_slot_bytes": 32}, "ddp_slot_bytes"),
+    ({"width": 8, "cq_depth": 1}, "cq_depth"),
+    ({"width": 8, "rrq_depth": 5000}, "rrq_depth"),
+    ({"width": 8, "term_depth": 1.5}, "term_depth"),
+    ({"width": 8, "addr_width": 65}, "addr_width"),
 ])
 def test_params_checked(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -51,6 +66,10 @@ def test_signature():
     assert members["rx_wire"].flow == wiring.In
     assert members["rx_ulpdu"].signature.members["payload"].shape == MpaRxBeat(width=4, connections=3)
     assert members["irq"].flow == wiring.Out
+    assert members["m_axi"].flow == wiring.Out
+    assert members["m_axi"].signature == AXI4WriteSignature(addr_width=32, data_width=32)
+    assert RnicCore(width=8, addr_width=20).signature.members["m_axi"].signature == \
+        AXI4WriteSignature(addr_width=20, data_width=64)
 
 
 def test_dp_enums_match_the_deframer():

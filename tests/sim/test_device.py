@@ -1,10 +1,12 @@
 """sim.device: the interactive Verilated RnicCore as a driver device (``--device sim``).
 
 Register access through the harness's AXI4-Lite master; the stream commands (tx_ulpdu ->
-tx_wire, rx_wire -> rx_ulpdu) against host.fpdu on two connections with segments cut
-anywhere and interleaved; a CRC error -> the ERR registers; the register data port
-(loopback, source, sink) with the host.regs sequences alone; the device kind in
-open_device and the CLI; the start-up time of a cached build.
+tx_wire, rx_wire -> rx_ulpdu with DP_CTRL.BYPASS) against host.fpdu on two connections with
+segments cut anywhere and interleaved; a CRC error -> the ERR registers; the register data
+port (loopback, source, sink) with the host.regs sequences alone; the host memory on m_axi
+(MR/MW) and the DDP/RDMAP receive path placing Sends and RDMA Writes into it, completions,
+a tagged error with its Terminate, against host.sink; the device kind in open_device and
+the CLI; the start-up time of a cached build.
 """
 
 import json
@@ -19,9 +21,11 @@ from host import regs
 from host.driver import TransportError, open_device, parse_device_spec
 from host.errors import Layer, MpaError
 from host.fpdu import FpduEncoder
-from host.regmap import DpCrc, DpError
+from host import sink as hs
+from host.regmap import VERSION_MINOR, CqQueue, DpCrc, DpError, SqOpcode
 from host.regs import MpaDirection, Registers
-from sim.device import SimDevice, core_sources, device_executable
+from host.segment import TxStream
+from sim.device import MEM_SIZE, SimDevice, core_sources, device_executable
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def ulpdu(rng, n):
 def test_registers_through_the_harness(sim):
     r = Registers(sim)
     info = r.probe()
-    assert (info.width, info.connections, info.stags, info.minor) == (8, 16, 256, 2)
+    assert (info.width, info.connections, info.stags, info.minor) == (8, 16, 256, VERSION_MINOR)
     r.write("SCRATCH", 0xA5A55A5A)
     assert r.read("SCRATCH") == 0xA5A55A5A
     assert r.fields("STATUS")["ready"] == 1
@@ -65,6 +69,7 @@ def test_streams_against_the_model(sim):
     for conn, d in cfg.items():
         r.program_connection(conn, tx=d, rx=d)
     r.write("CTRL", enable=1, clear_counters=1)
+    r.dp_configure(bypass=True)
     enc = {c: FpduEncoder(markers=d.markers, crc=d.crc, marker_origin=(-d.phase) % 512)
            for c, d in cfg.items()}
     sent = {c: [] for c in cfg}
@@ -107,12 +112,14 @@ def test_streams_against_the_model(sim):
     assert c["tx_fpdus"] == c["rx_fpdus"] == 30 and c["tx_markers"] == markers
     assert c["tx_octets"] == c["rx_octets"] == total
     assert c["rx_crc_errors"] == 0
+    r.dp_configure()
 
 
 def test_crc_error_sets_the_error_registers(sim):
     r = Registers(sim)
     d = MpaDirection(True, True, 0, 4000)
     r.program_connection(12, tx=d, rx=d)
+    r.dp_configure(bypass=True)
     r.clear("ERR_STATUS")
     before = r.read("RX_CRC_ERRORS")
     enc = FpduEncoder(markers=True, crc=True)
@@ -129,6 +136,84 @@ def test_crc_error_sets_the_error_registers(sim):
     st = r.connection_status(12)
     assert st["state"] == regs.ConnState.ERROR and st["ecode"] == MpaError.CRC
     assert sim.receive(12, enc.encode(good)) == []          # nothing more on that connection
+    r.dp_configure()
+
+
+def test_host_memory(sim):
+    assert sim.mem_size == MEM_SIZE == 1 << 20
+    sim.mem_write(0x1234, b"hello")
+    assert sim.mem_read(0x1230, 12) == bytes(4) + b"hello" + bytes(3)
+    big = random.Random(1).randbytes(70000)
+    sim.mem_write(MEM_SIZE - len(big), big)
+    assert sim.mem_read(MEM_SIZE - len(big), len(big)) == big
+    for bad in ((MEM_SIZE - 2, 3), (-1, 1)):
+        with pytest.raises(ValueError):
+            sim.mem_read(*bad)
+    with pytest.raises(ValueError):
+        sim.mem_write(MEM_SIZE, b"x")
+
+
+def test_receive_path_places_into_host_memory(sim):
+    """DP_CTRL 0: STag and receive buffers written with host.regs, FPDUs pushed on rx_wire; the
+    Sends and the RDMA Write land in the harness's host memory as host.sink places them, CQ_*
+    as its completions; a write to an unknown STag: DDP 1/1/0, TERM_* with the model's octets."""
+    rng = random.Random(11)
+    r = Registers(sim)
+    r.dp_configure()
+    r.write("CTRL", enable=1)
+    conn = 7
+    d = MpaDirection(True, True, 96, 2000)
+    r.program_connection(conn, tx=d, rx=d, ird=4)
+    r.clear("ERR_STATUS")
+    while r.poll_cq() is not None or r.pop_terminate() is not None:
+        pass
+    mem = hs.Memory()
+    model = hs.Sink(memory=mem, stream=conn, ird=4)
+    stag, base = 0x00C0FF07, 0x80000
+    r.write_stag(stag % 256, stag=stag, base=base, length=0x8000, conn=conn, remote_write=True)
+    model.register_region(stag=stag, base=base, length=0x8000, access=hs.Access.REMOTE_WRITE)
+    for k, (addr, length) in enumerate(((0x10000, 4000), (0x11000, 100))):
+        assert r.post_recv(conn, addr, length, 0x700 + k)
+        model.post_receive(addr=addr, length=length, buffer_id=0x700 + k)
+    tx = TxStream(mulpdu=2000)
+    enc = FpduEncoder(markers=True, crc=True, marker_origin=(-96) % 512)
+    msgs = (tx.send(rng.randbytes(3500)) + tx.write(rng.randbytes(5000), stag=stag, to=base + 77)
+            + tx.send(rng.randbytes(99), solicited=True))
+    events = []
+    wire = b""
+    for u in msgs:
+        events += model.receive(u)
+        wire += enc.encode(u)
+    pos = 0
+    while pos < len(wire):
+        n = rng.choice([7, 300, 1460])
+        sim.push_segment(conn, wire[pos:pos + n])
+        pos += n
+    sim.run()
+    for addr, n in ((0x10000, 4000), (0x11000, 100), (base, 0x8000)):
+        assert sim.mem_read(addr, n) == mem.read(addr, n), hex(addr)
+    want = [e for e in events if isinstance(e, hs.SendComplete)]
+    assert len(want) == 2
+    for e in want:
+        c = r.poll_cq()
+        assert (c.conn, c.queue, c.wr_id, c.length, c.msn, c.status) == (conn, CqQueue.RQ, e.buffer_id,
+                                                                         e.length, e.msn, 0)
+        assert c.opcode == (SqOpcode.SEND_SE if e.solicited else SqOpcode.SEND) and c.solicited == e.solicited
+    assert r.poll_cq() is None
+    # an unknown STag: nothing placed, the error and its Terminate
+    before = sim.mem_read(0, MEM_SIZE)
+    bad = tx.write(b"x" * 64, stag=0x00BAD007, to=base)
+    events = model.receive(bad[0])
+    assert isinstance(events[0], hs.Error)
+    sim.receive(conn, enc.encode(bad[0]))
+    assert sim.mem_read(0, MEM_SIZE) == before
+    e = r.pop_error()
+    assert (e.conn, e.tx, e.layer, e.etype, e.ecode) == (conn, False, 1, 1, 0)
+    t = r.pop_terminate()
+    assert (t.conn, t.received, t.layer, t.etype, t.ecode) == (conn, False, 1, 1, 0)
+    assert t.payload == events[0].terminate[18:]
+    assert r.connection_status(conn)["state"] == regs.ConnState.ERROR
+    assert r.pop_terminate() is None
 
 
 def test_data_port_with_registers_alone(sim):
@@ -182,7 +267,7 @@ def test_cli_regs_and_status():
     st = json.loads(rnic("status", "--device", "sim", "--json"))
     assert st["device"] == "sim" and st["identity"]["width"] == 8 and st["ready"]
     assert st["counters"]["rx_fpdus"] == 0 and st["last_error"] is None
-    assert rnic("status", "--device", "sim").startswith("device sim: RNIC map 0.2, W=8")
+    assert rnic("status", "--device", "sim").startswith(f"device sim: RNIC map 0.{VERSION_MINOR}, W=8")
 
 
 def test_cached_start_is_quick(sim):
