@@ -95,6 +95,8 @@ def cli():
       rnic status --device model             # register view of a device
       rnic status --device uart:/dev/ttyUSB1 # a board running the bitstream, over its UART
       rnic build --board versa_ecp5          # bitstream and fmax/resource report
+    rnic rping -c -a 127.0.0.1 -p 7174 -C 3 -v   # rping against a siw (or rnic) server
+    rnic perftest write 127.0.0.1 -p 18515   # perftest's ib_write_bw -R as client
     """
     from . import transport_uart  # noqa: F401 - registers the uart:PATH[@BAUD] device kind
 
@@ -138,7 +140,7 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
     from .dissect import ulpdu_to_json
 
     width = _engine_width(engine, width)
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     dec = FpduDecoder(markers=markers, crc=not no_crc, marker_origin=marker_origin,
                       mulpdu=mulpdu)
 
@@ -275,7 +277,7 @@ def demo(device, seed, as_json):
       rnic demo --device none          # both ends on the software RNIC
       rnic demo --json | jq .moved
     """
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     if device == "model":
         from .demo import run_demo
         result = run_demo(seed=seed)
