@@ -18,6 +18,11 @@
     unsignaled Write posted through SQ_* + doorbell, a Read with ORD 0 (BAD_REQUEST), checked
     against host.segment (TX_FPDUS) and host.sink (memory, CQ_* entries of both queues).
     W = 8 by default; W = 4 and 32 with --wide.
+(c) two cores back to back (hdl.rnic_pair, cocotb module cocotb_rnic_pair.py): Sends, an RDMA
+    Write and an RDMA Read from one to the other and a Send back, all through the registers,
+    each node's memory a cocotbext-axi AxiRamWrite + AxiRamRead; then a Write to an unknown
+    STag: the Terminate crosses the wire (ERROR on one side, CLOSING and TERM_* on the other,
+    later work requests FLUSHED); against host.segment and host.sink.
 """
 
 import pytest
@@ -101,3 +106,23 @@ def test_core_cocotb(width):
     run(RnicCore, name=f"rnic_core_w{width}",
         params={"width": width, "connections": 16, "dp_depth": 512},
         test_module="cocotb_rnic_core", timeout_s=600)
+
+
+def test_pair_params_and_ports():
+    from hdl.rnic_pair import RnicPair
+    with pytest.raises(ValueError, match="sq_depth"):
+        RnicPair(width=8, sq_depth=3)
+    members = RnicPair(width=8, connections=4, addr_width=20).signature.members
+    for x in ("a", "b"):
+        assert members[f"{x}_m_axi_rd"].signature == AXI4ReadSignature(addr_width=20, data_width=64)
+        assert members[f"{x}_s_axil"].flow == wiring.In
+
+
+def test_pair_cocotb():
+    """Two cores back to back (hdl.rnic_pair, cocotb module cocotb_rnic_pair.py): Sends, an RDMA
+    Write and an RDMA Read between them through the registers, a Terminate over the wire."""
+    from hdl.rnic_pair import RnicPair
+    run(RnicPair, name="rnic_pair_w8",
+        params={"width": 8, "connections": 4, "stags": 16, "dp_depth": 16, "dp_ulpdus": 4,
+                "addr_width": 20},
+        test_module="cocotb_rnic_pair", timeout_s=600)
