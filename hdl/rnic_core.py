@@ -217,9 +217,9 @@ class RnicCore(wiring.Component):
       at least 72 for a connection that sends, ORD from CTX_IRD_ORD.ORD; part
       of CTX_STATUS.BUSY). STAG_CMD.COMMIT writes the row into the transmit
       path's copy of the STag table as well (STAG_STATUS.BUSY until both
-      took it; the Read Responder checks Read sources against it; a remote
-      invalidation by a received Send with Invalidate is not copied there
-      by this build). The framer takes, unless DP_CTRL.SOURCE: ``tx_ulpdu``
+      took it; the Read Responder checks Read sources against it; an STag
+      invalidated by a received Send with Invalidate is written invalid
+      there too, when its completion enters the CQ). The framer takes, unless DP_CTRL.SOURCE: ``tx_ulpdu``
       and the transmit path's ULPDUs, switched only between ULPDUs, the port
       first when both have one to start. Every report of the receive path
       (``DdpRx.term``) also goes to the transmit path (one at a time: a
@@ -858,7 +858,9 @@ class RnicCore(wiring.Component):
         stag_pend = Signal()
         stag_pend_tx = Signal()
         row = Signal(StagWrite(stags=self.stags, connections=N))
-        d.d.comb += [sw.payload.eq(row), tsw.payload.eq(row)]
+        inv_pend = Signal()                      # a remote invalidation for the TX copy
+        inv_row = Signal(StagWrite(stags=self.stags, connections=N))
+        d.d.comb += [sw.payload.eq(row), tsw.payload.eq(Mux(stag_pend_tx, row, inv_row))]
         with d.If(r.stag_cmd.commit & ready & ~stag_pend & ~stag_pend_tx & (r.stag_index.index < self.stags)):
             p = row
             d.d.sync += [
@@ -873,7 +875,9 @@ class RnicCore(wiring.Component):
                 d.d.sync += stag_pend.eq(0)
             with d.If(tsw.ready):
                 d.d.sync += stag_pend_tx.eq(0)
-        d.d.comb += [sw.valid.eq(stag_pend), tsw.valid.eq(stag_pend_tx),
+        with d.If(~stag_pend_tx & tsw.ready):
+            d.d.sync += inv_pend.eq(0)
+        d.d.comb += [sw.valid.eq(stag_pend), tsw.valid.eq(stag_pend_tx | inv_pend),
                      r.stag_status.busy.eq(stag_pend | stag_pend_tx)]
 
         # work requests: SQ_* + SQ_CMD.DOORBELL latch one; SQ_STATUS.BUSY/FULL until the
@@ -943,8 +947,13 @@ class RnicCore(wiring.Component):
             txc.ready.eq(cqf.w_rdy),
             rdd.valid.eq(rxc.valid & to_tx),
             rdd.payload.conn.eq(rxc.payload.conn), rdd.payload.length.eq(rxc.payload.length),
-            rxc.ready.eq(Mux(to_tx, rdd.ready, cqf.w_rdy & ~txc.valid)),
+            rxc.ready.eq(Mux(to_tx, rdd.ready, cqf.w_rdy & ~txc.valid & ~inv_pend)),
         ]
+        # a Send with Invalidate invalidated an STag in the receive path's table: the same row
+        # of the transmit path's copy is written invalid (one at a time, after host writes)
+        with d.If(rxc.valid & rxc.ready & ~to_tx & rxc.payload.invalidated):
+            d.d.sync += [inv_pend.eq(1), inv_row.index.eq(rxc.payload.inval_stag),
+                         inv_row.stag.eq(rxc.payload.inval_stag), inv_row.valid.eq(0)]
         ce = Signal(cq_l)
         d.d.comb += ce.eq(Mux(cqf.r_rdy, cqf.r_data, 0))
         cq = ce.rx

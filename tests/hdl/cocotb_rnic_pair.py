@@ -71,7 +71,7 @@ class Node:
 @cocotb.test()
 async def pair_send_write_read_terminate(dut):
     """Node a posts two Sends, an RDMA Write and an RDMA Read to node b, b a Send to a; b's
-    Read Responder answers the Read; then a Write to an STag b does not know: b sends a
+    Read Responder answers the Read; a Send with Invalidate; then a Write to an STag b does not know: b sends a
     Terminate over the wire (b ERROR, a CLOSING with the Terminate in TERM_*). Memories,
     CQ_* of both nodes, TERM_* and TX_FPDUS against host.segment / host.sink."""
     tb = TB(dut)
@@ -163,6 +163,27 @@ async def pair_send_write_read_terminate(dut):
         assert (await node.fields("ERR_STATUS"))["pending"] == 0
         assert (await node.fields("RRQ_STATUS"))["valid"] == 0
         assert (await node.fields("TERM_STATUS"))["valid"] == 0
+
+    # a Send with Invalidate of an STag of b (b's tables, the TX copy included, drop it)
+    stag_b2 = 0x0B0B0C07
+    await b.stag_write(stag=stag_b2, base=base_b + 0x3000, length=0x100, conn=conn, rr=1, rw=1)
+    sink_b.register_region(stag=stag_b2, base=base_b + 0x3000, length=0x100,
+                           access=hs.Access.REMOTE_READ | hs.Access.REMOTE_WRITE)
+    await b.rq_post(conn, 0x41000, 256, 0xB3)
+    sink_b.post_receive(addr=0x41000, length=256, buffer_id=0xB3)
+    inv = rng.randbytes(50)
+    a.ram.write(0x53000, inv)
+    await a.post(conn, SqOpcode.SEND_INV, laddr=0x53000, length=len(inv), inv_stag=stag_b2, wr_id=0x7)
+    ev_b = [e for u in seg_a.send(inv, inval_stag=stag_b2) for e in sink_b.receive(u)]
+    done = [e for e in ev_b if isinstance(e, hs.SendComplete)]
+    assert len(done) == 1 and done[0].inval_stag == stag_b2
+    got_a, got_b = await a.cq_all(1), await b.cq_all(1)
+    assert sq(got_a) == [(0x7, SqOpcode.SEND_INV, 0, len(inv))], got_a
+    c = got_b[0]
+    assert (c["queue"], c["opcode"], c["wr_id"], c["length"], c["msn"], c["invalidated"], c["inv_stag"]) == \
+        (CqQueue.RQ, SqOpcode.SEND_INV, 0xB3, len(inv), done[0].msn, 1, stag_b2), c
+    assert b.ram.read(0x41000, len(inv)) == inv
+    await b.wait_field("STAG_STATUS", "BUSY", 0)
 
     # a Write to an STag b does not know: b reports DDP 1/1/0 and sends the Terminate to a
     bad = rng.randbytes(100)
