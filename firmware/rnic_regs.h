@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.3. 32-bit registers at byte offsets inside
+/* Map version 0.4. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x00000003u
+#define RNIC_VERSION_RESET 0x00000004u
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x00000003u
+#define RNIC_VERSION_MINOR_RESET 0x00000004u
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -766,11 +766,16 @@
 #define RNIC_SQ_STATUS_ADDR 0x0000022cu
 #define RNIC_SQ_STATUS_RESET 0x00000000u
 #define RNIC_SQ_STATUS_RW_MASK 0x00000000u
-/*   FULL [0] ro: No room for another work request: a DOORBELL now is dropped. */
+/*   FULL [0] ro: No room for another work request: a DOORBELL now is dropped (the previous one is still waiting for room in its connection's send queue). */
 #define RNIC_SQ_STATUS_FULL_SHIFT 0u
 #define RNIC_SQ_STATUS_FULL_WIDTH 1u
 #define RNIC_SQ_STATUS_FULL_MASK 0x00000001u
 #define RNIC_SQ_STATUS_FULL_RESET 0x00000000u
+/*   BUSY [1] ro: A DOORBELL is still waiting to be taken by the transmit path; wait for 0. */
+#define RNIC_SQ_STATUS_BUSY_SHIFT 1u
+#define RNIC_SQ_STATUS_BUSY_WIDTH 1u
+#define RNIC_SQ_STATUS_BUSY_MASK 0x00000002u
+#define RNIC_SQ_STATUS_BUSY_RESET 0x00000000u
 
 /* ---- Completion queue ---- */
 
@@ -922,8 +927,8 @@
 
 /* DP_CTRL (0x280, rw): Data port routing. */
 #define RNIC_DP_CTRL_ADDR 0x00000280u
-#define RNIC_DP_CTRL_RESET 0x00000008u
-#define RNIC_DP_CTRL_RW_MASK 0x0000000fu
+#define RNIC_DP_CTRL_RESET 0x00000018u
+#define RNIC_DP_CTRL_RW_MASK 0x0000001fu
 /*   LOOPBACK [0] rw: The framer's TCP payload output is fed into the deframer's input (the core's TCP payload ports are idle: tx_wire never valid, rx_wire never ready). */
 #define RNIC_DP_CTRL_LOOPBACK_SHIFT 0u
 #define RNIC_DP_CTRL_LOOPBACK_WIDTH 1u
@@ -944,6 +949,11 @@
 #define RNIC_DP_CTRL_BYPASS_WIDTH 1u
 #define RNIC_DP_CTRL_BYPASS_MASK 0x00000008u
 #define RNIC_DP_CTRL_BYPASS_RESET 0x00000001u
+/*   HOST_READS [4] rw: Inbound RDMA Read Requests go to the RRQ_* queue for the host to answer (RRQ_CMD.DONE frees the IRD slot) and RDMA Read Response completions to CQ_* (QUEUE SQ, OPCODE RDMA_READ, CQ_WR_ID 0, CQ_STAG, CQ_TO). With 0 the transmit path answers Read Requests itself (Read Responder, RRQ_* stays empty) and a Read Response completes the oldest outstanding RDMA_READ work request of its connection (CQ_* with its SQ_ID). Resets to 1 (the host-answered behaviour of map 0.3). */
+#define RNIC_DP_CTRL_HOST_READS_SHIFT 4u
+#define RNIC_DP_CTRL_HOST_READS_WIDTH 1u
+#define RNIC_DP_CTRL_HOST_READS_MASK 0x00000010u
+#define RNIC_DP_CTRL_HOST_READS_RESET 0x00000001u
 
 /* DP_TX_CONN (0x284, rw): Connection of the ULPDU to send. */
 #define RNIC_DP_TX_CONN_ADDR 0x00000284u
@@ -1389,7 +1399,7 @@
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x00000003u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x00000004u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
@@ -1443,7 +1453,7 @@
     X(SQ_INV_STAG, 0x00000220u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(SQ_ID, 0x00000224u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(SQ_CMD, 0x00000228u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u) \
-    X(SQ_STATUS, 0x0000022cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
+    X(SQ_STATUS, 0x0000022cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u) \
     X(CQ_STATUS, 0x00000240u, 0x00000000u, 0x00000000u, 0x00000002u, 0x00000000u, 0x00000001u) \
     X(CQ_WR_ID, 0x00000244u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CQ_INFO, 0x00000248u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffff7fu) \
@@ -1454,7 +1464,7 @@
     X(CQ_STAG, 0x00000260u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CQ_TO_LO, 0x00000264u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CQ_TO_HI, 0x00000268u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(DP_CTRL, 0x00000280u, 0x00000008u, 0x0000000fu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(DP_CTRL, 0x00000280u, 0x00000018u, 0x0000001fu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(DP_TX_CONN, 0x00000284u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(DP_TX_LEN, 0x00000288u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(DP_TX_DATA, 0x0000028cu, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu, 0x00000000u) \

@@ -13,7 +13,8 @@ from host.regmap import REGMAP, ConnState, CqQueue, DpError, SqOpcode
 from host.errors import Layer, MpaError
 
 from .beat import WIDTHS, OctetBeat, conn_bits
-from .ddp_rx import TERM_BYTES, AXI4WriteSignature, Completion, DdpRx, ReadRequestOut, TermReport
+from .ddp_rx import TERM_BYTES, AXI4WriteSignature, Completion, DdpRx, ReadRequestOut, StagWrite, TermReport
+from .ddp_tx import AXI4ReadSignature, DdpTx, TxCompletion, WorkRequest
 from .mpa_config import MARKER_INTERVAL, RxError
 from .mpa_rx import RX_ABORTED, MpaRxBeat, MpaRxDeframer
 from .mpa_tx import MpaTxBeat, MpaTxFramer
@@ -23,7 +24,10 @@ __all__ = ["RnicCore", "CtxEntry", "DpRxEntry", "DP_DEPTH", "DP_ULPDUS"]
 
 #: Defaults of the DDP/RDMAP receive path's parameters (see :class:`RnicCore`).
 DDP_DEFAULTS = {"rq_depth": 8, "cq_depth": 16, "rrq_depth": 8, "term_depth": 4, "ddp_slots": 4,
-                "ddp_slot_bytes": 2048, "addr_width": 32}
+                "ddp_slot_bytes": 2048, "addr_width": 32, "sq_depth": 8, "ird_depth": 4, "ord_depth": 4}
+
+#: MULPDU the reset sweep gives the transmit path of every connection (until its COMMIT).
+TX_SWEEP_MULPDU = 128
 
 #: Default depth (32-bit words) of each data port FIFO.
 DP_DEPTH = 512
@@ -48,6 +52,15 @@ class _TxTrack(data.StructLayout):
         super().__init__({"markers": unsigned(1), "phase": unsigned(9)})
 
 
+class _CqEntry(data.StructLayout):
+    """One entry of the host CQ: a receive-path :class:`~hdl.ddp_rx.Completion` or (``tx``)
+    a transmit-path :class:`~hdl.ddp_tx.TxCompletion` (then ``status`` is its status)."""
+
+    def __init__(self, *, connections):
+        super().__init__({"rx": Completion(connections=connections), "tx": unsigned(1),
+                          "status": unsigned(8)})
+
+
 class DpRxEntry(data.StructLayout):
     """One entry of the data port's RX status FIFO (a ULPDU whose words are in the data FIFO)."""
 
@@ -61,15 +74,18 @@ assert [int(e) for e in DpError][:5] == [int(e) for e in RxError]
 
 
 class RnicCore(wiring.Component):
-    """The RNIC core as it stands: registers, the MPA layer of both directions, DDP/RDMAP receive.
+    """The RNIC core: registers, the MPA layer of both directions, DDP/RDMAP receive and transmit.
 
     Contains a :class:`~hdl.regbank.RegisterBank` (the map of
     :mod:`host.regmap`), a :class:`~hdl.mpa_tx.MpaTxFramer`, a
     :class:`~hdl.mpa_rx.MpaRxDeframer` and behind it the DDP/RDMAP receive
     path :class:`~hdl.ddp_rx.DdpRx` (validation, placement into host memory
-    on ``m_axi``, completions, Read Requests, Terminates), plus the glue
-    below. The DDP/RDMAP transmit side is not in it yet: ULPDUs (DDP
-    segments) to send come in as a stream or through the register data port.
+    on ``m_axi``, completions, Read Requests, Terminates), in front of the
+    framer the DDP/RDMAP transmit path :class:`~hdl.ddp_tx.DdpTx` (send
+    queues, segmenter reading payload on ``m_axi_rd``, Read Responder,
+    Terminates, completions), plus the glue below. ULPDUs (DDP segments)
+    made outside the core still come in as a stream (``tx_ulpdu``) or
+    through the register data port.
 
     Parameters (keyword-only, checked)
     ----------
@@ -96,8 +112,18 @@ class RnicCore(wiring.Component):
         whose FPDUs arrive interleaved (segments that end inside an FPDU), or the
         receive path stalls.
     addr_width : int
-        Address bits of ``m_axi`` (8 .. 64, default 32): host memory is ``2**addr_width``
-        octets; STag regions and receive buffers must lie inside it.
+        Address bits of ``m_axi`` and ``m_axi_rd`` (13 .. 64, default 32): host memory is
+        ``2**addr_width`` octets; STag regions, receive buffers and work request buffers must
+        lie inside it.
+    sq_depth : int
+        Work requests the send queue of each connection holds (power of 2, 2 .. 1024; default 8).
+    ird_depth : int
+        Inbound RDMA Read Requests that may wait for the Read Responder per connection (power
+        of 2, 2 .. 1024; default 4): every connection's IRD (CTX_IRD_ORD.IRD) must be at most
+        this while DP_CTRL.HOST_READS is 0.
+    ord_depth : int
+        Outbound RDMA Reads that may be outstanding per connection (power of 2, 2 .. 1024;
+        default 4); an ORD (CTX_IRD_ORD.ORD) above it acts as ``ord_depth``.
 
     ``stags`` must be a power of 2 (at least 2): the receive path's STag table has
     ``stags`` rows.
@@ -123,6 +149,10 @@ class RnicCore(wiring.Component):
         Host memory, AXI4 write channels (AW, W, B) of the receive path's
         placement writes: single-beat full-width writes with byte strobes
         (Verilog ``m_axi__awaddr`` ..; see :class:`~hdl.ddp_rx.AXI4WriteSignature`).
+    m_axi_rd : Out(AXI4ReadSignature(addr_width=addr_width, data_width=8*W))
+        Host memory, AXI4 read channels (AR, R) of the transmit path's payload reads (Send and
+        RDMA Write data, Read Responses): INCR bursts of at most 16 full-width beats, not
+        crossing 4 KiB (Verilog ``m_axi_rd__araddr`` ..; see :class:`~hdl.ddp_tx.AXI4ReadSignature`).
     irq : Out(1)
         Interrupt level: OR of INT_ENABLE.ERR and ERR_STATUS.PENDING,
         INT_ENABLE.CQ and CQ_STATUS.VALID, INT_ENABLE.TERM and TERM_STATUS.VALID.
@@ -177,13 +207,50 @@ class RnicCore(wiring.Component):
       moves the connection to ERROR (first error in CTX_ERROR); a received
       Terminate moves it to CLOSING. With SINK or BYPASS the capture follows
       the deframer as described under Errors.
+    * The DDP/RDMAP transmit path (:class:`~hdl.ddp_tx.DdpTx`). SQ_* +
+      SQ_CMD.DOORBELL (while STATUS.READY, SQ_STATUS.BUSY 0 and SQ_WR.CONN
+      below ``connections``; otherwise ignored) latch one work request;
+      SQ_STATUS.BUSY and FULL are 1 until the transmit path took it, which
+      it does while the connection's send queue (``sq_depth``) has room.
+      CTX_CMD.COMMIT restarts the connection there too (MSNs 1, queues
+      emptied without completions, MULPDU from CTX_TX.MULPDU, which must be
+      at least 72 for a connection that sends, ORD from CTX_IRD_ORD.ORD; part
+      of CTX_STATUS.BUSY). STAG_CMD.COMMIT writes the row into the transmit
+      path's copy of the STag table as well (STAG_STATUS.BUSY until both
+      took it; the Read Responder checks Read sources against it; an STag
+      invalidated by a received Send with Invalidate is written invalid
+      there too, when its completion enters the CQ). The framer takes, unless DP_CTRL.SOURCE: ``tx_ulpdu``
+      and the transmit path's ULPDUs, switched only between ULPDUs, the port
+      first when both have one to start. Every report of the receive path
+      (``DdpRx.term``) also goes to the transmit path (one at a time: a
+      report is taken when the TERM queue has room and the transmit path
+      took the previous one): an error found here sends a Terminate and stops
+      the connection's transmit side (queued work requests complete with
+      FLUSHED), a received Terminate stops it (outstanding Reads complete
+      with REMOTE_ERROR); COMMIT restarts it. With DP_CTRL.HOST_READS 0
+      inbound RDMA Read Requests go to the transmit path's Read Responder
+      (``DdpRx.rrq`` -> ``DdpTx.rrq``; each answered one frees its IRD slot,
+      ``DdpTx.rr_done`` -> ``DdpRx.rr_done``; RRQ_* stays empty) and a
+      received Read Response message completes the connection's oldest
+      outstanding RDMA Read work request (``DdpRx.cq`` opcode 2 ->
+      ``DdpTx.read_done``); with HOST_READS 1 (its reset value, the
+      behaviour of map 0.3) they go to the RRQ queue for the host
+      (RRQ_CMD.DONE frees the slot) and to CQ_* as an SQ/RDMA_READ entry
+      with CQ_WR_ID 0 and CQ_STAG/CQ_TO, and an RDMA Read work request never
+      completes. RRQ_CMD.DONE works in either mode (the transmit path's
+      releases go first). The one completion queue (CQ_*) merges the
+      transmit path's completions (QUEUE SQ: CQ_WR_ID = SQ_ID, OPCODE,
+      STATUS, CQ_LENGTH; taken first) and the receive path's (QUEUE RQ). The
+      connection state (e.g. WAIT_RX, the MPA fence) does not hold work
+      requests back in this build: post none before the connection may send.
     * CTRL.SOFT_RESET resets everything but the register bank: framer,
       deframer, data port FIFOs, counters, the captured ERR_CONN/ERR_INFO;
       then every connection's context is rewritten (state IDLE, no error,
       framer and deframer configuration zero: such a connection reports
       TOO_LONG on its first FPDU) while STATUS.READY is 0 (about 2 cycles
       per connection; the receive path gets an abort and a restart with IRD
-      0 for every connection: queues empty). The same runs after ``rst``.
+      0 for every connection: queues empty; the transmit path a restart with
+      MULPDU 128 and ORD 0: send queues empty). The same runs after ``rst``.
       The bank keeps its values, ERR_STATUS included (clear it with a
       write), and so does the STag table. Stop traffic (and let every
       placement write complete) before a soft reset.
@@ -226,19 +293,22 @@ class RnicCore(wiring.Component):
 
     def __init__(self, *, width, connections=16, stags=256, dp_depth=DP_DEPTH, dp_ulpdus=DP_ULPDUS,
                  rq_depth=8, cq_depth=16, rrq_depth=8, term_depth=4, ddp_slots=4, ddp_slot_bytes=2048,
-                 addr_width=32):
+                 addr_width=32, sq_depth=8, ird_depth=4, ord_depth=4):
         REGMAP.check_params({"width": width, "connections": connections, "stags": stags})
         if width not in WIDTHS:
             raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
         for name, value, lo, hi in (("dp_depth", dp_depth, 2, 0xFFFF), ("dp_ulpdus", dp_ulpdus, 2, 4096),
                                     ("cq_depth", cq_depth, 2, 4096), ("rrq_depth", rrq_depth, 2, 4096),
-                                    ("term_depth", term_depth, 2, 4096), ("addr_width", addr_width, 8, 64),
+                                    ("term_depth", term_depth, 2, 4096), ("addr_width", addr_width, 13, 64),
                                     ("rq_depth", rq_depth, 2, 1024), ("ddp_slots", ddp_slots, 2, 256),
-                                    ("ddp_slot_bytes", ddp_slot_bytes, max(32, 2 * width), 1 << 16)):
+                                    ("ddp_slot_bytes", ddp_slot_bytes, max(32, 2 * width), 1 << 16),
+                                    ("sq_depth", sq_depth, 2, 1024), ("ird_depth", ird_depth, 2, 1024),
+                                    ("ord_depth", ord_depth, 2, 1024)):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name} must be an integer in {lo}..{hi}, not {value!r}")
         for name, value in (("stags", stags), ("rq_depth", rq_depth), ("ddp_slots", ddp_slots),
-                            ("ddp_slot_bytes", ddp_slot_bytes)):
+                            ("ddp_slot_bytes", ddp_slot_bytes), ("sq_depth", sq_depth),
+                            ("ird_depth", ird_depth), ("ord_depth", ord_depth)):
             if value < 2 or value & (value - 1):
                 raise ValueError(f"{name} must be a power of 2 (>= 2), not {value!r}")
         self.width = width
@@ -253,6 +323,9 @@ class RnicCore(wiring.Component):
         self.ddp_slots = ddp_slots
         self.ddp_slot_bytes = ddp_slot_bytes
         self.addr_width = addr_width
+        self.sq_depth = sq_depth
+        self.ird_depth = ird_depth
+        self.ord_depth = ord_depth
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=REGMAP.addr_width)),
             "tx_ulpdu": In(stream.Signature(MpaTxBeat(width=width, connections=connections))),
@@ -260,6 +333,7 @@ class RnicCore(wiring.Component):
             "rx_wire": In(stream.Signature(OctetBeat(width=width, connections=connections))),
             "rx_ulpdu": Out(stream.Signature(MpaRxBeat(width=width, connections=connections))),
             "m_axi": Out(AXI4WriteSignature(addr_width=addr_width, data_width=8 * width)),
+            "m_axi_rd": Out(AXI4ReadSignature(addr_width=addr_width, data_width=8 * width)),
             "irq": Out(1),
         })
 
@@ -293,6 +367,10 @@ class RnicCore(wiring.Component):
                                        slot_bytes=self.ddp_slot_bytes, rq_depth=self.rq_depth,
                                        addr_width=self.addr_width)
         wiring.connect(d, ddp.m_axi, wiring.flipped(self.m_axi))
+        d.submodules.dtx = dtx = DdpTx(width=W, connections=N, sq_depth=self.sq_depth,
+                                       rrq_depth=self.ird_depth, ord_depth=self.ord_depth,
+                                       stags=self.stags, addr_width=self.addr_width)
+        wiring.connect(d, dtx.m_axi, wiring.flipped(self.m_axi_rd))
 
         # ---------------------------------------------------------------- reset sweep
         # After a reset every connection's context is rewritten, one per step.
@@ -302,6 +380,7 @@ class RnicCore(wiring.Component):
         sw_rx_done = Signal()
         sw_ctl_done = Signal()                   # DdpRx.ctl of sweep_conn taken
         sw_abort_done = Signal()                 # DdpRx.i abort beat of sweep_conn taken
+        sw_txc_done = Signal()                   # DdpTx.cfg of sweep_conn taken
         ready = Signal()
         d.d.comb += [ready.eq(~sweeping), r.status.ready.eq(ready)]
         gate = Signal()
@@ -313,11 +392,14 @@ class RnicCore(wiring.Component):
         c_rx_markers, c_rx_crc, c_rx_phase, c_rx_mulpdu = Signal(), Signal(), Signal(9), Signal(16)
         c_state = Signal(3)
         c_ird = Signal(14)
+        c_ord = Signal(14)
+        c_tx_mulpdu = Signal(16)
         c_commit = Signal()                      # ctx event kind: commit (else set_state)
         tx_cfg_pend, rx_cfg_pend, ctx_pend, trk_pend = Signal(), Signal(), Signal(), Signal()
         ctl_pend = Signal()                      # DdpRx.ctl of the COMMIT not yet taken
+        txc_pend = Signal()                      # DdpTx.cfg of the COMMIT not yet taken
         busy = Signal()
-        d.d.comb += [busy.eq(tx_cfg_pend | rx_cfg_pend | ctx_pend | trk_pend | ctl_pend),
+        d.d.comb += [busy.eq(tx_cfg_pend | rx_cfg_pend | ctx_pend | trk_pend | ctl_pend | txc_pend),
                      r.ctx_status.busy.eq(busy)]
         sel_ok = Signal()
         d.d.comb += sel_ok.eq(r.conn_sel.conn < N)
@@ -329,8 +411,9 @@ class RnicCore(wiring.Component):
                 c_tx_phase.eq(r.ctx_tx.phase & ~3),
                 c_rx_markers.eq(r.ctx_rx.markers), c_rx_crc.eq(r.ctx_rx.crc),
                 c_rx_phase.eq(r.ctx_rx.phase & ~3), c_rx_mulpdu.eq(r.ctx_rx.mulpdu),
-                c_ird.eq(r.ctx_ird_ord.ird),
+                c_ird.eq(r.ctx_ird_ord.ird), c_ord.eq(r.ctx_ird_ord.ord), c_tx_mulpdu.eq(r.ctx_tx.mulpdu),
                 tx_cfg_pend.eq(1), rx_cfg_pend.eq(1), ctx_pend.eq(1), trk_pend.eq(1), ctl_pend.eq(1),
+                txc_pend.eq(1),
             ]
         with d.Elif(r.ctx_cmd.set_state & can_cmd):
             d.d.sync += [c_conn.eq(r.conn_sel.conn), c_state.eq(r.ctx_state.state), c_commit.eq(0),
@@ -367,19 +450,31 @@ class RnicCore(wiring.Component):
             with d.If(ctl_pend & dctl.ready):
                 d.d.sync += ctl_pend.eq(0)
 
+        # the transmit path: cfg (restart) from the sweep or the latched COMMIT
+        tc = dtx.cfg
         with d.If(sweeping):
+            d.d.comb += [tc.valid.eq(~sw_txc_done), tc.payload.conn.eq(sweep_conn),
+                         tc.payload.mulpdu.eq(TX_SWEEP_MULPDU)]
+        with d.Else():
+            d.d.comb += [tc.valid.eq(txc_pend), tc.payload.conn.eq(c_conn),
+                         tc.payload.mulpdu.eq(c_tx_mulpdu), tc.payload.ord.eq(c_ord)]
+            with d.If(txc_pend & tc.ready):
+                d.d.sync += txc_pend.eq(0)
+
+        with d.If(sweeping):
+            txc_got = sw_txc_done | (tc.valid & tc.ready)
             tx_got = sw_tx_done | (fc.valid & fc.ready)
             rx_got = sw_rx_done | (dc.valid & dc.ready)
             ctl_got = sw_ctl_done | (dctl.valid & dctl.ready)
             abort_got = sw_abort_done | (ddp.i.valid & ddp.i.ready)
-            with d.If(tx_got & rx_got & ctl_got & abort_got):
+            with d.If(tx_got & rx_got & ctl_got & abort_got & txc_got):
                 d.d.sync += [sw_tx_done.eq(0), sw_rx_done.eq(0), sw_ctl_done.eq(0), sw_abort_done.eq(0),
-                             sweep_conn.eq(sweep_conn + 1)]
+                             sw_txc_done.eq(0), sweep_conn.eq(sweep_conn + 1)]
                 with d.If(sweep_conn == N - 1):
                     d.d.sync += sweeping.eq(0)
             with d.Else():
                 d.d.sync += [sw_tx_done.eq(tx_got), sw_rx_done.eq(rx_got), sw_ctl_done.eq(ctl_got),
-                             sw_abort_done.eq(abort_got)]
+                             sw_abort_done.eq(abort_got), sw_txc_done.eq(txc_got)]
 
         # ---------------------------------------------------------------- per-connection state
         d.submodules.ctx_mem = ctx_mem = Memory(shape=CtxEntry(), depth=N, init=[])
@@ -397,15 +492,24 @@ class RnicCore(wiring.Component):
         ]
 
         # ---------------------------------------------------------------- TX path
-        # source: the tx_ulpdu port or the data port's sender
+        # source: the data port's sender (SOURCE), else the tx_ulpdu port and the DDP/RDMAP
+        # transmit path, switched at ULPDU boundaries (the port first when both start one)
         dpt = stream.Signature(MpaTxBeat(width=W, connections=N)).create()
         src = self.tx_ulpdu
+        dto = dtx.o
+        in_ulpdu = Signal()                      # a ULPDU of the port or of DdpTx is under way
+        held = Signal()                          # ... of DdpTx
+        pick = Signal()                          # DdpTx feeds the framer this cycle
+        d.d.comb += pick.eq(Mux(in_ulpdu, held, ~src.valid))
         d.d.comb += [
-            framer.i.payload.eq(Mux(source, dpt.payload, src.payload)),
-            framer.i.valid.eq(Mux(source, dpt.valid, src.valid) & gate),
-            src.ready.eq(~source & framer.i.ready & gate),
+            framer.i.payload.eq(Mux(source, dpt.payload, Mux(pick, dto.payload, src.payload))),
+            framer.i.valid.eq(Mux(source, dpt.valid, Mux(pick, dto.valid, src.valid)) & gate),
+            src.ready.eq(~source & ~pick & framer.i.ready & gate),
+            dto.ready.eq(~source & pick & framer.i.ready & gate),
             dpt.ready.eq(source & framer.i.ready & gate),
         ]
+        with d.If(~source & framer.i.valid & framer.i.ready):
+            d.d.sync += [in_ulpdu.eq(~framer.i.payload.last), held.eq(pick)]
         tx_fpdus = Signal(32)
 
         # output register S, with the per-connection marker tracker
@@ -739,30 +843,60 @@ class RnicCore(wiring.Component):
             d.d.comb += rx_fifo.r_en.eq(1)
             d.d.sync += consumed.eq(consumed + 1)
 
-        self._elaborate_ddp(m, d, r, ddp, ready=ready, term_take=term_take, tev_pend=tev_pend,
+        self._elaborate_ddp(m, d, r, ddp, dtx, ready=ready, term_take=term_take, tev_pend=tev_pend,
                             sweeping=sweeping)
         return m
 
-    def _elaborate_ddp(self, m, d, r, ddp, *, ready, term_take, tev_pend, sweeping):
+    def _elaborate_ddp(self, m, d, r, ddp, dtx, *, ready, term_take, tev_pend, sweeping):
         """The register side of the DDP/RDMAP receive path: STag table writes, receive
         buffer posts, IRD releases, and the CQ / RRQ / TERM queues read by the host."""
         N = self.connections
 
-        # STag table row writes: STAG_CMD.COMMIT latches the row; STAG_STATUS.BUSY until taken
-        sw = ddp.stag_w
+        # STag table row writes (both the receive path's table and the transmit path's copy):
+        # STAG_CMD.COMMIT latches the row; STAG_STATUS.BUSY until both took it
+        sw, tsw = ddp.stag_w, dtx.stag_w
         stag_pend = Signal()
-        with d.If(r.stag_cmd.commit & ready & ~stag_pend & (r.stag_index.index < self.stags)):
-            p = sw.payload
+        stag_pend_tx = Signal()
+        row = Signal(StagWrite(stags=self.stags, connections=N))
+        inv_pend = Signal()                      # a remote invalidation for the TX copy
+        inv_row = Signal(StagWrite(stags=self.stags, connections=N))
+        d.d.comb += [sw.payload.eq(row), tsw.payload.eq(Mux(stag_pend_tx, row, inv_row))]
+        with d.If(r.stag_cmd.commit & ready & ~stag_pend & ~stag_pend_tx & (r.stag_index.index < self.stags)):
+            p = row
             d.d.sync += [
-                stag_pend.eq(1), p.index.eq(r.stag_index.index), p.stag.eq(r.stag_key.stag),
+                stag_pend.eq(1), stag_pend_tx.eq(1), p.index.eq(r.stag_index.index), p.stag.eq(r.stag_key.stag),
                 p.base.eq(Cat(r.stag_base_lo.addr, r.stag_base_hi.addr)), p.length.eq(r.stag_length.length),
                 p.valid.eq(r.stag_attr.valid & (r.stag_attr.conn < N)),
                 p.remote_read.eq(r.stag_attr.remote_read), p.remote_write.eq(r.stag_attr.remote_write),
                 p.conn.eq(r.stag_attr.conn),
             ]
-        with d.Elif(sw.ready):
-            d.d.sync += stag_pend.eq(0)
-        d.d.comb += [sw.valid.eq(stag_pend), r.stag_status.busy.eq(stag_pend)]
+        with d.Else():
+            with d.If(sw.ready):
+                d.d.sync += stag_pend.eq(0)
+            with d.If(tsw.ready):
+                d.d.sync += stag_pend_tx.eq(0)
+        with d.If(~stag_pend_tx & tsw.ready):
+            d.d.sync += inv_pend.eq(0)
+        d.d.comb += [sw.valid.eq(stag_pend), tsw.valid.eq(stag_pend_tx | inv_pend),
+                     r.stag_status.busy.eq(stag_pend | stag_pend_tx)]
+
+        # work requests: SQ_* + SQ_CMD.DOORBELL latch one; SQ_STATUS.BUSY/FULL until the
+        # transmit path took it (it waits while the connection's send queue is full)
+        wr = dtx.wr
+        sq_pend = Signal()
+        with d.If(r.sq_cmd.doorbell & ready & ~sq_pend & (r.sq_wr.conn < N)):
+            q = wr.payload
+            d.d.sync += [
+                sq_pend.eq(1), q.opcode.eq(r.sq_wr.opcode), q.signaled.eq(r.sq_wr.signaled),
+                q.conn.eq(r.sq_wr.conn), q.laddr.eq(Cat(r.sq_laddr_lo.addr, r.sq_laddr_hi.addr)),
+                q.length.eq(r.sq_length.length), q.lstag.eq(r.sq_lstag.stag),
+                q.rstag.eq(r.sq_rstag.stag), q.rto.eq(Cat(r.sq_rto_lo.to, r.sq_rto_hi.to)),
+                q.inv_stag.eq(r.sq_inv_stag.stag), q.wr_id.eq(r.sq_id.wr_id),
+            ]
+        with d.Elif(wr.ready):
+            d.d.sync += sq_pend.eq(0)
+        d.d.comb += [wr.valid.eq(sq_pend), r.sq_status.busy.eq(sq_pend), r.sq_status.full.eq(sq_pend)]
+        host_reads = r.dp_ctrl.host_reads
 
         # receive buffer posts: RQ_CMD.POST latches; RQ_STATUS.BUSY until taken
         rp = ddp.rq_post
@@ -778,31 +912,61 @@ class RnicCore(wiring.Component):
         d.d.comb += [rp.valid.eq(rq_pend), r.rq_status.busy.eq(rq_pend),
                      r.rq_status.full.eq(0), r.rq_status.overflow_set.eq(ddp.rq_overflow)]
 
-        # IRD releases: RRQ_CMD.DONE
+        # IRD releases: the Read Responder's rr_done (first), or RRQ_CMD.DONE
         rd = ddp.rr_done
         rrd_pend = Signal()
+        rrd_conn = Signal(conn_bits(N))
         with d.If(r.rrq_cmd.done & ready & ~rrd_pend & (r.rrq_done_conn.conn < N)):
-            d.d.sync += [rrd_pend.eq(1), rd.payload.conn.eq(r.rrq_done_conn.conn)]
-        with d.Elif(rd.ready):
+            d.d.sync += [rrd_pend.eq(1), rrd_conn.eq(r.rrq_done_conn.conn)]
+        with d.Elif(rd.ready & ~dtx.rr_done.valid):
             d.d.sync += rrd_pend.eq(0)
-        d.d.comb += [rd.valid.eq(rrd_pend), r.rrq_status.done_busy.eq(rrd_pend)]
+        d.d.comb += [rd.valid.eq(rrd_pend | dtx.rr_done.valid),
+                     rd.payload.conn.eq(Mux(dtx.rr_done.valid, dtx.rr_done.payload.conn, rrd_conn)),
+                     dtx.rr_done.ready.eq(rd.ready),
+                     r.rrq_status.done_busy.eq(rrd_pend)]
 
-        # completion queue
-        cq_l = Completion(connections=N)
+        # completion queue: the transmit path's work request completions (first) and the
+        # receive path's; a Read Response completion goes to the transmit path's read_done
+        # (HOST_READS 0) or into the queue as an SQ/RDMA_READ entry (HOST_READS 1)
+        cq_l = _CqEntry(connections=N)
         d.submodules.cq_fifo = cqf = fifo.SyncFIFOBuffered(width=cq_l.size, depth=self.cq_depth)
-        d.d.comb += [cqf.w_data.eq(ddp.cq.payload), cqf.w_en.eq(ddp.cq.valid), ddp.cq.ready.eq(cqf.w_rdy)]
-        cq = Signal(cq_l)
-        d.d.comb += cq.eq(Mux(cqf.r_rdy, cqf.r_data, 0))
+        rxc, txc, rdd = ddp.cq, dtx.cq, dtx.read_done
+        to_tx = Signal()
+        d.d.comb += to_tx.eq((rxc.payload.opcode == 2) & ~host_reads)
+        tx_e = Signal(cq_l)
+        d.d.comb += [
+            tx_e.tx.eq(1), tx_e.status.eq(txc.payload.status), tx_e.rx.conn.eq(txc.payload.conn),
+            tx_e.rx.opcode.eq(txc.payload.opcode), tx_e.rx.wr_id.eq(txc.payload.wr_id),
+            tx_e.rx.length.eq(txc.payload.length),
+        ]
+        rx_e = Signal(cq_l)
+        d.d.comb += rx_e.rx.eq(rxc.payload)
+        d.d.comb += [
+            cqf.w_data.eq(Mux(txc.valid, tx_e, rx_e)),
+            cqf.w_en.eq(txc.valid | (rxc.valid & ~to_tx)),
+            txc.ready.eq(cqf.w_rdy),
+            rdd.valid.eq(rxc.valid & to_tx),
+            rdd.payload.conn.eq(rxc.payload.conn), rdd.payload.length.eq(rxc.payload.length),
+            rxc.ready.eq(Mux(to_tx, rdd.ready, cqf.w_rdy & ~txc.valid & ~inv_pend)),
+        ]
+        # a Send with Invalidate invalidated an STag in the receive path's table: the same row
+        # of the transmit path's copy is written invalid (one at a time, after host writes)
+        with d.If(rxc.valid & rxc.ready & ~to_tx & rxc.payload.invalidated):
+            d.d.sync += [inv_pend.eq(1), inv_row.index.eq(rxc.payload.inval_stag),
+                         inv_row.stag.eq(rxc.payload.inval_stag), inv_row.valid.eq(0)]
+        ce = Signal(cq_l)
+        d.d.comb += ce.eq(Mux(cqf.r_rdy, cqf.r_data, 0))
+        cq = ce.rx
         rresp = Signal()                         # the head is an RDMA Read Response (opcode 2)
-        d.d.comb += rresp.eq(cq.opcode == 2)
+        d.d.comb += rresp.eq(~ce.tx & (cq.opcode == 2))
         d.d.comb += [
             r.cq_status.valid.eq(cqf.r_rdy),
             r.cq_wr_id.wr_id.eq(Mux(rresp, 0, cq.wr_id)),
             r.cq_info.opcode.eq(Mux(rresp, int(SqOpcode.RDMA_READ), cq.opcode)),
-            r.cq_info.queue.eq(Mux(cqf.r_rdy & ~rresp, int(CqQueue.RQ), int(CqQueue.SQ))),
+            r.cq_info.queue.eq(Mux(cqf.r_rdy & ~rresp & ~ce.tx, int(CqQueue.RQ), int(CqQueue.SQ))),
             r.cq_info.invalidated.eq(~rresp & cq.invalidated),
             r.cq_info.solicited.eq(~rresp & cq.solicited),
-            r.cq_info.status.eq(0),
+            r.cq_info.status.eq(ce.status),
             r.cq_info.conn.eq(cq.conn),
             r.cq_length.length.eq(cq.length),
             r.cq_inv_stag.stag.eq(Mux(~rresp & cq.invalidated, cq.inval_stag, 0)),
@@ -816,7 +980,11 @@ class RnicCore(wiring.Component):
         # inbound Read Request queue
         rr_l = ReadRequestOut(connections=N)
         d.submodules.rrq_fifo = rrf = fifo.SyncFIFOBuffered(width=rr_l.size, depth=self.rrq_depth)
-        d.d.comb += [rrf.w_data.eq(ddp.rrq.payload), rrf.w_en.eq(ddp.rrq.valid), ddp.rrq.ready.eq(rrf.w_rdy)]
+        d.d.comb += [
+            rrf.w_data.eq(ddp.rrq.payload), rrf.w_en.eq(ddp.rrq.valid & host_reads),
+            dtx.rrq.payload.eq(ddp.rrq.payload), dtx.rrq.valid.eq(ddp.rrq.valid & ~host_reads),
+            ddp.rrq.ready.eq(Mux(host_reads, rrf.w_rdy, dtx.rrq.ready)),
+        ]
         rr = Signal(rr_l)
         d.d.comb += rr.eq(Mux(rrf.r_rdy, rrf.r_data, 0))
         d.d.comb += [
@@ -828,11 +996,19 @@ class RnicCore(wiring.Component):
             rrf.r_en.eq(r.rrq_cmd.pop),
         ]
 
-        # Terminate queue (a report is taken only when the context pipeline can take its event)
+        # Terminate queue (a report is taken only when the context pipeline can take its event,
+        # and the transmit path took the previous one: a copy goes there, which sends the
+        # Terminate or stops the connection)
         tm_l = TermReport(connections=N)
         d.submodules.term_fifo = tmf = fifo.SyncFIFOBuffered(width=tm_l.size, depth=self.term_depth)
+        tt_pend = Signal()
+        with d.If(term_take):
+            d.d.sync += [tt_pend.eq(1), dtx.term.payload.eq(ddp.term.payload)]
+        with d.Elif(dtx.term.ready):
+            d.d.sync += tt_pend.eq(0)
+        d.d.comb += dtx.term.valid.eq(tt_pend)
         d.d.comb += [
-            ddp.term.ready.eq(tmf.w_rdy & ~tev_pend & ~sweeping),
+            ddp.term.ready.eq(tmf.w_rdy & ~tev_pend & ~sweeping & ~tt_pend),
             term_take.eq(ddp.term.valid & ddp.term.ready),
             tmf.w_data.eq(ddp.term.payload), tmf.w_en.eq(term_take),
         ]

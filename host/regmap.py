@@ -85,7 +85,7 @@ MAGIC = 0x69575250
 #: Register map version. MAJOR changes when a driver built for the old map would misbehave
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 VERSION_MAJOR = 0
-VERSION_MINOR = 3
+VERSION_MINOR = 4
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -626,7 +626,12 @@ BLOCKS = (
                                   "buffers, a build parameter) or the buffer does not lie inside the "
                                   "memory bus's address space (write 1 to clear).", access=W1C)),
     )),
-    Block("Send queue", "Post work requests: fill SQ_* and strobe SQ_CMD.DOORBELL.", (
+    Block("Send queue", "Post work requests: fill SQ_* and strobe SQ_CMD.DOORBELL. The transmit path "
+          "keeps a send queue per connection (SQ_DEPTH entries, a build parameter) and sends the work "
+          "requests of a connection in order; connections are served round robin, segment by segment. "
+          "A work request completes in CQ_* (QUEUE SQ) when SIGNALED or on an error: a Send or RDMA Write "
+          "once its last segment left, an RDMA Read when its Read Response arrived (DP_CTRL.HOST_READS "
+          "0); at most ORD RDMA Reads (CTX_IRD_ORD) are outstanding per connection.", (
         _reg("SQ_WR", 0x200, RW, "Work request kind and connection.",
              _f("OPCODE", 0, 4, "RDMAP operation.", enum=SqOpcode),
              _f("SIGNALED", 8, 1, "Post a completion when done (errors always complete)."),
@@ -644,7 +649,9 @@ BLOCKS = (
         _reg("SQ_CMD", 0x228, PULSE, "Send queue command.",
              _f("DOORBELL", 0, 1, "Append the work request to the connection's send queue (ignored while FULL).")),
         _reg("SQ_STATUS", 0x22C, RO, "Send queue status.",
-             _f("FULL", 0, 1, "No room for another work request: a DOORBELL now is dropped.")),
+             _f("FULL", 0, 1, "No room for another work request: a DOORBELL now is dropped (the "
+                              "previous one is still waiting for room in its connection's send queue)."),
+             _f("BUSY", 1, 1, "A DOORBELL is still waiting to be taken by the transmit path; wait for 0.")),
     )),
     Block("Completion queue", "The head of the completion queue: while CQ_STATUS.VALID, CQ_* describe "
           "the oldest completion; CQ_CMD.POP removes it. The receive path completes a received Send "
@@ -700,6 +707,14 @@ BLOCKS = (
                                 "validated and placed by the receive path (STag table, receive queue, "
                                 "CQ_*, RRQ_*, TERM_*). Resets to 1 (a design that takes ULPDUs from "
                                 "the port keeps working): a driver clears it to use the receive path.",
+                reset=1),
+             _f("HOST_READS", 4, 1, "Inbound RDMA Read Requests go to the RRQ_* queue for the host to "
+                                    "answer (RRQ_CMD.DONE frees the IRD slot) and RDMA Read Response "
+                                    "completions to CQ_* (QUEUE SQ, OPCODE RDMA_READ, CQ_WR_ID 0, CQ_STAG, "
+                                    "CQ_TO). With 0 the transmit path answers Read Requests itself (Read "
+                                    "Responder, RRQ_* stays empty) and a Read Response completes the "
+                                    "oldest outstanding RDMA_READ work request of its connection (CQ_* with "
+                                    "its SQ_ID). Resets to 1 (the host-answered behaviour of map 0.3).",
                 reset=1)),
         _reg("DP_TX_CONN", 0x284, RW, "Connection of the ULPDU to send.",
              _f("CONN", 0, 16, "Connection id.")),
@@ -735,7 +750,8 @@ BLOCKS = (
              _f("NEXT", 1, 1, "Advance DP_RX_DATA to the next word of the head ULPDU.")),
     )),
     Block("Inbound RDMA Read Requests", "Validated RDMA Read Requests received from the peers, oldest "
-          "first, for the side that answers them (the host until the transmit path does): while "
+          "first, for the host to answer while DP_CTRL.HOST_READS is 1 (with 0 the transmit path's Read "
+          "Responder answers them and this queue stays empty): while "
           "RRQ_STATUS.VALID, RRQ_* describe the oldest one; RRQ_CMD.POP removes it. Each holds one of "
           "its connection's IRD slots until RRQ_CMD.DONE releases it for RRQ_DONE_CONN; a request beyond "
           "IRD is an error. When the queue is full the receive path waits.", (

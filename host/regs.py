@@ -375,7 +375,11 @@ class Registers:
 
     def post_send(self, conn, opcode, *, laddr=0, length=0, lstag=0, rstag=0, rto=0, inv_stag=0,
                   wr_id=0, signaled=True):
-        """Post a work request; False (nothing posted) if the send queue is full."""
+        """Post a work request (SQ_* + SQ_CMD.DOORBELL; ``opcode`` a :class:`SqOpcode`); False
+        (nothing posted) if the previous doorbell is still waiting for room in its connection's
+        send queue (SQ_STATUS.FULL). It completes in CQ_* (:meth:`poll_cq`, queue SQ) when
+        ``signaled`` or on an error."""
+        self._check_conn(conn)
         if self.field("SQ_STATUS", "FULL"):
             return False
         self.write("SQ_WR", opcode=opcode, signaled=signaled, conn=conn)
@@ -435,12 +439,16 @@ class Registers:
         self._wait("RRQ_STATUS", "DONE_BUSY", 0)
 
     # -- the data port (DP_*): ULPDUs through registers alone (boards, simulation)
-    def dp_configure(self, *, loopback=False, source=False, sink=False, bypass=False):
+    def dp_configure(self, *, loopback=False, source=False, sink=False, bypass=False, host_reads=False):
         """Route the data path: LOOPBACK (wire out -> wire in), SOURCE (ULPDUs from DP_TX_DATA),
         SINK (ULPDUs to DP_RX_*), BYPASS (ULPDUs out of the core's rx_ulpdu port instead of the
-        DDP/RDMAP receive path). All off: received ULPDUs are validated and placed by the receive
-        path. Change it only while no traffic moves."""
-        self.write("DP_CTRL", loopback=loopback, source=source, sink=sink, bypass=bypass)
+        DDP/RDMAP receive path), HOST_READS (inbound RDMA Read Requests to RRQ_* for the host to
+        answer, instead of the transmit path's Read Responder). All off: received ULPDUs are
+        validated and placed by the receive path, work requests (:meth:`post_send`) go out through
+        the transmit path, Read Requests are answered in hardware. Change it only while no
+        traffic moves."""
+        self.write("DP_CTRL", loopback=loopback, source=source, sink=sink, bypass=bypass,
+                   host_reads=host_reads)
 
     def dp_send(self, conn, ulpdu):
         """Send one ULPDU (1..65535 octets) on ``conn`` from the DP TX FIFO (DP_CTRL.SOURCE on).

@@ -6,8 +6,9 @@ compiled with the Verilated core) and talks to it over pipes. It is a
 performs the AXI4-Lite handshakes on the core's ``s_axil``), plus stream
 methods that push TCP payload into ``rx_wire`` and ULPDUs into ``tx_ulpdu`` and
 collect what comes out of ``tx_wire`` and ``rx_ulpdu``, and a host memory on the
-core's ``m_axi`` (where the DDP/RDMAP receive path places data) that Python reads
-and writes with :meth:`SimDevice.mem_read` / :meth:`SimDevice.mem_write`::
+core's ``m_axi`` (where the DDP/RDMAP receive path places data) and ``m_axi_rd``
+(where the transmit path reads payload) that Python reads and writes with
+:meth:`SimDevice.mem_read` / :meth:`SimDevice.mem_write`::
 
     from sim.device import SimDevice
 
@@ -51,7 +52,9 @@ Host memory
 inside; STag regions and receive buffers must lie inside it too (the core
 refuses others). The harness serves ``m_axi`` with a simple AXI4 write slave
 (``AWREADY``/``WREADY`` while its queues have room, byte strobes honoured, an
-OKAY response per burst one cycle after its last beat). The receive path's
+OKAY response per burst one cycle after its last beat) and ``m_axi_rd`` with a
+simple AXI4 read slave (``ARREADY`` while its queue of 16 bursts has room, the
+beats of a burst back to back from the cycle after it was taken). The receive path's
 segment buffers hold :data:`DDP_SLOT_BYTES` octets each (``ddp_slot_bytes``):
 a connection's RX MULPDU must not exceed it.
 

@@ -5,8 +5,8 @@
 // The design is clocked only while a command needs it; every clock cycle
 // (step()) drives the queued input beats, takes every output beat (the
 // output streams are always ready), advances the AXI4-Lite master and
-// serves the core's AXI4 write master m_axi (host memory, below), so
-// register accesses and traffic overlap like on a board.
+// serves the core's AXI4 write master m_axi and read master m_axi_rd (host
+// memory, below), so register accesses and traffic overlap like on a board.
 //
 // Host memory: a byte array of 2^MEM_BITS octets (the core is built with
 // addr_width = MEM_BITS, so every address it can issue is inside). m_axi is
@@ -14,6 +14,11 @@
 // queues have room (16 bursts, 64 beats), a burst (INCR or FIXED, any length
 // and size) is applied when its beats are there (byte strobes honoured), and
 // its B response (OKAY) is offered the cycle after; BVALID holds until BREADY.
+// m_axi_rd (the transmit path's payload reads) is served by a simple AXI4 read
+// slave: ARREADY is 1 while its queue has room (16 bursts); from the cycle after
+// a burst was taken its beats (INCR or FIXED, any length and size; every beat
+// carries the whole aligned W-octet word of host memory) are offered back to
+// back, RRESP OKAY, RLAST on the last.
 //
 //   greeting             RNIC-SIM 2 width=<W> connections=<N> mem=<octets, decimal>
 //   R <addr>             register read (AXI4-Lite)        -> OK <value> | ERR <text>
@@ -179,6 +184,19 @@ static bool mem_apply() {
     return any;
 }
 
+// the AXI4 read slave on m_axi_rd
+struct ArReq { uint64_t addr; unsigned len, size, burst; };
+static std::deque<ArReq> ar_q;
+static unsigned r_done = 0;                     // beats of ar_q.front() already given
+static uint64_t mem_reads = 0;
+
+// The address of the next R beat of ar_q.front().
+static uint64_t r_addr() {
+    const ArReq& a = ar_q.front();
+    uint64_t bytes = 1ull << a.size;
+    return a.burst == 1 ? (a.addr & ~(bytes - 1)) + (uint64_t)r_done * bytes : a.addr;
+}
+
 enum AxiState { AX_IDLE, AX_W, AX_WRESP, AX_R, AX_RDATA, AX_DONE };
 static AxiState ax = AX_IDLE;
 static uint32_t ax_addr = 0, ax_wdata = 0, ax_rdata = 0, ax_resp = 0;
@@ -210,8 +228,28 @@ static bool step() {
     top->p_m_axi_bvalid = b_pending > 0;
     top->p_m_axi_bresp = 0;
     top->p_m_axi_bid = 0;
+    top->p_m_axi_rd_arready = ar_q.size() < 16;
+    bool r_valid = !ar_q.empty();
+    top->p_m_axi_rd_rvalid = r_valid;
+    top->p_m_axi_rd_rid = 0;
+    top->p_m_axi_rd_rresp = 0;
+    top->p_m_axi_rd_rlast = r_valid && r_done >= ar_q.front().len;
+    {
+        uint32_t rw[W_OCTETS / 4 + 2] = {0};
+        if (r_valid) {
+            uint64_t word = r_addr() & ~(uint64_t)(W_OCTETS - 1);
+            for (int k = 0; k < W_OCTETS; ++k)
+                rw[k / 4] |= (uint32_t)mem[(word + k) & (MEM_SIZE - 1)] << (8 * (k % 4));
+        }
+        put(top->p_m_axi_rd_rdata, rw);
+    }
     top->clk = 0;
     top->eval();
+
+    bool ar_take = top->p_m_axi_rd_arvalid && top->p_m_axi_rd_arready;
+    ArReq ar{(uint64_t)top->p_m_axi_rd_araddr, (unsigned)top->p_m_axi_rd_arlen,
+             (unsigned)top->p_m_axi_rd_arsize, (unsigned)top->p_m_axi_rd_arburst};
+    bool r_taken = r_valid && top->p_m_axi_rd_rready;
 
     if (top->p_m_axi_awvalid && top->p_m_axi_awready) {
         aw_q.push_back(AwReq{(uint64_t)top->p_m_axi_awaddr, (unsigned)top->p_m_axi_awlen,
@@ -275,6 +313,11 @@ static bool step() {
     top->eval();
     ++cycle;
     if (b_taken) { --b_pending; act = true; }
+    if (r_taken) {
+        if (++r_done > ar_q.front().len) { ar_q.pop_front(); r_done = 0; ++mem_reads; }
+        act = true;
+    }
+    if (ar_take) { ar_q.push_back(ar); act = true; }
     if (mem_apply()) act = true;
     return act;
 }

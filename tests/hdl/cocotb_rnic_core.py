@@ -2,15 +2,17 @@
 
 Everything goes through the registers (host.regmap names, host.regs encode/decode);
 the expected wire octets, marker counts and errors come from the model (host.fpdu;
-host.sink for the DDP/RDMAP receive path). Host memory on ``m_axi`` is a cocotbext-axi
-AxiRamWrite of 1 MiB with random pauses.
+host.sink for the DDP/RDMAP receive path, host.segment for the transmit path). Host memory
+is one 1 MiB cocotbext-axi memory served by an AxiRamWrite on ``m_axi`` and an AxiRamRead on
+``m_axi_rd``, both with random pauses.
 """
 
 import random
 
 import cocotb
 from cocotb.triggers import RisingEdge
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiRamWrite, AxiResp, AxiWriteBus
+from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiRamRead, AxiRamWrite, AxiReadBus, AxiResp,
+                           AxiWriteBus)
 
 from hdl.beat import OctetBeat
 from hdl.mpa_rx import MpaRxBeat
@@ -20,7 +22,8 @@ from host import sink as hs
 from host.errors import ErrorInfo, Layer, MpaError
 from host.fpdu import FpduDecoder, FpduEncoder, FpduError
 from host.rdmap import ReadRequest, Terminate
-from host.regmap import MAGIC, VERSION_MAJOR, VERSION_MINOR, ConnState, CqQueue, DpCrc, DpError, SqOpcode
+from host.regmap import (MAGIC, VERSION_MAJOR, VERSION_MINOR, ConnState, CqQueue, CqStatus, DpCrc, DpError,
+                         SqOpcode)
 from host.segment import TxStream
 from sim.streams import TB, bytes_to_beats
 
@@ -62,15 +65,20 @@ class CoreTB(TB):
         self.axil.write_if.log.setLevel("WARNING")
         self.axil.read_if.log.setLevel("WARNING")
         self.ram = AxiRamWrite(AxiWriteBus.from_prefix(self.dut, "m_axi_"), self.clk, self.rst, size=MEM)
-        for ch in (self.ram.aw_channel, self.ram.w_channel, self.ram.b_channel):
+        self.rram = AxiRamRead(AxiReadBus.from_prefix(self.dut, "m_axi_rd_"), self.clk, self.rst,
+                               mem=self.ram.mem)
+        for ch in (self.ram.aw_channel, self.ram.w_channel, self.ram.b_channel, self.rram.ar_channel,
+                   self.rram.r_channel):
             ch.log.setLevel("WARNING")
         self.ram.log.setLevel("WARNING")
+        self.rram.log.setLevel("WARNING")
         rng = random.Random(self.rng.random())
 
         def pauses():
             while True:
                 yield rng.random() < 0.3
-        for ch in (self.ram.aw_channel, self.ram.w_channel, self.ram.b_channel):
+        for ch in (self.ram.aw_channel, self.ram.w_channel, self.ram.b_channel, self.rram.ar_channel,
+                   self.rram.r_channel):
             ch.set_pause_generator(pauses())
         await self.wait_field("STATUS", "READY", 1)
 
@@ -188,6 +196,18 @@ class CoreTB(TB):
         out["to"] = await self.rd("CQ_TO_HI") << 32 | await self.rd("CQ_TO_LO")
         await self.wr("CQ_CMD", pop=1)
         return out
+
+    async def post(self, conn, opcode, *, laddr=0, length=0, lstag=0, rstag=0, rto=0, inv_stag=0,
+                   wr_id=0, signaled=1):
+        """Post a work request through SQ_* + SQ_CMD.DOORBELL (waits while SQ_STATUS.BUSY)."""
+        await self.wait_field("SQ_STATUS", "BUSY", 0)
+        await self.wr("SQ_WR", opcode=opcode, signaled=signaled, conn=conn)
+        for name, value in (("SQ_LADDR_LO", laddr & 0xFFFFFFFF), ("SQ_LADDR_HI", laddr >> 32),
+                            ("SQ_LENGTH", length), ("SQ_LSTAG", lstag), ("SQ_RSTAG", rstag),
+                            ("SQ_RTO_LO", rto & 0xFFFFFFFF), ("SQ_RTO_HI", rto >> 32),
+                            ("SQ_INV_STAG", inv_stag), ("SQ_ID", wr_id)):
+            await self.wr(name, value)
+        await self.wr("SQ_CMD", doorbell=1)
 
     async def term_pop(self):
         """(TERM_STATUS, TERM_INFO, payload octets) of the head report (None if empty), popped."""
@@ -520,7 +540,7 @@ async def ddp_receive_path(dut):
     tb = CoreTB(dut)
     await tb.start()
     rng = random.Random(tb.rng.getrandbits(32))
-    await tb.wr("DP_CTRL", 0)
+    await tb.wr("DP_CTRL", host_reads=1)
     await tb.wr("CTRL", enable=1, clear_counters=1)
     await tb.wr("ERR_STATUS", pending=1, overflow=1)
     mem = hs.Memory()
@@ -681,3 +701,101 @@ async def ddp_receive_path(dut):
     assert (got["conn"], got["wr_id"], got["length"], got["msn"]) == (5, 0xCC01, 280, 1), got
     assert tb.ram.read(0x50000, 280) == msg and tb.ram.read(0x10F00, 64) == write
     assert await tb.cq_pop() is None and (await tb.fields("TERM_STATUS"))["valid"] == 0
+
+
+@cocotb.test()
+async def ddp_transmit_path(dut):
+    """The DDP/RDMAP transmit path through the registers, looped back (DP_CTRL.LOOPBACK) into the
+    core's own receive path, against host.segment (segments counted in TX_FPDUS) and host.sink
+    (placement, receive completion): on one connection a Send, an RDMA Write and an RDMA Read
+    posted with SQ_* + SQ_CMD.DOORBELL (payload read from host memory on m_axi_rd); the Read
+    Request is answered by the Read Responder (DP_CTRL.HOST_READS 0: RRQ_* stays empty) and its
+    Read Response completes the Read work request (CQ_* queue SQ with its SQ_ID); a Read on a
+    connection with ORD 0 completes with BAD_REQUEST; an unsignaled Write completes silently."""
+    tb = CoreTB(dut)
+    await tb.start()
+    rng = random.Random(tb.rng.getrandbits(32))
+    await tb.wr("DP_CTRL", loopback=1)
+    await tb.wr("CTRL", enable=1, clear_counters=1)
+    await tb.wr("ERR_STATUS", pending=1, overflow=1)
+    conn, mulpdu = 3, 200
+    dd = dict(markers=1, crc=1, phase=96, mulpdu=mulpdu)
+    await tb.wr("CTX_IRD_ORD", ird=2, ord=2)
+    await tb.program(conn, tx=dd, rx=dd)
+    await tb.wr("CTX_IRD_ORD", ird=0, ord=0)
+    await tb.program(6, tx=dd, rx=dd)
+    mem = hs.Memory()
+    model = hs.Sink(memory=mem, stream=conn, ird=2)
+    seg = TxStream(mulpdu=mulpdu)
+    # STag A: remote read/write region (Write target, Read source); STag B: the Read's sink
+    stag_a, base_a, stag_b, base_b = 0x00A1B203, 0x10000, 0x00C0DE05, 0x30000
+    for stag, base, rr in ((stag_a, base_a, 1), (stag_b, base_b, 0)):
+        await tb.stag_write(stag=stag, base=base, length=0x4000, conn=conn, rr=rr, rw=1)
+        model.register_region(stag=stag, base=base, length=0x4000, stream=conn,
+                              access=(hs.Access.REMOTE_READ if rr else 0) | hs.Access.REMOTE_WRITE)
+    src = rng.randbytes(900)
+    tb.ram.write(base_a + 0x1000, src)
+    mem.write(base_a + 0x1000, src)
+    send, write, write2 = rng.randbytes(700), rng.randbytes(1000), rng.randbytes(77)
+    tb.ram.write(0x50000, send)
+    tb.ram.write(0x51000, write)
+    tb.ram.write(0x52000, write2)
+    await tb.rq_post(conn, 0x60000, 1024, 0xE001)
+    model.post_receive(addr=0x60000, length=1024, buffer_id=0xE001)
+
+    await tb.post(conn, SqOpcode.SEND, laddr=0x50000, length=len(send), wr_id=0x5001)
+    await tb.post(conn, SqOpcode.RDMA_WRITE, laddr=0x51000, length=len(write), rstag=stag_a,
+                  rto=base_a + 0x100, wr_id=0x5002)
+    await tb.post(conn, SqOpcode.RDMA_READ, laddr=base_b + 0x10, length=len(src), lstag=stag_b,
+                  rstag=stag_a, rto=base_a + 0x1000, wr_id=0x5003)
+    await tb.post(conn, SqOpcode.RDMA_WRITE, laddr=0x52000, length=len(write2), rstag=stag_a,
+                  rto=base_a + 0x800, wr_id=0x5004, signaled=0)
+    await tb.post(6, SqOpcode.RDMA_READ, laddr=base_b, length=16, lstag=stag_b, rstag=stag_a,
+                  rto=base_a, wr_id=0x6001)
+
+    # the model: what the wire carries and what the peer (here: this core) does with it
+    req = ReadRequest(sink_stag=stag_b, sink_to=base_b + 0x10, size=len(src), src_stag=stag_a,
+                      src_to=base_a + 0x1000)
+    ulpdus = seg.send(send) + seg.write(write, stag=stag_a, to=base_a + 0x100) + seg.read_request(req)
+    ulpdus += seg.write(write2, stag=stag_a, to=base_a + 0x800)
+    events = []
+    for u in ulpdus:
+        events += model.receive(u)
+    queued = [e for e in events if isinstance(e, hs.ReadRequestQueued)]
+    assert len(queued) == 1 and queued[0].request == req
+    resp = TxStream(mulpdu=mulpdu).read_response(mem.read(base_a + 0x1000, len(src)), stag=stag_b,
+                                                 to=base_b + 0x10)
+    for u in resp:
+        events += model.receive(u)
+
+    got = []
+    for _ in range(400):
+        c = await tb.cq_pop()
+        if c is not None:
+            got.append(c)
+        if len(got) == 5:
+            break
+    assert len(got) == 5, got
+    assert await tb.cq_pop() is None
+    want_rq = [e for e in events if isinstance(e, hs.SendComplete)]
+    assert len(want_rq) == 1
+    rq = [c for c in got if c["queue"] == CqQueue.RQ]
+    assert len(rq) == 1
+    assert (rq[0]["conn"], rq[0]["opcode"], rq[0]["wr_id"], rq[0]["length"], rq[0]["msn"], rq[0]["status"]) == \
+        (conn, SqOpcode.SEND, want_rq[0].buffer_id, want_rq[0].length, want_rq[0].msn, 0), rq
+    sq = sorted(((c["wr_id"], c["conn"], c["opcode"], c["status"], c["length"])
+                 for c in got if c["queue"] == CqQueue.SQ))
+    assert sq == [(0x5001, conn, SqOpcode.SEND, CqStatus.SUCCESS, len(send)),
+                  (0x5002, conn, SqOpcode.RDMA_WRITE, CqStatus.SUCCESS, len(write)),
+                  (0x5003, conn, SqOpcode.RDMA_READ, CqStatus.SUCCESS, len(src)),
+                  (0x6001, 6, SqOpcode.RDMA_READ, CqStatus.BAD_REQUEST, 0)], sq
+    await tb.settle()
+    for addr, n in ((0x60000, 1024), (base_a, 0x4000), (base_b, 0x4000)):
+        assert tb.ram.read(addr, n) == mem.read(addr, n), hex(addr)
+    assert tb.ram.read(0x60000, len(send)) == send and tb.ram.read(base_b + 0x10, len(src)) == src
+    assert tb.ram.read(base_a + 0x800, len(write2)) == write2
+    assert (await tb.fields("RRQ_STATUS"))["valid"] == 0 and (await tb.fields("TERM_STATUS"))["valid"] == 0
+    assert (await tb.fields("ERR_STATUS"))["pending"] == 0
+    assert await tb.rd("TX_FPDUS") == len(ulpdus) + len(resp)
+    assert await tb.rd("RX_FPDUS") == len(ulpdus) + len(resp)
+    assert (await tb.fields("SQ_STATUS")) == {"full": 0, "busy": 0}

@@ -12,7 +12,17 @@
     AxiRamWrite on m_axi): Sends (memory, CQ_*), an RDMA Write, a Read Request (RRQ_*), a
     Read Response, a write to an invalid STag (DDP 1/1/0 in ERR_*, CTX_ERROR, TERM_* with
     the model's Terminate octets, nothing written), a received Terminate, RQ overflow, irq
-    sources, all against host.sink.Sink. W = 8 by default; W = 4 and 32 with --wide.
+    sources, all against host.sink.Sink; the DDP/RDMAP transmit path (LOOPBACK into the core's
+    own receive path, payload read by a cocotbext-axi AxiRamRead on m_axi_rd sharing the
+    memory): a Send, an RDMA Write, an RDMA Read (answered by the Read Responder) and an
+    unsignaled Write posted through SQ_* + doorbell, a Read with ORD 0 (BAD_REQUEST), checked
+    against host.segment (TX_FPDUS) and host.sink (memory, CQ_* entries of both queues).
+    W = 8 by default; W = 4 and 32 with --wide.
+(c) two cores back to back (hdl.rnic_pair, cocotb module cocotb_rnic_pair.py): Sends, an RDMA
+    Write and an RDMA Read from one to the other and a Send back, all through the registers,
+    each node's memory a cocotbext-axi AxiRamWrite + AxiRamRead; then a Write to an unknown
+    STag: the Terminate crosses the wire (ERROR on one side, CLOSING and TERM_* on the other,
+    later work requests FLUSHED); against host.segment and host.sink.
 """
 
 import pytest
@@ -20,6 +30,7 @@ from amaranth.lib import wiring
 
 from hdl.beat import OctetBeat
 from hdl.ddp_rx import AXI4WriteSignature
+from hdl.ddp_tx import AXI4ReadSignature
 from hdl.mpa_rx import MpaRxBeat
 from hdl.mpa_tx import MpaTxBeat
 from hdl.regbank import AXI4LiteSignature
@@ -43,6 +54,10 @@ from sim.runner import run
     ({"width": 8, "rrq_depth": 5000}, "rrq_depth"),
     ({"width": 8, "term_depth": 1.5}, "term_depth"),
     ({"width": 8, "addr_width": 65}, "addr_width"),
+    ({"width": 8, "addr_width": 12}, "addr_width"),
+    ({"width": 8, "sq_depth": 6}, "sq_depth must be a power of 2"),
+    ({"width": 8, "ird_depth": 1}, "ird_depth"),
+    ({"width": 8, "ord_depth": 2048}, "ord_depth"),
 ])
 def test_params_checked(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -70,6 +85,8 @@ def test_signature():
     assert members["m_axi"].signature == AXI4WriteSignature(addr_width=32, data_width=32)
     assert RnicCore(width=8, addr_width=20).signature.members["m_axi"].signature == \
         AXI4WriteSignature(addr_width=20, data_width=64)
+    assert members["m_axi_rd"].flow == wiring.Out
+    assert members["m_axi_rd"].signature == AXI4ReadSignature(addr_width=32, data_width=32)
 
 
 def test_dp_enums_match_the_deframer():
@@ -89,3 +106,23 @@ def test_core_cocotb(width):
     run(RnicCore, name=f"rnic_core_w{width}",
         params={"width": width, "connections": 16, "dp_depth": 512},
         test_module="cocotb_rnic_core", timeout_s=600)
+
+
+def test_pair_params_and_ports():
+    from hdl.rnic_pair import RnicPair
+    with pytest.raises(ValueError, match="sq_depth"):
+        RnicPair(width=8, sq_depth=3)
+    members = RnicPair(width=8, connections=4, addr_width=20).signature.members
+    for x in ("a", "b"):
+        assert members[f"{x}_m_axi_rd"].signature == AXI4ReadSignature(addr_width=20, data_width=64)
+        assert members[f"{x}_s_axil"].flow == wiring.In
+
+
+def test_pair_cocotb():
+    """Two cores back to back (hdl.rnic_pair, cocotb module cocotb_rnic_pair.py): Sends, an RDMA
+    Write and an RDMA Read between them through the registers, a Terminate over the wire."""
+    from hdl.rnic_pair import RnicPair
+    run(RnicPair, name="rnic_pair_w8",
+        params={"width": 8, "connections": 4, "stags": 16, "dp_depth": 16, "dp_ulpdus": 4,
+                "addr_width": 20},
+        test_module="cocotb_rnic_pair", timeout_s=600)
