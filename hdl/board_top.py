@@ -331,6 +331,32 @@ def default_core():
     return _rnic_core_class() or InterimCore
 
 
+def _block(name):
+    """A factory for one block of :class:`~hdl.rnic_core.RnicCore` alone, with the parameters
+    the core gives it, for ``rnic build --top core --core <block>`` (its fmax and size)."""
+    def make(*, width, connections):
+        if name == "ddp_rx":
+            from .ddp_rx import DdpRx
+            return DdpRx(width=width, connections=connections, stags=256, slots=4,
+                         slot_bytes=2048, rq_depth=8, addr_width=32)
+        if name == "ddp_tx":
+            from .ddp_tx import DdpTx
+            return DdpTx(width=width, connections=connections, sq_depth=8, rrq_depth=4,
+                         ord_depth=4, stags=256, addr_width=32)
+        if name == "mpa_rx":
+            from .mpa_rx import MpaRxDeframer
+            return MpaRxDeframer(width=width, connections=connections)
+        from .mpa_tx import MpaTxFramer
+        return MpaTxFramer(width=width, connections=connections)
+    make.__name__ = {"ddp_rx": "DdpRx", "ddp_tx": "DdpTx", "mpa_rx": "MpaRxDeframer",
+                     "mpa_tx": "MpaTxFramer"}[name]
+    return make
+
+
+#: Blocks of the core that ``--top core`` builds alone.
+BLOCKS = ("ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx")
+
+
 def core_name(factory):
     return getattr(factory, "__name__", str(factory))
 

@@ -274,6 +274,11 @@ def parse_nextpnr_report(path, domains=("sync",)):
 
 # -- the flow -----------------------------------------------------------------------------
 
+def board_top_blocks():
+    from hdl.board_top import BLOCKS
+    return BLOCKS
+
+
 def _core_factory(name):
     from hdl import board_top
     if name == "auto":
@@ -285,7 +290,9 @@ def _core_factory(name):
         if cls is None:
             raise BuildError("hdl.rnic_core.RnicCore does not exist (yet): use --core interim/auto")
         return cls
-    raise BuildError(f"unknown core {name!r} (auto, interim, rnic)")
+    if name in board_top.BLOCKS:
+        return board_top._block(name)
+    raise BuildError(f"unknown core {name!r} (auto, interim, rnic, {', '.join(board_top.BLOCKS)})")
 
 
 def build(config: BuildConfig, *, progress=None):
@@ -305,6 +312,8 @@ def build(config: BuildConfig, *, progress=None):
     board = BOARDS[config.board]
     env = tool_env()
     factory = _core_factory(config.core)
+    if config.core in board_top_blocks() and config.top != "core":
+        raise BuildError(f"--core {config.core} is a block of the core: build it with --top core")
     out = config.directory().resolve()
     out.mkdir(parents=True, exist_ok=True)
     name = "top"

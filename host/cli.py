@@ -1291,10 +1291,12 @@ def _progress_printer():
               help="Core clock target in MHz (made by the PLL; the timing constraint).")
 @click.option("--baud", type=click.IntRange(1200, 12_000_000), default=115200, show_default=True,
               help="UART rate of the register bridge.")
-@click.option("--core", "core", type=click.Choice(["auto", "interim", "rnic"]), default="auto",
-              show_default=True,
+@click.option("--core", "core",
+              type=click.Choice(["auto", "interim", "rnic", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx"]),
+              default="auto", show_default=True,
               help="auto: RnicCore if hdl/rnic_core.py exists, else the interim core "
-                   "(register bank + MPA TX framer).")
+                   "(register bank + MPA TX framer); ddp_rx, ddp_tx, mpa_rx, mpa_tx: that block "
+                   "of the core alone (with --top core), to see what each costs.")
 @click.option("--top", type=click.Choice(["board", "core"]), default="board", show_default=True,
               help="board: the full board top (PLL, UART bridge, PHY pins, LEDs); core: the core "
                    "alone in a benchmark harness.")
@@ -1332,6 +1334,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
       rnic build --board ecpix5 --width 4 --json
       rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
       rnic build --top core --width 16 --out /tmp/w16  # the core alone
+      rnic build --top core --core ddp_rx --allow-timing-fail  # one block alone
       rnic build --sweep                               # benchmark table (takes a while)
     """
     from .build import BuildConfig, BuildError, TimingFailure, ToolMissing, build, sweep as run_sweep
