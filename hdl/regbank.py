@@ -4,7 +4,7 @@ See :class:`RegisterBank`. :class:`AXI4LiteSignature` is the bus signature,
 usable by other components (masters, interconnects).
 """
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -133,11 +133,12 @@ class RegisterBank(wiring.Component):
     takes effect at the end of that cycle: RW/W1C outputs change, PULSE
     outputs are high, and ``bvalid`` is high in the next cycle (1 cycle from
     handshake to response), held until ``bready``. Read channel: ``arready``
-    is high while ``arvalid`` and no read response is pending; ``rdata``/
-    ``rvalid`` follow one cycle later, held until ``rready``. The channels
+    is high while ``arvalid`` and no read is under way; ``rdata``/``rvalid``
+    follow two cycles later (the read data mux is two register levels),
+    held until ``rready``. The channels
     are independent: a read and a write can be served in the same cycle (the
     read sees the value from before the write). Throughput: one write every
-    2 cycles and one read every 2 cycles when the master's ready/valid are
+    2 cycles and one read every 3 cycles when the master's ready/valid are
     always high.
     """
 
@@ -217,20 +218,46 @@ class RegisterBank(wiring.Component):
                     m.d.sync += value.eq((value & ~clears[(r.name, f.name)]) | self._port(r, f, "_set"))
 
         # ---- read channel
+        # Two register levels, for timing: in the accept cycle each group of GROUP registers
+        # (same word address >> GROUP_BITS) selects its member into a group register (the
+        # core's RO inputs, some straight from block RAM outputs, go through one 16:1 mux
+        # only); in the next cycle the group is selected into rdata. A single mux over every
+        # register of the map, fed by block RAM outputs, was a critical path of the core.
         rd_go = Signal()
+        rd_busy = Signal()                      # a read is between accept and rvalid
         m.d.comb += [
-            rd_go.eq(bus.arvalid & ~bus.rvalid),
+            rd_go.eq(bus.arvalid & ~bus.rvalid & ~rd_busy),
             bus.arready.eq(rd_go),
         ]
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
+        word = bus.araddr[word_bits]
+        groups = {}
+        for r in amap:
+            groups.setdefault((r.addr >> 2) >> self.GROUP_BITS, []).append(r)
+        group_sel = Signal(range(max(groups) + 2))
+        group_data = {g: Signal(32, name=f"rd_group{g}") for g in groups}
+        group_ok = Signal()
+        m.d.sync += rd_busy.eq(rd_go)
         with m.If(rd_go):
-            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
-            with m.Switch(bus.araddr[word_bits]):
-                for r in amap:
-                    with m.Case(r.addr >> 2):
-                        m.d.sync += [bus.rdata.eq(self._read_value(r)), bus.rresp.eq(RESP_OKAY)]
+            m.d.sync += [group_sel.eq(word >> self.GROUP_BITS), group_ok.eq(0)]
+            for g, regs in groups.items():
+                m.d.sync += group_data[g].eq(0)
+                with m.Switch(word):
+                    for r in regs:
+                        with m.Case(r.addr >> 2):
+                            m.d.sync += [group_data[g].eq(self._read_value(r)), group_ok.eq(1)]
+        with m.If(rd_busy):
+            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0),
+                         bus.rresp.eq(Mux(group_ok, RESP_OKAY, RESP_SLVERR))]
+            with m.Switch(group_sel):
+                for g in groups:
+                    with m.Case(g):
+                        m.d.sync += bus.rdata.eq(group_data[g])
         return m
+
+    #: Registers per group of the read data's first mux level (log2).
+    GROUP_BITS = 4
 
     def _read_value(self, r):
         parts = []

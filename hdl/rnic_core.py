@@ -19,6 +19,7 @@ from .mpa_config import MARKER_INTERVAL, RxError
 from .mpa_rx import RX_ABORTED, MpaRxBeat, MpaRxDeframer
 from .mpa_tx import MpaTxBeat, MpaTxFramer
 from .regbank import AXI4LiteSignature, RegisterBank
+from .stream_slice import StreamSlice
 
 __all__ = ["RnicCore", "CtxEntry", "DpRxEntry", "DP_DEPTH", "DP_ULPDUS"]
 
@@ -371,6 +372,14 @@ class RnicCore(wiring.Component):
                                        rrq_depth=self.ird_depth, ord_depth=self.ord_depth,
                                        stags=self.stags, addr_width=self.addr_width)
         wiring.connect(d, dtx.m_axi, wiring.flipped(self.m_axi_rd))
+        # Register slices on every stream between the data-path blocks and the glue, for
+        # timing: each block's ready/valid came out of deep logic and went into the other's.
+        ddp_i = self._slice_into(d, "ddp_i_slice", ddp.i)          # latency +1 on each
+        dto = self._slice_out_of(d, "dtx_o_slice", dtx.o)
+        rxc = self._slice_out_of(d, "ddp_cq_slice", ddp.cq)
+        txc = self._slice_out_of(d, "dtx_cq_slice", dtx.cq)
+        rrq = self._slice_out_of(d, "ddp_rrq_slice", ddp.rrq)
+        rr_done = self._slice_out_of(d, "dtx_rr_done_slice", dtx.rr_done)
 
         # ---------------------------------------------------------------- reset sweep
         # After a reset every connection's context is rewritten, one per step.
@@ -443,7 +452,9 @@ class RnicCore(wiring.Component):
         # the receive path: ctl (restart) from the sweep (IRD 0) or the latched COMMIT
         dctl = ddp.ctl
         with d.If(sweeping):
-            d.d.comb += [dctl.valid.eq(sw_abort_done & ~sw_ctl_done), dctl.payload.conn.eq(sweep_conn)]
+            # (after the abort beat has left the slice in front of the receive path)
+            d.d.comb += [dctl.valid.eq(sw_abort_done & ~sw_ctl_done & ~ddp.i.valid),
+                         dctl.payload.conn.eq(sweep_conn)]
         with d.Else():
             d.d.comb += [dctl.valid.eq(ctl_pend), dctl.payload.conn.eq(c_conn),
                          dctl.payload.ird.eq(c_ird)]
@@ -466,7 +477,7 @@ class RnicCore(wiring.Component):
             tx_got = sw_tx_done | (fc.valid & fc.ready)
             rx_got = sw_rx_done | (dc.valid & dc.ready)
             ctl_got = sw_ctl_done | (dctl.valid & dctl.ready)
-            abort_got = sw_abort_done | (ddp.i.valid & ddp.i.ready)
+            abort_got = sw_abort_done | (ddp_i.valid & ddp_i.ready)
             with d.If(tx_got & rx_got & ctl_got & abort_got & txc_got):
                 d.d.sync += [sw_tx_done.eq(0), sw_rx_done.eq(0), sw_ctl_done.eq(0), sw_abort_done.eq(0),
                              sw_txc_done.eq(0), sweep_conn.eq(sweep_conn + 1)]
@@ -482,7 +493,8 @@ class RnicCore(wiring.Component):
         ctx_rp = ctx_mem.read_port(transparent_for=(ctx_wp,))       # read-modify-write
         view_rp = ctx_mem.read_port(transparent_for=(ctx_wp,))      # CTX_STATUS / CTX_ERROR
         d.d.comb += view_rp.addr.eq(r.conn_sel.conn)
-        view = view_rp.data
+        view = Signal(CtxEntry())                # registered for timing (block RAM clk-to-out)
+        d.d.sync += view.eq(view_rp.data)
         d.d.comb += [
             r.ctx_status.state.eq(Mux(sel_ok, view.state, int(ConnState.IDLE))),
             r.ctx_status.error.eq(sel_ok & view.err),
@@ -496,7 +508,6 @@ class RnicCore(wiring.Component):
         # transmit path, switched at ULPDU boundaries (the port first when both start one)
         dpt = stream.Signature(MpaTxBeat(width=W, connections=N)).create()
         src = self.tx_ulpdu
-        dto = dtx.o
         in_ulpdu = Signal()                      # a ULPDU of the port or of DdpTx is under way
         held = Signal()                          # ... of DdpTx
         pick = Signal()                          # DdpTx feeds the framer this cycle
@@ -596,16 +607,16 @@ class RnicCore(wiring.Component):
         tev_pend = Signal()                      # a receive-path report waits for the context pipeline
         d.d.comb += [
             rxu.payload.eq(r_beat), rxu.valid.eq(r_valid & ~sink & bypass),
-            r_out_ready.eq(Mux(sink, dpr_ready, Mux(bypass, rxu.ready, ddp.i.ready))),
+            r_out_ready.eq(Mux(sink, dpr_ready, Mux(bypass, rxu.ready, ddp_i.ready))),
             deframer.o.ready.eq((~r_valid | r_out_ready) & ~ctx_pend & ~tev_pend & ~sweeping),
         ]
         # into the receive path: R's beats, or (sweep) one abort beat per connection
         with d.If(sweeping):
-            d.d.comb += [ddp.i.valid.eq(~sw_abort_done), ddp.i.payload.conn.eq(sweep_conn),
-                         ddp.i.payload.first.eq(1), ddp.i.payload.last.eq(1),
-                         ddp.i.payload.error.eq(RX_ABORTED)]
+            d.d.comb += [ddp_i.valid.eq(~sw_abort_done), ddp_i.payload.conn.eq(sweep_conn),
+                         ddp_i.payload.first.eq(1), ddp_i.payload.last.eq(1),
+                         ddp_i.payload.error.eq(RX_ABORTED)]
         with d.Else():
-            d.d.comb += [ddp.i.valid.eq(r_valid & use_ddp), ddp.i.payload.eq(r_beat)]
+            d.d.comb += [ddp_i.valid.eq(r_valid & use_ddp), ddp_i.payload.eq(r_beat)]
         o = deframer.o.payload
         got = deframer.o.valid & deframer.o.ready
         with d.If(got):
@@ -628,7 +639,10 @@ class RnicCore(wiring.Component):
             with d.Default():
                 d.d.comb += [e_layer.eq(int(Layer.DDP)), e_ecode.eq(0)]
 
-        # context read-modify-write pipeline: A = this cycle (read), B = next cycle (write)
+        # context read-modify-write pipeline: A = this cycle (read), B = next cycle (the row
+        # comes out of the memory and is registered, for timing), W = the cycle after (the new
+        # row is made and written). A row read in A while the previous operation, on the same
+        # connection, is in W misses that write: W takes the row it made last cycle instead.
         # (a receive-path report: tev_*, latched when the TERM queue takes it; the deframer's
         # output is held meanwhile, so it never meets ev_err/ev_good)
         A_NONE, A_COMMIT, A_SET, A_GOOD, A_ERR, A_CLOSE = range(6)
@@ -657,28 +671,42 @@ class RnicCore(wiring.Component):
         b_info = Signal(16)
         d.d.sync += [b_kind.eq(a_kind), b_conn.eq(a_conn), b_state.eq(c_state),
                      b_info.eq(a_info)]
-        old = ctx_rp.data
+        w_kind = Signal(3)
+        w_conn = Signal(cb)
+        w_state = Signal(3)
+        w_info = Signal(16)
+        w_row = Signal(CtxEntry())               # the row read in A, registered in B
         new = Signal(CtxEntry())
+        last_new = Signal(CtxEntry())            # the row C wrote in the previous cycle
+        d.d.sync += [w_kind.eq(b_kind), w_conn.eq(b_conn), w_state.eq(b_state), w_info.eq(b_info),
+                     w_row.eq(ctx_rp.data)]
+        # a write in the cycle of B's read is seen by the (transparent) read port; one in the
+        # cycle of A's read is not: forwarded here
+        fwd = Signal()
+        d.d.sync += fwd.eq(ctx_wp.en & (ctx_wp.addr == b_conn) & (b_kind != A_NONE) & ~sweeping)
+        d.d.sync += [last_new.eq(ctx_wp.data)]
+        old = Signal(CtxEntry())
+        d.d.comb += old.eq(Mux(fwd, last_new, w_row))
         d.d.comb += new.eq(old)
-        with d.Switch(b_kind):
+        with d.Switch(w_kind):
             with d.Case(A_COMMIT):
-                d.d.comb += [new.eq(0), new.state.eq(b_state)]
+                d.d.comb += [new.eq(0), new.state.eq(w_state)]
             with d.Case(A_SET):
-                d.d.comb += new.state.eq(b_state)
+                d.d.comb += new.state.eq(w_state)
             with d.Case(A_GOOD):
                 with d.If(old.state == int(ConnState.WAIT_RX)):
                     d.d.comb += new.state.eq(int(ConnState.RTS))
             with d.Case(A_ERR):
                 d.d.comb += [new.state.eq(int(ConnState.ERROR)), new.err.eq(1)]
                 with d.If(~old.err):
-                    d.d.comb += Cat(new.ecode, new.etype, new.layer).eq(b_info)
+                    d.d.comb += Cat(new.ecode, new.etype, new.layer).eq(w_info)
             with d.Case(A_CLOSE):
                 with d.If(~old.err):
                     d.d.comb += new.state.eq(int(ConnState.CLOSING))
         with d.If(sweeping):
             d.d.comb += [ctx_wp.en.eq(1), ctx_wp.addr.eq(sweep_conn), ctx_wp.data.eq(0)]
         with d.Else():
-            d.d.comb += [ctx_wp.en.eq(b_kind != A_NONE), ctx_wp.addr.eq(b_conn), ctx_wp.data.eq(new)]
+            d.d.comb += [ctx_wp.en.eq(w_kind != A_NONE), ctx_wp.addr.eq(w_conn), ctx_wp.data.eq(new)]
 
         # error capture: the receive path's error reports while it is in use, else the deframer's
         trep = ddp.term
@@ -724,10 +752,13 @@ class RnicCore(wiring.Component):
             (err_count, cap_ev),
         ]
         for counter, inc in counters:
+            # the increment is registered first (the counter runs one cycle behind its
+            # events): handshakes and decodes feeding a 32/64-bit adder were critical paths
+            inc_r = Signal(len(inc), name=f"{counter.name}_inc")
             with d.If(r.ctrl.clear_counters):
-                d.d.sync += counter.eq(0)
+                d.d.sync += [counter.eq(0), inc_r.eq(0)]
             with d.Else():
-                d.d.sync += counter.eq(counter + inc)
+                d.d.sync += [counter.eq(counter + inc_r), inc_r.eq(inc)]
         d.d.comb += [
             r.rx_fpdus.count.eq(rx_fpdus), r.rx_crc_errors.count.eq(rx_crc),
             r.rx_marker_errors.count.eq(rx_marker), r.rx_length_errors.count.eq(rx_length),
@@ -844,10 +875,25 @@ class RnicCore(wiring.Component):
             d.d.sync += consumed.eq(consumed + 1)
 
         self._elaborate_ddp(m, d, r, ddp, dtx, ready=ready, term_take=term_take, tev_pend=tev_pend,
-                            sweeping=sweeping)
+                            sweeping=sweeping, rxc=rxc, txc=txc, rrq=rrq, rr_done=rr_done)
         return m
 
-    def _elaborate_ddp(self, m, d, r, ddp, dtx, *, ready, term_take, tev_pend, sweeping):
+    @staticmethod
+    def _slice_out_of(d, name, port):
+        """A :class:`StreamSlice` behind a block's output stream ``port``; returns its output."""
+        d.submodules[name] = s = StreamSlice(port.payload.shape())
+        wiring.connect(d, port, s.i)
+        return s.o
+
+    @staticmethod
+    def _slice_into(d, name, port):
+        """A :class:`StreamSlice` in front of a block's input stream ``port``; returns its input."""
+        d.submodules[name] = s = StreamSlice(port.payload.shape())
+        wiring.connect(d, s.o, port)
+        return s.i
+
+    def _elaborate_ddp(self, m, d, r, ddp, dtx, *, ready, term_take, tev_pend, sweeping,
+                       rxc, txc, rrq, rr_done):
         """The register side of the DDP/RDMAP receive path: STag table writes, receive
         buffer posts, IRD releases, and the CQ / RRQ / TERM queues read by the host."""
         N = self.connections
@@ -918,11 +964,11 @@ class RnicCore(wiring.Component):
         rrd_conn = Signal(conn_bits(N))
         with d.If(r.rrq_cmd.done & ready & ~rrd_pend & (r.rrq_done_conn.conn < N)):
             d.d.sync += [rrd_pend.eq(1), rrd_conn.eq(r.rrq_done_conn.conn)]
-        with d.Elif(rd.ready & ~dtx.rr_done.valid):
+        with d.Elif(rd.ready & ~rr_done.valid):
             d.d.sync += rrd_pend.eq(0)
-        d.d.comb += [rd.valid.eq(rrd_pend | dtx.rr_done.valid),
-                     rd.payload.conn.eq(Mux(dtx.rr_done.valid, dtx.rr_done.payload.conn, rrd_conn)),
-                     dtx.rr_done.ready.eq(rd.ready),
+        d.d.comb += [rd.valid.eq(rrd_pend | rr_done.valid),
+                     rd.payload.conn.eq(Mux(rr_done.valid, rr_done.payload.conn, rrd_conn)),
+                     rr_done.ready.eq(rd.ready),
                      r.rrq_status.done_busy.eq(rrd_pend)]
 
         # completion queue: the transmit path's work request completions (first) and the
@@ -930,7 +976,7 @@ class RnicCore(wiring.Component):
         # (HOST_READS 0) or into the queue as an SQ/RDMA_READ entry (HOST_READS 1)
         cq_l = _CqEntry(connections=N)
         d.submodules.cq_fifo = cqf = fifo.SyncFIFOBuffered(width=cq_l.size, depth=self.cq_depth)
-        rxc, txc, rdd = ddp.cq, dtx.cq, dtx.read_done
+        rdd = dtx.read_done
         to_tx = Signal()
         d.d.comb += to_tx.eq((rxc.payload.opcode == 2) & ~host_reads)
         tx_e = Signal(cq_l)
@@ -981,9 +1027,9 @@ class RnicCore(wiring.Component):
         rr_l = ReadRequestOut(connections=N)
         d.submodules.rrq_fifo = rrf = fifo.SyncFIFOBuffered(width=rr_l.size, depth=self.rrq_depth)
         d.d.comb += [
-            rrf.w_data.eq(ddp.rrq.payload), rrf.w_en.eq(ddp.rrq.valid & host_reads),
-            dtx.rrq.payload.eq(ddp.rrq.payload), dtx.rrq.valid.eq(ddp.rrq.valid & ~host_reads),
-            ddp.rrq.ready.eq(Mux(host_reads, rrf.w_rdy, dtx.rrq.ready)),
+            rrf.w_data.eq(rrq.payload), rrf.w_en.eq(rrq.valid & host_reads),
+            dtx.rrq.payload.eq(rrq.payload), dtx.rrq.valid.eq(rrq.valid & ~host_reads),
+            rrq.ready.eq(Mux(host_reads, rrf.w_rdy, dtx.rrq.ready)),
         ]
         rr = Signal(rr_l)
         d.d.comb += rr.eq(Mux(rrf.r_rdy, rrf.r_data, 0))

@@ -65,8 +65,9 @@ type: a strobed-off byte of a RW field keeps its value, of a W1C field clears
 nothing, of a PULSE field fires nothing. Reads have no side effects. An address
 that maps no register answers SLVERR (reads return 0, writes are dropped); a
 write to a read-only register answers OKAY and changes nothing. One read and one
-write are served at a time (they proceed independently); the response comes one
-clock cycle after the address/data handshake.
+write are served at a time (they proceed independently); the write response comes
+one clock cycle after the address/data handshake, the read data two cycles after
+the address handshake (registers are sampled in the handshake cycle).
 """
 
 __doc__ = (__doc__ or "") + "\nAccess types\n------------\n" + ACCESS_DOC + "\nBus rules\n---------\n" + BUS_DOC

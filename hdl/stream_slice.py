@@ -1,0 +1,63 @@
+"""A register slice for ``lib.stream`` streams: cuts every combinational path between two blocks.
+
+See :class:`StreamSlice`.
+"""
+
+from amaranth.hdl import Module, Shape, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["StreamSlice"]
+
+
+class StreamSlice(wiring.Component):
+    """Full-throughput register slice (a skid buffer) on a valid/ready stream.
+
+    ``o.valid``/``o.payload`` and ``i.ready`` are flip-flop outputs, so neither the
+    forward path (payload, valid) nor the backward path (ready) of a stream runs
+    combinationally through the slice. Used between the blocks of the core, where a
+    ``ready`` computed deep inside one block fed the handshake logic of the other
+    (:mod:`hdl.rnic_core`). Amaranth has no such block in ``lib.stream``, and
+    ``lib.fifo.SyncFIFOBuffered`` of depth 2 reaches a full beat per cycle only with a
+    combinational ``w_rdy`` from the read side; hence this one.
+
+    Parameters
+    ----------
+    shape : shape-like
+        The payload shape (e.g. a ``data.StructLayout``).
+
+    Ports
+    -----
+    i : In(stream.Signature(shape))
+    o : Out(stream.Signature(shape))
+
+    Latency one cycle (a beat taken at ``i`` is on ``o`` in the next cycle);
+    throughput one beat per cycle while ``o.ready`` is high; order and payloads kept.
+    When ``o`` stalls, the one beat already accepted is held in a second register
+    and ``i.ready`` falls in the next cycle; nothing is lost or duplicated. The slice
+    does not look at the payload (packet boundaries pass untouched).
+    """
+
+    def __init__(self, shape):
+        self.shape = shape
+        Shape.cast(shape)                        # raises a TypeError for a non-shape
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o = self.i, self.o
+        skid_valid = Signal()
+        skid = Signal(self.shape)
+        m.d.comb += i.ready.eq(~skid_valid)
+        take = i.valid & i.ready
+        with m.If(~o.valid | o.ready):
+            # the output register is free (or freed this cycle): the oldest beat goes there
+            with m.If(skid_valid):
+                m.d.sync += [o.payload.eq(skid), o.valid.eq(1), skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += o.valid.eq(take)
+                with m.If(take):
+                    m.d.sync += o.payload.eq(i.payload)
+        with m.Elif(take):
+            m.d.sync += [skid.eq(i.payload), skid_valid.eq(1)]
+        return m
