@@ -1358,6 +1358,10 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
             click.echo(f"\nwritten: {paths['markdown']}, {paths['json']}")
         failed = [r for r in rows if "error" in r]
         return EXIT_FAILURE if failed else EXIT_OK
+    from hdl.board_top import BLOCKS
+    if core in BLOCKS and top != "core" and not sweep:
+        raise click.BadParameter(f"{core} is a block of the core: build it alone with --top core",
+                                 param_hint="--core")
     cfg = BuildConfig(board=board, width=int(width), connections=connections, freq_mhz=freq,
                       baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
                       allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts)

@@ -124,8 +124,25 @@ def test_board_top_elaborates(board, tmp_path):
 def test_cli_usage_errors():
     r = CliRunner().invoke(cli, ["build", "--width", "12"])
     assert r.exit_code == 2
+    r = CliRunner().invoke(cli, ["build", "--core", "ddp_rx"])          # a block needs --top core
+    assert r.exit_code == 2 and "--top core" in r.output
     r = CliRunner().invoke(cli, ["build", "--sweep", "--sweep-widths", "4,x"])
     assert r.exit_code == 2
+
+
+@pytest.mark.parametrize("block, cls", [("mpa_tx", "MpaTxFramer"), ("ddp_tx", "DdpTx")])
+def test_block_harness_elaborates(block, cls):
+    """``--top core --core <block>``: one block of the core between the harness's registers."""
+    from hdl.board_top import BOARDS, CoreHarness
+    factory = flow._core_factory(block)
+    assert factory.__name__ == cls
+    b = BOARDS["versa_ecp5"]
+    top = CoreHarness(b, width=8, connections=16, core=factory)
+    plan = b.make_platform().build(top, name="top", do_build=False)
+    assert "top.il" in plan.files
+    # every port bit of the block is a harness flip-flop (inputs) or folded (outputs)
+    assert top.in_bits > 64 and top.out_bits > 64
+    assert top.harness_ffs == top.in_bits + top.out_bits + 32
 
 
 @pytest.mark.slow
