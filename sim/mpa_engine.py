@@ -145,10 +145,9 @@ class RxUnit:
     error: int
 
 
-@dataclass
-class RxRun:
-    """What one :meth:`RxEngine.run` gave: ``units[conn]`` in order, and the sim result."""
-    units: dict
+@dataclass(kw_only=True)
+class _Run:
+    """What one run of a framing engine gave (beats, octets, cycles, the sim result)."""
     result: object
     in_beats: int
     out_beats: int
@@ -164,16 +163,25 @@ class RxRun:
         return self.last_cycle - self.first_cycle + 1
 
 
-class RxEngine:
-    """The Verilated :class:`~hdl.mpa_rx.MpaRxDeframer` at ``width``, ``connections`` contexts."""
+@dataclass(kw_only=True)
+class RxRun(_Run):
+    """What one :meth:`RxEngine.run` gave: ``units[conn]`` in order, and the sim result."""
+    units: dict
 
-    def __init__(self, width, *, connections=DEFAULT_CONNECTIONS, build_dir=None):
+
+class _FramingEngine:
+    """A Verilated MPA block (ports ``cfg``, ``i`` -> ``o``) at ``width``, ``connections``
+    contexts: the build, the record codecs, and one run (configs first, then beats)."""
+
+    #: what the block is called in errors
+    what = ""
+
+    def __init__(self, block, name, width, *, connections, build_dir):
         from hdl.mpa_config import MpaConfig
-        from hdl.mpa_rx import MpaRxDeframer
         from sim.fast import FastSim
         self.width = width
         self.connections = connections
-        self.sim = FastSim(MpaRxDeframer, name=f"mpa_engine_rx_w{width}_c{connections}",
+        self.sim = FastSim(block, name=f"{name}_w{width}_c{connections}",
                            params={"width": width, "connections": connections},
                            inputs=["cfg", "i"], outputs=["o"], build_dir=build_dir)
         self.build_s = self.sim.build_s
@@ -181,6 +189,38 @@ class RxEngine:
         self.cfg_layout = MpaConfig(connections=connections)
         self._in = _TailCodec(self.sim.layouts["i"], width, self.sim.record_bytes["i"])
         self._out = _TailCodec(self.sim.layouts["o"], width, self.sim.record_bytes["o"])
+
+    def _run(self, configs, blob, *, idle_prob, backpressure_prob, seed, timeout_s):
+        """``(result, harness CPU seconds, first cycle, last cycle)`` of one checked run."""
+        from sim.fast import FastSimError
+        cfgs = [dict(c) for c in configs]
+        cpu0 = _children_cpu_s()
+        res = self.sim.run({"cfg": cfgs, "i": blob}, idle_prob=idle_prob,
+                           backpressure_prob=backpressure_prob, seed=seed,
+                           order=[["cfg"], ["i"]], decode=False, timeout_s=timeout_s)
+        cpu = _children_cpu_s() - cpu0
+        try:
+            res.check()
+        except FastSimError as exc:
+            raise RtlEngineError(f"{self.what} W={self.width}: {exc}") from None
+        in_cyc, out_cyc, cfg_cyc = res.input_cycles["i"], res.output_cycles["o"], \
+            res.input_cycles["cfg"]
+        starts = [c[0] for c in (in_cyc, out_cyc) if len(c)]
+        ends = [c[-1] for c in (in_cyc, out_cyc) if len(c)]
+        first = min(starts) if starts else (cfg_cyc[-1] if len(cfg_cyc) else 0)
+        last = max(ends) if ends else first
+        return res, cpu, first, last
+
+
+class RxEngine(_FramingEngine):
+    """The Verilated :class:`~hdl.mpa_rx.MpaRxDeframer` at ``width``, ``connections`` contexts."""
+
+    what = "RX deframer"
+
+    def __init__(self, width, *, connections=DEFAULT_CONNECTIONS, build_dir=None):
+        from hdl.mpa_rx import MpaRxDeframer
+        super().__init__(MpaRxDeframer, "mpa_engine_rx", width, connections=connections,
+                         build_dir=build_dir)
 
     def pack_segments(self, segments):
         """Record bytes of the input beats of ``segments`` (``(conn, octets)`` pairs)."""
@@ -215,29 +255,15 @@ class RxEngine:
         Returns an :class:`RxRun`. Raises :class:`RtlEngineError` if the run does not
         complete or the output breaks the beat rules of :class:`hdl.mpa_rx.MpaRxBeat`.
         """
-        from sim.fast import FastSimError
         blob, in_beats = self.pack_segments(segments)
         in_octets = sum(len(s) for _, s in segments)
-        cfgs = [dict(c) for c in configs]
-        cpu0 = _children_cpu_s()
-        res = self.sim.run({"cfg": cfgs, "i": blob}, idle_prob=idle_prob,
-                           backpressure_prob=backpressure_prob, seed=seed,
-                           order=[["cfg"], ["i"]], decode=False, timeout_s=timeout_s)
-        cpu = _children_cpu_s() - cpu0
-        try:
-            res.check()
-        except FastSimError as exc:
-            raise RtlEngineError(f"RX deframer W={self.width}: {exc}") from None
+        res, cpu, first, last = self._run(configs, blob, idle_prob=idle_prob,
+                                          backpressure_prob=backpressure_prob, seed=seed,
+                                          timeout_s=timeout_s)
         units, out_octets = self._parse(res.outputs["o"])
-        in_cyc, out_cyc, cfg_cyc = res.input_cycles["i"], res.output_cycles["o"], \
-            res.input_cycles["cfg"]
-        starts = [c[0] for c in (in_cyc, out_cyc) if len(c)]
-        ends = [c[-1] for c in (in_cyc, out_cyc) if len(c)]
-        first = min(starts) if starts else (cfg_cyc[-1] if len(cfg_cyc) else 0)
-        last = max(ends) if ends else first
-        return RxRun(units=units, result=res, in_beats=in_beats, out_beats=len(out_cyc),
-                     in_octets=in_octets, out_octets=out_octets, first_cycle=first,
-                     last_cycle=last, harness_cpu_s=cpu)
+        return RxRun(units=units, result=res, in_beats=in_beats,
+                     out_beats=len(res.output_cycles["o"]), in_octets=in_octets,
+                     out_octets=out_octets, first_cycle=first, last_cycle=last, harness_cpu_s=cpu)
 
     def _parse(self, blob):
         from hdl.mpa_config import CrcStatus, RxError
@@ -319,42 +345,22 @@ class RxEngine:
 
 # ------------------------------------------------------------------------------------ TX
 
-@dataclass
-class TxRun:
+@dataclass(kw_only=True)
+class TxRun(_Run):
     """What one :meth:`TxEngine.run` gave."""
     streams: dict          #: conn -> output octets, in order
     runs: list             #: (conn, octets) per output run (first .. last)
-    result: object
-    in_beats: int
-    out_beats: int
-    in_octets: int
-    out_octets: int
-    first_cycle: int
-    last_cycle: int
-    harness_cpu_s: float = 0.0     #: CPU seconds of the harness process (whole run)
-
-    @property
-    def cycles(self):
-        return self.last_cycle - self.first_cycle + 1
 
 
-class TxEngine:
+class TxEngine(_FramingEngine):
     """The Verilated :class:`~hdl.mpa_tx.MpaTxFramer` at ``width``, ``connections`` contexts."""
 
+    what = "TX framer"
+
     def __init__(self, width, *, connections=DEFAULT_CONNECTIONS, build_dir=None):
-        from hdl.mpa_config import MpaConfig
         from hdl.mpa_tx import MpaTxFramer
-        from sim.fast import FastSim
-        self.width = width
-        self.connections = connections
-        self.sim = FastSim(MpaTxFramer, name=f"mpa_engine_tx_w{width}_c{connections}",
-                           params={"width": width, "connections": connections},
-                           inputs=["cfg", "i"], outputs=["o"], build_dir=build_dir)
-        self.build_s = self.sim.build_s
-        self.built = self.sim.built
-        self.cfg_layout = MpaConfig(connections=connections)
-        self._in = _TailCodec(self.sim.layouts["i"], width, self.sim.record_bytes["i"])
-        self._out = _TailCodec(self.sim.layouts["o"], width, self.sim.record_bytes["o"])
+        super().__init__(MpaTxFramer, "mpa_engine_tx", width, connections=connections,
+                         build_dir=build_dir)
 
     def pack_ulpdus(self, ulpdus):
         """Record bytes of the input beats of ``ulpdus`` (``(conn, octets)`` pairs)."""
@@ -387,27 +393,14 @@ class TxEngine:
     def run(self, configs, ulpdus, *, idle_prob=0.0, backpressure_prob=0.0, seed=0,
             timeout_s=None):
         """Write ``configs`` (dicts: conn, markers, crc, phase), then frame ``ulpdus``."""
-        from sim.fast import FastSimError
         blob, in_beats = self.pack_ulpdus(ulpdus)
         in_octets = sum(len(u) for _, u in ulpdus)
-        cfgs = [dict(c) for c in configs]
-        cpu0 = _children_cpu_s()
-        res = self.sim.run({"cfg": cfgs, "i": blob}, idle_prob=idle_prob,
-                           backpressure_prob=backpressure_prob, seed=seed,
-                           order=[["cfg"], ["i"]], decode=False, timeout_s=timeout_s)
-        cpu = _children_cpu_s() - cpu0
-        try:
-            res.check()
-        except FastSimError as exc:
-            raise RtlEngineError(f"TX framer W={self.width}: {exc}") from None
+        res, cpu, first, last = self._run(configs, blob, idle_prob=idle_prob,
+                                          backpressure_prob=backpressure_prob, seed=seed,
+                                          timeout_s=timeout_s)
         runs, streams, octets = self._parse(res.outputs["o"])
-        in_cyc, out_cyc = res.input_cycles["i"], res.output_cycles["o"]
-        starts = [c[0] for c in (in_cyc, out_cyc) if len(c)]
-        ends = [c[-1] for c in (in_cyc, out_cyc) if len(c)]
-        first = min(starts) if starts else 0
-        last = max(ends) if ends else first
         return TxRun(streams=streams, runs=runs, result=res, in_beats=in_beats,
-                     out_beats=len(out_cyc), in_octets=in_octets, out_octets=octets,
+                     out_beats=len(res.output_cycles["o"]), in_octets=in_octets, out_octets=octets,
                      first_cycle=first, last_cycle=last, harness_cpu_s=cpu)
 
     def _parse(self, blob):
