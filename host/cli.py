@@ -229,7 +229,6 @@ def encode(file, markers, no_crc, marker_origin, output, engine, width):
       rnic encode msgs.jsonl --markers --engine rtl --width 4 -o stream.bin
     """
     from .fpdu import FpduEncoder
-    from .dissect import ulpdu_from_json
 
     width = _engine_width(engine, width)
     if engine == "rtl":
@@ -237,17 +236,10 @@ def encode(file, markers, no_crc, marker_origin, output, engine, width):
                            marker_origin=marker_origin, width=width)
     enc = FpduEncoder(markers=markers, crc=not no_crc, marker_origin=marker_origin)
     for lineno, line in enumerate(file, 1):
-        if not line.strip():
-            continue
         try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
-            if "error" in obj and "ddp" not in obj:
-                continue  # an error line of `rnic decode`: nothing to frame
-            ulpdu = ulpdu_from_json(obj)
-            if len(ulpdu) > 0xFFFF:
-                raise ValueError(f"ULPDU of {len(ulpdu)} octets does not fit ULPDU_Length")
+            ulpdu = _encode_input_line(line)
+            if ulpdu is None:
+                continue
             fpdu = enc.encode(ulpdu)
         except (ValueError, TypeError, KeyError) as exc:
             raise click.UsageError(f"{file.name}, line {lineno}: {exc}") from None
@@ -1436,26 +1428,36 @@ def _decode_rtl(file, *, markers, crc, marker_origin, mulpdu, width):
         return None
 
 
+def _encode_input_line(line):
+    """The ULPDU of one input line of ``rnic encode`` (a JSON object as ``rnic decode`` writes),
+    or None for a blank line or an error line of ``rnic decode`` (nothing to frame).
+    Raises ValueError (or TypeError/KeyError) for anything else that is not a ULPDU."""
+    from .dissect import ulpdu_from_json
+    if not line.strip():
+        return None
+    obj = json.loads(line)
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    if "error" in obj and "ddp" not in obj:
+        return None
+    ulpdu = ulpdu_from_json(obj)
+    if len(ulpdu) > 0xFFFF:
+        raise ValueError(f"ULPDU of {len(ulpdu)} octets does not fit ULPDU_Length")
+    return ulpdu
+
+
 def _encode_rtl(file, output, *, markers, crc, marker_origin, width):
     """``rnic encode --engine rtl``: the JSON lines are read as by the model path, framed on
     the RTL framer; an input error frames the lines before it, then is a usage error."""
     from sim.fast import FastSimError
     from sim.mpa_engine import RtlEngineError, encode as rtl_encode
-    from .dissect import ulpdu_from_json
     from .fpdu import check_fpduptrs, fpdu_layout
     ulpdus, problem, pos = [], None, 0
     for lineno, line in enumerate(file, 1):
-        if not line.strip():
-            continue
         try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
-            if "error" in obj and "ddp" not in obj:
-                continue  # an error line of `rnic decode`: nothing to frame
-            ulpdu = ulpdu_from_json(obj)
-            if len(ulpdu) > 0xFFFF:
-                raise ValueError(f"ULPDU of {len(ulpdu)} octets does not fit ULPDU_Length")
+            ulpdu = _encode_input_line(line)
+            if ulpdu is None:
+                continue
             lay = fpdu_layout(len(ulpdu), offset=pos, markers=markers, marker_origin=marker_origin)
             check_fpduptrs(lay)
         except (ValueError, TypeError, KeyError) as exc:
