@@ -34,7 +34,7 @@ use this data path (:func:`host.transfer.make_datapath`).
 from __future__ import annotations
 
 from .errors import ErrorInfo, MpaError
-from .fpdu import MAX_MULPDU, MAX_ULPDU_LENGTH, FpduError, FpduRecord, fpdu_layout
+from .fpdu import MAX_MULPDU, MAX_ULPDU_LENGTH, FpduEncoder, FpduError, FpduRecord, fpdu_layout
 from .regmap import DpCrc, DpError
 from .regs import encode
 from .rnic_sw import SoftwareRnic
@@ -58,41 +58,20 @@ def hw_error_info(error, offset, mulpdu=None):
     return ErrorInfo.mpa(MpaError.LOCAL_CATASTROPHIC, f"{where} was aborted ({error.name})")
 
 
-class HwEncoder:
+class HwEncoder(FpduEncoder):
     """:class:`host.fpdu.FpduEncoder` interface over the core's TX framer (``tx_ulpdu`` -> ``tx_wire``).
 
     ``dev`` has ``transmit(conn, ulpdu, expect=)``; the connection's TX context
     must have been programmed with the same markers/CRC and the phase of ``offset``.
+    The layout and the properties are the model's; :meth:`encode` frames in the hardware.
     """
 
     def __init__(self, dev, conn, *, markers, crc, marker_origin=0, offset=0):
+        super().__init__(markers=bool(markers), crc=bool(crc), marker_origin=marker_origin,
+                         offset=offset)
         self.dev = dev
         self.conn = conn
-        self._markers = bool(markers)
-        self._crc = bool(crc)
-        self._origin = marker_origin % 512
-        self._offset = offset
         self.fpdus = 0
-
-    @property
-    def offset(self):
-        return self._offset
-
-    @property
-    def markers(self):
-        return self._markers
-
-    @property
-    def crc(self):
-        return self._crc
-
-    @property
-    def marker_origin(self):
-        return self._origin
-
-    def layout(self, ulpdu_length):
-        return fpdu_layout(ulpdu_length, offset=self._offset, markers=self._markers,
-                           marker_origin=self._origin)
 
     def encode(self, ulpdu):
         """Frame one ULPDU (1..65535 octets) in the hardware; returns the FPDU's wire octets."""
