@@ -636,13 +636,21 @@ class RnicCore(wiring.Component):
             d.d.sync += r_valid.eq(0)
 
         # ---------------------------------------------------------------- RX events
-        ev_end = got & o.last
+        # an FPDU's end (the deframer's last beat of a ULPDU, with its verdict) is an event
+        # one cycle after the handshake (registered for timing: the handshake depends on the
+        # ready of the stream behind R; the events feed the context pipeline and the error
+        # capture). Such an event goes first in the context pipeline's stage A, before a
+        # pending COMMIT or report, which were set no earlier than its handshake.
+        ev_end = Signal()
+        ev_conn = Signal(cb)
+        ev_error = Signal.like(o.error)
+        d.d.sync += [ev_end.eq(got & o.last), ev_conn.eq(o.conn), ev_error.eq(o.error)]
         ev_err = Signal()
-        d.d.comb += ev_err.eq(ev_end & (o.error >= int(RxError.CRC)) & (o.error <= int(RxError.TOO_SHORT)))
+        d.d.comb += ev_err.eq(ev_end & (ev_error >= int(RxError.CRC)) & (ev_error <= int(RxError.TOO_SHORT)))
         ev_good = Signal()
-        d.d.comb += ev_good.eq(ev_end & (o.error == int(RxError.NONE)))
+        d.d.comb += ev_good.eq(ev_end & (ev_error == int(RxError.NONE)))
         e_layer, e_etype, e_ecode = Signal(4), Signal(4), Signal(8)
-        with d.Switch(o.error):
+        with d.Switch(ev_error):
             with d.Case(int(RxError.CRC)):
                 d.d.comb += [e_layer.eq(int(Layer.LLP)), e_ecode.eq(int(MpaError.CRC))]
             with d.Case(int(RxError.MARKER)):
@@ -655,7 +663,7 @@ class RnicCore(wiring.Component):
         # row is made and written). A row read in A while the previous operation, on the same
         # connection, is in W misses that write: W takes the row it made last cycle instead.
         # (a receive-path report: tev_*, latched when the TERM queue takes it; the deframer's
-        # output is held meanwhile, so it never meets ev_err/ev_good)
+        # output is held meanwhile, so it meets at most the event of the handshake before)
         A_NONE, A_COMMIT, A_SET, A_GOOD, A_ERR, A_CLOSE = range(6)
         a_kind = Signal(3)
         a_conn = Signal(cb)
@@ -664,17 +672,17 @@ class RnicCore(wiring.Component):
         tev_rcv = Signal()
         tev_info = Signal(16)
         d.d.comb += a_info.eq(Cat(e_ecode, e_etype, e_layer))
-        with d.If(ctx_pend):
+        with d.If(ev_err):
+            d.d.comb += [a_kind.eq(A_ERR), a_conn.eq(ev_conn)]
+        with d.Elif(ev_good):
+            d.d.comb += [a_kind.eq(A_GOOD), a_conn.eq(ev_conn)]
+        with d.Elif(ctx_pend):
             d.d.comb += [a_kind.eq(Mux(c_commit, A_COMMIT, A_SET)), a_conn.eq(c_conn)]
             d.d.sync += ctx_pend.eq(0)
         with d.Elif(tev_pend):
             d.d.comb += [a_kind.eq(Mux(tev_rcv, A_CLOSE, A_ERR)), a_conn.eq(tev_conn),
                          a_info.eq(tev_info)]
             d.d.sync += tev_pend.eq(0)
-        with d.Elif(ev_err):
-            d.d.comb += [a_kind.eq(A_ERR), a_conn.eq(o.conn)]
-        with d.Elif(ev_good):
-            d.d.comb += [a_kind.eq(A_GOOD), a_conn.eq(o.conn)]
         d.d.comb += ctx_rp.addr.eq(a_conn)
         b_kind = Signal(3)
         b_conn = Signal(cb)
@@ -727,7 +735,7 @@ class RnicCore(wiring.Component):
         cap_in_info = Signal(16)
         d.d.comb += [
             cap_ev.eq(Mux(use_ddp, term_take & ~trep.payload.received, ev_err)),
-            cap_in_conn.eq(Mux(use_ddp, trep.payload.conn, o.conn)),
+            cap_in_conn.eq(Mux(use_ddp, trep.payload.conn, ev_conn)),
             cap_in_info.eq(Mux(use_ddp, Cat(trep.payload.ecode, trep.payload.etype, trep.payload.layer),
                                Cat(e_ecode, e_etype, e_layer))),
         ]
@@ -756,10 +764,10 @@ class RnicCore(wiring.Component):
             (tx_markers, trk_hit),
             (tx_octets, Mux(s_fresh, s_beat.n, 0)),
             (rx_octets, Mux(deframer.i.valid & deframer.i.ready, deframer.i.payload.n, 0)),
-            (rx_fpdus, ev_end & (o.error <= int(RxError.MARKER))),
-            (rx_crc, ev_end & (o.error == int(RxError.CRC))),
-            (rx_marker, ev_end & (o.error == int(RxError.MARKER))),
-            (rx_length, ev_end & ((o.error == int(RxError.TOO_LONG)) | (o.error == int(RxError.TOO_SHORT)))),
+            (rx_fpdus, ev_end & (ev_error <= int(RxError.MARKER))),
+            (rx_crc, ev_end & (ev_error == int(RxError.CRC))),
+            (rx_marker, ev_end & (ev_error == int(RxError.MARKER))),
+            (rx_length, ev_end & ((ev_error == int(RxError.TOO_LONG)) | (ev_error == int(RxError.TOO_SHORT)))),
             (err_count, cap_ev),
         ]
         for counter, inc in counters:
