@@ -385,7 +385,25 @@ class DdpRx(wiring.Component):
     MSN order, after every write of the message has its B response), queues a Read
     Request or reports a Terminate. The first error is reported once every write already
     issued has left on AW, and stops the connection (later segments dropped) until
-    ``ctl``. Per-segment overhead about ``ceil(18/W) + 8`` cycles.
+    ``ctl``. Per-segment overhead about ``ceil(18/W) + 8`` cycles (one more at W = 32,
+    where HDR takes two cycles; one more for an inbound RDMA Read Request with a non-zero
+    size, SWAIT).
+
+    *Pipeline registers* (for timing; none of them changes the AXI, completion or report
+    order, and none adds latency to a Write or a Send): the STag table (block RAM) is read
+    with the STag field of the header (octets 2..5: the tagged STag and the Invalidate STag
+    alike) from the last HDR cycle on; the row is on the read port in DEC and checked from
+    the register ``row_q`` in TCHK / ICHK (the source STag of a Read Request: read in RBCHK,
+    registered in SWAIT, checked in SCHK). The payload length ``n_q``, the message end
+    ``endv`` and the control-buffer row base of the connection are registered copies of
+    values that are constant during a segment. The check states set the placer up
+    unconditionally and already read the first slot row, so that only the next state
+    depends on the checks. The placer reads the slot buffer through two stages (the read
+    port, then ``cur``; the byte rotator sees only registers): one row per cycle at full
+    rate, with the same first-write latency as a single stage. No bypass is needed: the
+    processor handles one segment at a time, the STag table is written only in IDLE
+    (``stag_w``) and UFIN (invalidation), never between the read of a row and its check,
+    and the control buffer is read only in RB, where nothing writes it.
     """
 
     def __init__(self, *, width=8, connections=16, stags=256, slots=4, slot_bytes=2048,
@@ -437,6 +455,9 @@ class DdpRx(wiring.Component):
         D = self.rq_depth
         DB = exact_log2(D)
         HR = -(-18 // W)              # rows holding the 18-octet untagged header
+        # HDR cycles: at least one more than the rows holding octets 0..5 (the STag field),
+        # so that the STag is in ``hdr`` in the last HDR cycle (STag table read address)
+        HDR_END = max(HR, -(-6 // W) + 1)
         CROWS = _CTL_BYTES // W       # control-buffer rows per connection
         entry_l = _Entry(slots=N, connections=C)
         ctx_l = _Ctx(rq_depth=D)
@@ -473,7 +494,9 @@ class DdpRx(wiring.Component):
         ctlm = Memory(shape=8 * W, depth=C * CROWS, init=[])
         m.submodules.ctlbuf = ctlm
         cb_wr = ctlm.write_port(granularity=8)
-        cb_rd = ctlm.read_port(domain="sync", transparent_for=(cb_wr,))
+        # (not transparent: it reads only in RB, where nothing writes the control buffer;
+        # a bypass would put the write address compare into the read data path)
+        cb_rd = ctlm.read_port(domain="sync")
 
         # entries of complete ULPDUs, in order of their last beats
         ready = SyncFIFOBuffered(width=entry_l.size, depth=N + 4)
@@ -598,8 +621,14 @@ class DdpRx(wiring.Component):
         m.d.comb += hlen.eq(Mux(T, 14, 18))
         n = Signal(17)             # payload octets (valid once len >= hlen)
         m.d.comb += n.eq(ent.len - hlen)
+        # ``n_q``/``endv`` registered for timing (the subtraction and the MO addition stay
+        # out of the checks and the placer set-up): ``ent`` and ``hdr`` do not change from
+        # DEC to the end of the segment, so from the cycle after DEC on ``n_q == n`` and
+        # ``endv == h_mo + n``. DEC itself uses ``n``.
+        n_q = Signal(17)
+        m.d.sync += n_q.eq(n)
         n_nz = Signal()
-        m.d.comb += n_nz.eq(n != 0)
+        m.d.comb += n_nz.eq(n_q != 0)
 
         einfo = Signal(16)
         emd = Signal()             # report carries M (segment length) and D (DDP header)
@@ -616,7 +645,7 @@ class DdpRx(wiring.Component):
         mlmo = Signal(32)
         mlend = Signal(33)
         endv = Signal(33)
-        m.d.comb += endv.eq(h_mo + n)
+        m.d.sync += endv.eq(h_mo + n)
         qn_now = Signal(2)         # QN of the segment (0, 1, 2) once checked
         ridx = Signal(DB + CB)     # rq entry index of the segment
         msgbuf = Signal(8 * 64)    # read back QN 1 / QN 2 message
@@ -635,8 +664,14 @@ class DdpRx(wiring.Component):
         p_row = Signal(RB + 1)
         p_reads = Signal(bits_for(ROWS + 2))
         p_words = Signal(bits_for(ROWS + 2))
+        # slot rows in the placer's two-stage read pipeline: ``p_rv`` the slot buffer's read
+        # port holds a row not yet taken, ``p_dv`` ``cur`` holds a row not yet consumed.
+        # ``cur`` is registered for timing: the block RAM's clock-to-out must not feed the
+        # byte rotator and the W FIFO in the same cycle.
+        p_rv = Signal()
         p_dv = Signal()
         p_load = Signal()          # next consumed row only loads ``prev``
+        cur = Signal(8 * W)
         prev = Signal(8 * W)
         p_done = Signal()
         m.d.comb += p_done.eq(p_words == 0)
@@ -663,6 +698,13 @@ class DdpRx(wiring.Component):
         clr = Signal(range(CROWS + 1))
         clr_base = Signal(range(CROWS + 1))
         clr_n = Signal(range(CROWS + 1))
+        # first control-buffer row of the segment's / the latched connection, registered for
+        # timing (a constant multiply in the control buffer's address path): ``ent`` is
+        # stable from the cycle after IDLE to the end of the segment, ``lat.conn`` from
+        # CTL to the end of CLR (QCLR, where ``lat.conn == ent.conn``, uses ``ent_cb``)
+        ent_cb = Signal(range(C * CROWS + 1))
+        lat_cb = Signal(range(C * CROWS + 1))
+        m.d.sync += [ent_cb.eq(ent.conn * CROWS), lat_cb.eq(lat.conn * CROWS)]
 
         # slot read port default: header rows
         m.d.comb += [sb_rd.en.eq(0), sb_rd.addr.eq(Cat(Const(0, RB), ent.slot))]
@@ -674,12 +716,15 @@ class DdpRx(wiring.Component):
             m.d.sync += [einfo.eq(code), emd.eq(md)]
             m.next = "ERR"
 
-        # placement start
-        def start_place(addr, to_axi, nxt):
+        # placement set-up; done unconditionally in the check states (the placer registers
+        # are only used in PLACE), so that only the next state depends on the checks. The
+        # first slot row is read here already (``p_rv``), which hides the cycle of ``cur``.
+        def place_regs(addr, to_axi):
+            n = n_q
             lo = addr[:LW] if LW else Const(0, 1)
             s = Signal(6, name="p_s")
             m.d.comb += s.eq(hlen + W - lo)
-            first_row = Signal(7, name="p_first_row")
+            first_row = Signal(max(7, RB + 1), name="p_first_row")
             m.d.comb += first_row.eq(s[LW:] - 1)
             m.d.sync += [
                 p_axi.eq(to_axi),
@@ -687,12 +732,12 @@ class DdpRx(wiring.Component):
                 p_start.eq(addr[:AW]), p_end.eq(addr[:AW] + n),
                 p_lo.eq(lo), p_r.eq(s[:LW] if LW else 0),
                 p_rem.eq(lo + n), p_first_word.eq(1),
-                p_row.eq(first_row[:RB + 1]),
-                p_reads.eq(((lo + n + W - 1) >> LW) + 1),
+                p_row.eq(first_row[:RB + 1] + 1),
+                p_reads.eq((lo + n + W - 1) >> LW),
                 p_words.eq((lo + n + W - 1) >> LW),
-                p_dv.eq(0), p_load.eq(1),
+                p_rv.eq(1), p_dv.eq(0), p_load.eq(1),
             ]
-            m.next = nxt
+            m.d.comb += [sb_rd.en.eq(1), sb_rd.addr.eq(Cat(first_row[:RB], ent.slot))]
 
         def in_space(to, length, r):
             """TOs to .. to + length - 1 inside row r (arithmetic in the bus address width:
@@ -703,10 +748,19 @@ class DdpRx(wiring.Component):
             m.d.comb += ok.eq(hi_zero & (lo >= r.base) & ((lo + length) <= (r.base + r.length)))
             return ok
 
+        # STag table read: the address defaults to the segment's STag field (octets 2..5 of
+        # the header: the tagged STag and the Send-with-Invalidate STag alike), presented from
+        # the last HDR cycle on, so that the row is on the read port in DEC and in ``row_q``
+        # from the cycle after DEC on (TCHK, ICHK). ``row_q`` is registered for timing: the
+        # block RAM's clock-to-out (~4 ns on ECP5) must not feed the bounds compare and the
+        # placer's enables in the same cycle.
         stag_idx = Signal(SB if SB else 1)
         m.d.comb += [st_rd.en.eq(1), st_rd.addr.eq(stag_idx), st_wr.en.eq(0)]
         m.d.comb += [rq_rd.en.eq(1), rq_wr.en.eq(0)]
+        m.d.comb += stag_idx.eq(h_stag)
         rd_row = row_l(st_rd.data)
+        row_q = Signal(row_l)
+        m.d.sync += row_q.eq(rd_row)
         rd_e = rqe_l(rq_rd.data)
 
         with m.FSM(name="proc") as fsm:
@@ -756,7 +810,7 @@ class DdpRx(wiring.Component):
             with m.State("CLR"):
                 # zero control-buffer rows clr_base .. clr_base + clr_n - 1 of lat.conn
                 m.d.comb += [
-                    cb_wr.addr.eq(lat.conn * CROWS + clr_base + clr), cb_wr.data.eq(0),
+                    cb_wr.addr.eq(lat_cb + clr_base + clr), cb_wr.data.eq(0),
                     cb_wr.en.eq((1 << W) - 1),
                 ]
                 m.d.sync += clr.eq(clr + 1)
@@ -800,7 +854,7 @@ class DdpRx(wiring.Component):
                 hrow = Signal(RB, name="hdr_row")
                 m.d.comb += [hrow.eq(hk + 1), sb_rd.en.eq(1), sb_rd.addr.eq(Cat(hrow, ent.slot))]
                 m.d.sync += hk.eq(hk + 1)
-                with m.If(hk == HR - 1):
+                with m.If(hk == HDR_END - 1):
                     m.next = "DEC"
 
             with m.State("DEC"):
@@ -830,8 +884,7 @@ class DdpRx(wiring.Component):
                     with m.Elif(opcode[3] | (((opcode == 0) | (opcode == 2)) != T)):
                         fail(E_RO_OPCODE)
                     with m.Elif(T):
-                        m.d.comb += stag_idx.eq(h_stag)
-                        with m.If(n_nz):
+                        with m.If(n != 0):
                             m.next = "TCHK"
                         with m.Else():
                             m.next = "TFIN"
@@ -873,7 +926,8 @@ class DdpRx(wiring.Component):
                 m.next = "UCHK"
 
             with m.State("UCHK"):
-                m.d.comb += stag_idx.eq(h_inval)
+                place_regs(Mux(qn_now == 0, (e.addr[:AW] + h_mo)[:AW],
+                               Mux(qn_now == 1, 0, _QN2_BASE) + h_mo[:7]), qn_now == 0)
                 bad = Signal(16, name="uchk_bad")
                 with m.If(n_nz & (h_mo >= mcap)):
                     m.d.comb += bad.eq(E_DDP_U_MO)
@@ -890,58 +944,62 @@ class DdpRx(wiring.Component):
                 with m.Elif((qn_now == 0) & Lb & ((opcode == 4) | (opcode == 6))):
                     m.next = "ICHK"
                 with m.Elif(n_nz):
-                    start_place(Mux(qn_now == 0, (e.addr[:AW] + h_mo)[:AW],
-                                    Mux(qn_now == 1, 0, _QN2_BASE) + h_mo[:7]),
-                                qn_now == 0, "PLACE")
+                    m.next = "PLACE"
                 with m.Else():
                     m.next = "UFIN"
 
             with m.State("ICHK"):
-                m.d.sync += row.eq(rd_row)
-                with m.If(~rd_row.valid | (rd_row.stag != h_inval)):
+                place_regs((e.addr[:AW] + h_mo)[:AW], 1)
+                m.d.sync += row.eq(row_q)
+                with m.If(~row_q.valid | (row_q.stag != h_inval)):
                     fail(E_RO_CANNOT_INV)
-                with m.Elif(rd_row.conn != ent.conn):
+                with m.Elif(row_q.conn != ent.conn):
                     fail(E_RP_CANNOT_INV)
                 with m.Elif(n_nz):
-                    start_place((e.addr[:AW] + h_mo)[:AW], 1, "PLACE")
+                    m.next = "PLACE"
                 with m.Else():
                     m.next = "UFIN"
 
             with m.State("TCHK"):
+                place_regs(h_to[:AW], 1)
                 endt = Signal(65, name="tchk_end")
-                m.d.comb += endt.eq(h_to + n)
-                t_ok = in_space(h_to, n, rd_row)
-                with m.If(~rd_row.valid | (rd_row.stag != h_stag)):
+                m.d.comb += endt.eq(h_to + n_q)
+                t_ok = in_space(h_to, n_q, row_q)
+                with m.If(~row_q.valid | (row_q.stag != h_stag)):
                     fail(E_DDP_T_INVALID_STAG)
-                with m.Elif(rd_row.conn != ent.conn):
+                with m.Elif(row_q.conn != ent.conn):
                     fail(E_DDP_T_NOT_ASSOC)
-                with m.Elif(~rd_row.rw):
+                with m.Elif(~row_q.rw):
                     fail(E_RP_ACCESS)
                 with m.Elif(endt[64]):
                     fail(E_DDP_T_TO_WRAP)
                 with m.Elif(~t_ok):
                     fail(E_DDP_T_BOUNDS)
                 with m.Else():
-                    start_place(h_to[:AW], 1, "PLACE")
+                    m.next = "PLACE"
 
             with m.State("PLACE"):
                 out_ok = Signal()
                 consume = Signal()
+                move = Signal()
                 issue = Signal()
                 m.d.comb += [
                     out_ok.eq(~p_axi | (awf.w_rdy & wf.w_rdy & (outstanding < 128))),
                     consume.eq(p_dv & (p_load | out_ok)),
-                    issue.eq((p_reads != 0) & (~p_dv | consume)),
+                    move.eq(p_rv & (~p_dv | consume)),
+                    issue.eq((p_reads != 0) & (~p_rv | move)),
                     sb_rd.en.eq(issue), sb_rd.addr.eq(Cat(p_row[:RB], ent.slot)),
                 ]
                 with m.If(issue):
                     m.d.sync += [p_row.eq(p_row + 1), p_reads.eq(p_reads - 1)]
-                m.d.sync += p_dv.eq(issue | (p_dv & ~consume))
+                with m.If(move):
+                    m.d.sync += cur.eq(sb_data)
+                m.d.sync += [p_rv.eq(issue | (p_rv & ~move)), p_dv.eq(move | (p_dv & ~consume))]
                 # output word: bytes p_r .. p_r + W - 1 of {row, prev}
                 win = Signal(16 * W)
                 word = Signal(8 * W)
                 strb = Signal(W)
-                m.d.comb += win.eq(Cat(prev, sb_data))
+                m.d.comb += win.eq(Cat(prev, cur))
                 for r in range(W):
                     with m.If(p_r == r):
                         m.d.comb += word.eq(win[8 * r:8 * (r + W)])
@@ -960,7 +1018,7 @@ class DdpRx(wiring.Component):
                     awf.w_data.eq(aw_in), wf.w_data.eq(w_in),
                 ]
                 with m.If(consume):
-                    m.d.sync += [prev.eq(sb_data), p_load.eq(0)]
+                    m.d.sync += [prev.eq(cur), p_load.eq(0)]
                     with m.If(~p_load):
                         m.d.sync += [p_addr.eq(p_addr + W), p_rem.eq(p_rem - W),
                                      p_first_word.eq(0), p_words.eq(p_words - 1)]
@@ -968,11 +1026,11 @@ class DdpRx(wiring.Component):
                             m.d.comb += [awf.w_en.eq(1), wf.w_en.eq(1), w_push.eq(1)]
                         with m.Else():
                             m.d.comb += [
-                                cb_wr.addr.eq(ent.conn * CROWS + p_addr[LW:7]),
+                                cb_wr.addr.eq(ent_cb + p_addr[LW:7]),
                                 cb_wr.data.eq(word), cb_wr.en.eq(strb),
                             ]
                 with m.If(p_done):
-                    m.d.sync += p_dv.eq(0)
+                    m.d.sync += [p_rv.eq(0), p_dv.eq(0)]
                     with m.If(T):
                         m.next = "TFIN"
                     with m.Else():
@@ -981,7 +1039,7 @@ class DdpRx(wiring.Component):
             with m.State("TFIN"):
                 tm_stag = Mux(c.tm_v, c.tm_stag, h_stag)
                 tm_to = Mux(c.tm_v, c.tm_to, h_to)
-                tm_len = Mux(c.tm_v, c.tm_len, 0) + n
+                tm_len = Mux(c.tm_v, c.tm_len, 0) + n_q
                 m.d.sync += [c.tm_v.eq(~Lb), c.tm_stag.eq(tm_stag), c.tm_to.eq(tm_to),
                              c.tm_len.eq(tm_len)]
                 m.d.sync += [cq_p.conn.eq(ent.conn), cq_p.opcode.eq(2), cq_p.msn.eq(0),
@@ -1061,7 +1119,7 @@ class DdpRx(wiring.Component):
             with m.State("RB"):
                 # read back the message buffer of QN 1 (32 octets) / QN 2 (64 octets)
                 nrows = Mux(qn_now == 1, 32 // W, 64 // W)
-                base = ent.conn * CROWS + Mux(qn_now == 1, 0, _QN2_BASE // W)
+                base = ent_cb + Mux(qn_now == 1, 0, _QN2_BASE // W)
                 m.d.comb += [cb_rd.en.eq(1), cb_rd.addr.eq(base + rcnt)]
                 for k in range(64 // W):
                     with m.If(rcnt == k + 1):
@@ -1089,7 +1147,7 @@ class DdpRx(wiring.Component):
                     with m.Elif(c.rrc >= c.ird):
                         fail(E_RO_CATA_STREAM)
                     with m.Elif(rr_size != 0):
-                        m.next = "SCHK"
+                        m.next = "SWAIT"
                     with m.Else():
                         m.next = "RRPUSH"
                 with m.Else():
@@ -1109,18 +1167,22 @@ class DdpRx(wiring.Component):
                         ]
                         m.next = "TRECV"
 
+            with m.State("SWAIT"):
+                # the source STag's row (read in RBCHK) goes to ``row_q``
+                m.next = "SCHK"
+
             with m.State("SCHK"):
                 src_to = _be(mb[20:28])
                 src_stag = _be(mb[16:20])
                 size = _be(mb[12:16])
                 ends = Signal(65, name="schk_end")
                 m.d.comb += ends.eq(src_to + size)
-                s_ok = in_space(src_to, size, rd_row)
-                with m.If(~rd_row.valid | (rd_row.stag != src_stag)):
+                s_ok = in_space(src_to, size, row_q)
+                with m.If(~row_q.valid | (row_q.stag != src_stag)):
                     fail(E_RP_INVALID_STAG)
-                with m.Elif(rd_row.conn != ent.conn):
+                with m.Elif(row_q.conn != ent.conn):
                     fail(E_RP_NOT_ASSOC)
-                with m.Elif(~rd_row.rr):
+                with m.Elif(~row_q.rr):
                     fail(E_RP_ACCESS)
                 with m.Elif(ends[64]):
                     fail(E_RP_TO_WRAP)
@@ -1139,7 +1201,7 @@ class DdpRx(wiring.Component):
 
             with m.State("QCLR"):
                 m.d.comb += [
-                    cb_wr.addr.eq(lat.conn * CROWS + clr_base + clr), cb_wr.data.eq(0),
+                    cb_wr.addr.eq(ent_cb + clr_base + clr), cb_wr.data.eq(0),
                     cb_wr.en.eq((1 << W) - 1),
                 ]
                 m.d.sync += clr.eq(clr + 1)
@@ -1200,13 +1262,16 @@ class DdpRx(wiring.Component):
                 m.next = "IDLE"
 
         # handles for formal checks and tests
+        p_inflight = Signal(2)     # rows read and not yet consumed
+        m.d.comb += p_inflight.eq(p_rv + p_dv)
         self._f = dict(
             fsm=fsm, p_addr=p_addr, p_start=p_start, p_end=p_end, p_rem=p_rem, p_lo=p_lo,
             p_first_word=p_first_word, p_words=p_words, p_axi=p_axi, p_load=p_load, T=T,
-            ent=ent, e=e, ridx=ridx, qn_now=qn_now, h_stag=h_stag, rd_row=rd_row, rd_e=rd_e,
+            ent=ent, e=e, ridx=ridx, qn_now=qn_now, h_stag=h_stag, rd_row=row_q, st_rd_row=rd_row,
+            rd_e=rd_e,
             st_wr=st_wr, rq_wr=rq_wr, row_l=row_l, rqe_l=rqe_l, n=n, mcap=mcap, h_mo=h_mo,
             stag_idx=stag_idx, D=D, DB=DB, SB=SB, AW=AW, LW=LW, c=c, hk=hk, lat=lat, cx_wr=cx_wr,
-            cx_rd=cx_rd, ctx_l=ctx_l, tr_p=tr_p, p_reads=p_reads, p_dv=p_dv, hlen=hlen, ROWS=ROWS,
+            cx_rd=cx_rd, ctx_l=ctx_l, tr_p=tr_p, p_reads=p_reads, p_dv=p_inflight, n_q=n_q, hlen=hlen, ROWS=ROWS,
             entry_l=entry_l,
         )
         self._aw_fifo_out = aw_out

@@ -260,18 +260,35 @@ class DdpTx(wiring.Component):
 
     Latency, throughput and packet boundaries
     -----------------------------------------
-    A segment's first beat is offered 4 cycles after its connection's turn starts
-    (context, queue heads, header) when it is header-only or its header fills the first
-    beat, else when the first memory word arrives (AR issued in the 4th cycle). While
-    payload flows ``o`` moves one beat per cycle (the header is merged with the memory
-    words by a byte rotator, no bubble at the header/payload seam), limited only by
-    ``o.ready`` and the R channel; the AR side keeps bursts in flight for the whole
-    segment (a 32-word R FIFO). Between segments there are about 6 cycles of control
-    plus the memory latency: measured with cocotbext-axi's AxiRamRead (no pauses), one
-    connection of 6000-octet RDMA Writes at MULPDU 1460, ``o`` carries 0.97 / 0.93 /
-    0.86 / 0.74 beats per cycle at W = 4 / 8 / 16 / 32 (about 11 cycles per segment
-    boundary; prefetching the next segment is the remaining work). ``o`` carries whole
+    A connection's turn is IDLE (pick), LOAD (context memory read), SCHED (queue heads
+    read at the context's pointers and registered), DECIDE (what to send, from registers
+    only; the segment's length, L flag, memory address and TO for both queue heads are
+    computed here and registered), then the SEG state that loads the emitter and the AR
+    side; a segment's first beat is offered in the cycle after it, 5 cycles after the turn
+    starts, when it is header-only or its header fills the first beat, else when the
+    first memory word arrives (AR issued in the same cycle). The first segment of a Read
+    Response takes 4 more cycles for the source check (STag row registered, the region's
+    end, the checks, then the decision). The context is written back in the first emit cycle
+    (it is updated for after the segment when the segment starts: the segment always
+    goes out whole), so the turn ends with the last beat; a signaled completion takes one
+    more cycle (``cq``). While payload flows ``o`` moves one beat per cycle (the header is
+    merged with the memory words by a byte rotator, no bubble at the header/payload seam),
+    limited only by ``o.ready`` and the R channel; the AR side keeps bursts in flight for
+    the whole segment (a 32-word R FIFO). The emitter's per-beat conditions (memory word
+    needed, last beat, header and length masks) are registers computed one beat ahead,
+    so that ``o.valid`` is one gate of registers. Between segments there are about 5
+    cycles of control plus the memory latency: measured with cocotbext-axi's AxiRamRead
+    (no pauses), one connection of 6000-octet RDMA Writes at MULPDU 1460, ``o`` carries
+    at least 0.95 / 0.9 / 0.8 / 0.65 beats per cycle at W = 4 / 8 / 16 / 32 (the test's
+    bounds; prefetching the next segment is the remaining work). ``o`` carries whole
     ULPDUs, never interleaved; ``first``/``last`` delimit one ULPDU.
+
+    ``cq`` offers a completion 1 cycle after the ULPDU's last beat (Send, Write) or 3
+    cycles after ``read_done`` is taken (Read); ``rr_done`` is queued with the last beat
+    of the Read Response (into its FIFO). ``cfg`` is taken 1 cycle after IDLE picks it,
+    ``wr``, ``rrq``, ``read_done`` and ``term`` 2 cycles after (the context is registered
+    first; ``ready`` is high for one cycle); a post (``wr``, ``rrq``) takes 3 cycles in
+    all, its context written back in the cycle it is taken.
     """
 
     def __init__(self, *, width=8, connections=16, sq_depth=8, rrq_depth=4, ord_depth=4,
@@ -368,26 +385,37 @@ class DdpTx(wiring.Component):
         m.d.comb += [rf.w_data.eq(axi.rdata), rf.w_en.eq(axi.rvalid), axi.rready.eq(rf.w_rdy)]
         ar_addr = Signal(AW)
         ar_left = Signal(18)           # words still to request
+        # words from ar_addr to the next 4 KiB boundary, a register kept in step with ar_addr
+        # (timing: it was a subtract in front of the burst length compares and the address adder)
         to4k = Signal(13 - LW + 1)
-        blen = Signal(range(_BURST + 1))
-        m.d.comb += to4k.eq((4096 - ar_addr[:12]) >> LW)
-        with m.If((ar_left < _BURST) & (ar_left <= to4k)):
-            m.d.comb += blen.eq(ar_left)
-        with m.Elif(to4k < _BURST):
-            m.d.comb += blen.eq(to4k)
-        with m.Else():
-            m.d.comb += blen.eq(_BURST)
+        # burst length = min(ar_left, to4k, 16): its two cases as conditions on registers, and
+        # every register's next value for each case computed beside them, selected late
+        # (timing: the length no longer feeds adders)
+        b_left = Signal()              # the burst is the rest of the segment (ar_left words)
+        b_4k = Signal()                # else it ends on the 4 KiB boundary (to4k words)
+        m.d.comb += [b_left.eq((ar_left < _BURST) & (ar_left <= to4k)), b_4k.eq(to4k <= _BURST)]
         m.d.comb += [
-            axi.arid.eq(0), axi.araddr.eq(ar_addr), axi.arlen.eq(blen - 1), axi.arsize.eq(LW),
+            axi.arid.eq(0), axi.araddr.eq(ar_addr),
+            axi.arlen.eq(Mux(b_left, ar_left - 1, Mux(b_4k, to4k - 1, _BURST - 1))), axi.arsize.eq(LW),
             axi.arburst.eq(1), axi.arvalid.eq(ar_left != 0),
         ]
         ar_set = Signal()
         ar_set_addr = Signal(AW)
         ar_set_words = Signal(18)
         with m.If(ar_set):
-            m.d.sync += [ar_addr.eq(ar_set_addr), ar_left.eq(ar_set_words)]
+            m.d.sync += [ar_addr.eq(ar_set_addr), ar_left.eq(ar_set_words),
+                         to4k.eq((4096 - ar_set_addr[:12]) >> LW)]
         with m.Elif(axi.arvalid & axi.arready):
-            m.d.sync += [ar_addr.eq(ar_addr + (blen << LW)), ar_left.eq(ar_left - blen)]
+            with m.If(b_left):
+                # the segment's last burst: ar_addr and to4k are reloaded before they matter
+                m.d.sync += ar_left.eq(0)
+            with m.Elif(b_4k):
+                # a burst never crosses 4 KiB: one that ends on it steps the address bits above 11
+                m.d.sync += [ar_left.eq(ar_left - to4k), ar_addr[:12].eq(0),
+                             ar_addr[12:].eq(ar_addr[12:] + 1), to4k.eq(4096 >> LW)]
+            with m.Else():
+                m.d.sync += [ar_left.eq(ar_left - _BURST), ar_addr[:12].eq(ar_addr[:12] + (_BURST << LW)),
+                             to4k.eq(to4k - _BURST)]
 
         # ---------------------------------------------------------------- segment emitter
         hsh = Signal(8 * _HMAX)        # header (+ inline payload) octets not yet sent, octet 0 first
@@ -402,10 +430,17 @@ class DdpTx(wiring.Component):
         e_done = Signal()
         e_conn = Signal(conn_bits(self.connections))
         pre = Signal()                 # load memory word 0 into ``prev`` first (when lo >= header)
-        emitting = Signal()
+        cq_after = Signal()            # the segment completes a work request: CQ_END after EMIT
+        push_rrd = Signal()            # the segment ends a Read Response: rr_done at its last beat
+        # The following are registers kept in step with hrem/tot/t (registered for timing:
+        # they gate o.valid, whose handshake enables the wide hsh/prev/rotator registers, and
+        # would otherwise be wide compares in front of that enable).
+        emitting = Signal()            # a ULPDU is being emitted (the EMIT state)
+        need = Signal()                # the current beat takes a memory word: 0 <= t <= lastw
+        last_beat = Signal()           # tot <= W
+        hmask = Signal(W)              # octet b of the beat comes from hsh: b < hrem
+        tmask = Signal(W)              # octet b of the beat is in the ULPDU: b < tot
 
-        need = Signal()
-        m.d.comb += need.eq((t >= 0) & (t <= lastw))
         cur = Signal(8 * W)
         m.d.comb += cur.eq(Mux(need, rf.r_data, 0))
         win = Signal(16 * W)
@@ -417,12 +452,10 @@ class DdpTx(wiring.Component):
         outd = Signal(8 * W)
         for b in range(W):
             m.d.comb += outd[8 * b:8 * b + 8].eq(
-                Mux(b < tot, Mux(b < hrem, hsh[8 * b:8 * b + 8], rdat[8 * b:8 * b + 8]), 0))
+                Mux(tmask[b], Mux(hmask[b], hsh[8 * b:8 * b + 8], rdat[8 * b:8 * b + 8]), 0))
         o = self.o
-        last_beat = Signal()
-        m.d.comb += last_beat.eq(tot <= W)
         m.d.comb += [
-            o.payload.data.eq(outd), o.payload.n.eq(Mux(last_beat, tot, W)),
+            o.payload.data.eq(outd), o.payload.n.eq(Mux(last_beat, tot[:LW + 1], W)),
             o.payload.first.eq(e_first), o.payload.last.eq(last_beat),
             o.payload.length.eq(e_len), o.payload.conn.eq(e_conn),
             o.valid.eq(emitting & ~pre & (~need | rf.r_rdy)),
@@ -434,31 +467,78 @@ class DdpTx(wiring.Component):
             m.d.sync += [
                 hsh.eq(hsh >> (8 * W)), hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
                 t.eq(t + 1), e_first.eq(0),
+                # the same flags for the next beat (hrem - W, tot - W, t + 1)
+                need.eq((t >= -1) & (t < lastw)), last_beat.eq(tot <= 2 * W),
+                hmask.eq(Cat(*[hrem > b + W for b in range(W)])),
+                tmask.eq(Cat(*[tot > b + W for b in range(W)])),
             ]
             with m.If(need):
                 m.d.comb += rf.r_en.eq(1)
                 m.d.sync += prev.eq(cur)
             m.d.comb += e_done.eq(last_beat)
+            with m.If(last_beat):
+                m.d.sync += [emitting.eq(0), cq_after.eq(0), push_rrd.eq(0)]
 
-        def start_segment(conn, hdr_bytes, hl, n=None, addr=None):
-            """Set up one ULPDU: ``hl`` octets from ``hdr_bytes`` then ``n`` octets at ``addr``."""
+        # Parameters of the next payload segment (SEG_SQ / SEG_RR), registers loaded in DECIDE;
+        # what the emitter and the AR side need of them is computed here once, outside the
+        # FSM, so that no state decode sits in front of these adders (timing)
+        seg_rr = Signal()              # the Read Response's (else the SQ head's) registers below
+        sq_n, rr_n = Signal(32), Signal(32)
+        sq_nz, rr_nz = Signal(), Signal()
+        sq_addr, rr_addr = Signal(AW), Signal(AW)
+        sq_last, rr_last = Signal(), Signal()
+        sq_to, rr_to = Signal(64), Signal(64)
+        seg_hl = Signal(8)             # header octets
+        seg_n = Signal(32)             # payload octets
+        seg_nz = Signal()              # seg_n != 0
+        seg_addr = Signal(AW)          # host address of the payload
+        m.d.comb += [seg_n.eq(Mux(seg_rr, rr_n, sq_n)), seg_nz.eq(Mux(seg_rr, rr_nz, sq_nz)),
+                     seg_addr.eq(Mux(seg_rr, rr_addr, sq_addr))]
+        seg_lo = Signal(max(LW, 1))
+        seg_rot = Signal(max(LW, 1))   # rotator amount: (lo - hl) mod W      } registers, from
+        seg_k = Signal(8)              # header-only beats before word 0    } the low address
+        seg_t = Signal(signed(20))     # t of the first beat: 1 - seg_k      } bits in DECIDE
+        seg_endw = Signal(18)
+        seg_words = Signal(18)
+        seg_tot = Signal(17)
+        m.d.comb += [
+            seg_lo.eq(seg_addr[:LW] if LW else 0),
+            # endw + 1 as its own adder (not chained after endw)
+            seg_endw.eq((seg_lo + seg_n - 1) >> LW), seg_words.eq((seg_lo + seg_n + (W - 1)) >> LW),
+            seg_tot.eq(seg_hl + seg_n),
+        ]
+
+        def start_segment(conn, hdr_bytes, hl=None):
+            """Set up one ULPDU: ``hl`` octets from ``hdr_bytes``; without ``hl`` the payload
+            segment of the ``seg_*`` registers (``seg_hl`` octets of header, then ``seg_n``
+            octets at ``seg_addr``)."""
+            payload = hl is None
+            if payload:
+                hl = seg_hl
+            elif isinstance(hl, int):
+                hl = Const(hl, 8)
             hv = Signal(8 * _HMAX, name="seg_hdr")
             m.d.comb += hv.eq(Cat(*hdr_bytes))
-            m.d.sync += [hsh.eq(hv), hrem.eq(hl), e_first.eq(1), e_conn.eq(conn)]
-            if n is None:
-                m.d.sync += [tot.eq(hl), e_len.eq(hl), rot.eq(0), t.eq(0), lastw.eq(-1), pre.eq(0)]
+            m.d.sync += [hsh.eq(hv), hrem.eq(hl), e_first.eq(1), e_conn.eq(conn), emitting.eq(1),
+                         hmask.eq(Cat(*[hl > b for b in range(W)])),
+                         wbp.eq(1)]
+            if not payload:
+                m.d.sync += [tot.eq(hl), e_len.eq(hl), rot.eq(0), t.eq(0), lastw.eq(-1), pre.eq(0),
+                             need.eq(0), last_beat.eq(hl <= W),
+                             tmask.eq(Cat(*[hl > b for b in range(W)]))]
                 return
-            lo = Signal(max(LW, 1), name="seg_lo")
-            m.d.comb += lo.eq(addr[:LW] if LW else 0)
-            k = Signal(8, name="seg_k")
-            rr_ = Signal(max(LW, 1), name="seg_rot")
-            m.d.comb += [rr_.eq((lo - hl)[:LW] if LW else 0), k.eq((rr_ + hl - lo) >> LW)]
-            endw = Signal(18, name="seg_endw")
-            m.d.comb += endw.eq((lo + n - 1) >> LW)
-            m.d.sync += [tot.eq(hl + n), e_len.eq(hl + n), rot.eq(rr_), t.eq(1 - k),
-                         lastw.eq(Mux(n == 0, -1, endw)), pre.eq((k == 0) & (n != 0))]
-            m.d.comb += [ar_set.eq(1), ar_set_addr.eq(Cat(Const(0, LW), addr[LW:AW])),
-                         ar_set_words.eq(Mux(n == 0, 0, endw + 1))]
+            nz = seg_nz
+            # the first beat's flags from seg_n directly, not after the adders (timing):
+            # need = 0 <= t <= endw with t = 1 - k; tot = hl + n
+            m.d.sync += [tot.eq(seg_tot), e_len.eq(seg_tot), rot.eq(seg_rot), t.eq(seg_t),
+                         lastw.eq(Mux(nz, seg_endw, -1)), pre.eq((seg_k == 0) & nz),
+                         need.eq(nz & ((seg_k == 1) | ((seg_k == 0) & (seg_n > (W - seg_lo))))),
+                         last_beat.eq(seg_n <= (W - seg_hl)),
+                         tmask.eq(Cat(*[seg_n > (b - seg_hl) for b in range(W)]))]
+            m.d.comb += ar_set.eq(1)
+
+        m.d.comb += [ar_set_addr.eq(Cat(Const(0, LW), seg_addr[LW:AW])),
+                     ar_set_words.eq(Mux(seg_nz, seg_words, 0))]
 
         def untagged_hdr(last, opcode, inval, qn, msn, mo):
             return ([Const(0x01, 8) | (last << 6), Const(0x40, 8) | opcode]
@@ -474,6 +554,12 @@ class DdpTx(wiring.Component):
         # ---------------------------------------------------------------- control FSM
         load_now = Signal()            # IDLE picked a request: read its context now
         load_conn = Signal(CB)
+        ld_c = Signal()                # c <= the context read (the cycle after IDLE's pick)
+        go_sq = Signal()               # in SEG_SQ
+        go_rr = Signal()               # in SEG_RR
+        go_rreq = Signal()             # in SEG_RREQ
+        go_term = Signal()             # in TERM, and it sends a Terminate
+        go_chk = Signal()              # in RRCHK2, and the check failed (Terminate)
         rrq_hold = Signal()            # the Read Request queue of rrq's connection is full
         c = Signal(ctx_l)              # context of the connection being served
         conn = Signal(CB)
@@ -481,9 +567,8 @@ class DdpTx(wiring.Component):
         prefer_post = Signal()
         wre = Signal(wr_l)             # send queue head
         rqe = Signal(rq_l)             # Read Request queue head
-        seg_last = Signal()
-        seg_untagged = Signal()
-        fin = Signal(2)                # after the segment: 0 write back, 1 SQ, 2 Read Response
+        rde = Signal(rd_l)             # oldest outstanding Read (registered for timing: BRAM clk-to-out)
+        wbp = Signal()                 # write the context back in the first EMIT cycle
         cq_p = Signal(TxCompletion(connections=C))
         cq_force = Signal()
         m.d.comb += self.cq.payload.eq(cq_p)
@@ -492,12 +577,14 @@ class DdpTx(wiring.Component):
         rrdf = SyncFIFOBuffered(width=CB, depth=C * RQD)
         m.submodules.rr_done_fifo = rrdf
         m.d.comb += [self.rr_done.payload.conn.eq(rrdf.r_data), self.rr_done.valid.eq(rrdf.r_rdy),
-                     rrdf.r_en.eq(self.rr_done.ready), rrdf.w_data.eq(conn)]
+                     rrdf.r_en.eq(self.rr_done.ready), rrdf.w_data.eq(conn),
+                     rrdf.w_en.eq(e_done & push_rrd)]
         m.d.comb += [cx_wr.en.eq(0), cx_wr.addr.eq(conn), cx_wr.data.eq(c)]
         m.d.comb += [sq_wr.en.eq(0), rq_wr.en.eq(0), rd_wr.en.eq(0)]
         m.d.comb += [sq_rd.addr.eq(qaddr(conn, cxd.sq_head, SQB)),
                      rq_rd.addr.eq(qaddr(conn, cxd.rr_head, RQB)),
                      rd_rd.addr.eq(qaddr(conn, c.rd_head, OB)),
+                     st_rd.addr.eq(rqe.src_stag[:SB]),
                      cx_rd.addr.eq(Mux(load_now, load_conn, conn))]
         ord_eff = Signal(15)
         m.d.comb += ord_eff.eq(Mux(c.ord > OD, OD, c.ord))
@@ -515,24 +602,70 @@ class DdpTx(wiring.Component):
             m.d.sync += [c.rr_head.eq(c.rr_head + 1), c.rr_count.eq(c.rr_count - 1), c.rr_off.eq(0),
                          c.rr_started.eq(0)]
 
+        def write_back(sq_inc=None, rr_inc=None):
+            """Write ``c`` back (with ``sq_count``/``rr_count`` one higher if ``sq_inc``/``rr_inc``)
+            and list the connection if it has work."""
+            listed = c.inlist & ~popped
+            work = has_work
+            nc = Signal(ctx_l, name="wb_ctx")
+            m.d.comb += nc.eq(c)
+            if sq_inc is not None:
+                m.d.comb += nc.sq_count.eq(c.sq_count + sq_inc)
+                work = work | sq_inc
+            if rr_inc is not None:
+                m.d.comb += nc.rr_count.eq(c.rr_count + rr_inc)
+                work = work | rr_inc
+            m.d.comb += [nc.inlist.eq(work | listed), cx_wr.en.eq(1), cx_wr.data.eq(nc)]
+            with m.If(work & ~listed):
+                m.d.comb += [active.w_en.eq(1), active.w_data.eq(conn)]
+
+        # Segment parameters of both queue heads, computed in DECIDE from registers for the
+        # SEG_SQ / SEG_RR that may follow (registered for timing: they were a subtract, a
+        # compare, a mux and the emitter's adders in one cycle)
+        room14 = Signal(16)            # c.mulpdu - 14 (tagged header), registered in SCHED
+        room18 = Signal(16)            # c.mulpdu - 18 (untagged header)
+        lim14 = Signal(33)             # c.sq_off + room14: the SQ head's segment is its last if
+        lim18 = Signal(33)             # its length is at most this (registered in SCHED)
+        rlim = Signal(33)              # c.rr_off + room14, the same for the Read Response
+        # conditions on the context for DECIDE, registered in SCHED (timing: compares on c
+        # were in front of the decision and the completion registers' enables)
+        f_sq = Signal()                # send queue not empty
+        f_rr = Signal()                # Read Request queue not empty
+        f_sqoff = Signal()             # the SQ head's message is under way (sq_off != 0)
+        f_ord = Signal()               # a Read may be sent (fewer than ORD outstanding, or ord 0)
+        f_ord0 = Signal()              # ord == 0
+        f_nreads = Signal()            # Reads outstanding
+        op0 = Signal()                 # the SQ head is an RDMA Write (tagged)
+        op1 = Signal()                 # ... an RDMA Read
+        opbad = Signal()               # ... an invalid opcode
+        sq_tagged = op0
+        # Read Responder source check (registered for timing: BRAM clk-to-out, then compares)
+        srow = Signal(row_l)
+        s_ends = Signal(65)            # src_to + size
+        s_rend = Signal(AW + 33)       # row base + length
+        s_lo_ok = Signal()             # src_to inside the address space and >= row base
+        chk_fail = Signal()
+        chk_code = Signal(8)
+
+        m.d.sync += [ld_c.eq(0), go_sq.eq(0), go_rr.eq(0), go_rreq.eq(0), go_term.eq(0), go_chk.eq(0)]
         with m.FSM(name="tx"):
             with m.State("IDLE"):
                 m.d.sync += popped.eq(0)
 
-                def pick(nconn, state):
+                def pick(nconn, state, load=True):
                     m.d.comb += [load_now.eq(1), load_conn.eq(nconn)]
-                    m.d.sync += conn.eq(nconn)
+                    m.d.sync += [conn.eq(nconn), ld_c.eq(int(load))]
                     m.next = state
                 with m.If(self.cfg.valid):
-                    pick(self.cfg.payload.conn, "CFG")
+                    pick(self.cfg.payload.conn, "CFG", load=False)
                 with m.Elif(self.term.valid):
-                    pick(self.term.payload.conn, "TERM")
+                    pick(self.term.payload.conn, "TERM_LD")
                 with m.Elif(self.read_done.valid):
-                    pick(self.read_done.payload.conn, "RDONE")
+                    pick(self.read_done.payload.conn, "RDONE_LD")
                 with m.Elif(self.rrq.valid & ~rrq_hold):
-                    pick(self.rrq.payload.conn, "RRQ")
+                    pick(self.rrq.payload.conn, "RRQ_LD")
                 with m.Elif(self.wr.valid & (prefer_post | ~active.r_rdy)):
-                    pick(self.wr.payload.conn, "POST")
+                    pick(self.wr.payload.conn, "POST_LD")
                     m.d.sync += prefer_post.eq(0)
                 with m.Elif(active.r_rdy):
                     m.d.comb += active.r_en.eq(1)
@@ -546,113 +679,187 @@ class DdpTx(wiring.Component):
                              c.msn0.eq(1), c.msn1.eq(1), c.msn2.eq(1)]
                 m.next = "WB"
 
+            # *_LD and LOAD: the context arrives and is registered into c (ld_c, below the FSM)
+            with m.State("TERM_LD"):
+                m.d.sync += go_term.eq(~cxd.stopped & ~self.term.payload.received)
+                m.next = "TERM"
+
             with m.State("TERM"):
                 p = self.term.payload
                 m.d.comb += self.term.ready.eq(1)
-                m.d.sync += [c.eq(cxd), fin.eq(0)]
-                with m.If(cxd.stopped):
+                with m.If(c.stopped):
                     m.next = "WB"
                 with m.Elif(p.received):
                     m.d.sync += [c.stopped.eq(1), c.rterm.eq(1)]
                     m.next = "WB"
                 with m.Else():
-                    tb = [p.term[8 * k:8 * k + 8] for k in range(TERM_BYTES)]
-                    hdr = untagged_hdr(1, 7, Const(0, 32), 2, cxd.msn2, Const(0, 32)) + tb
-                    start_segment(conn, pad(hdr), 18 + p.tlen)
-                    m.d.sync += [c.stopped.eq(1), c.msn2.eq(cxd.msn2 + 1)]
+                    # (go_term: the Terminate starts, below the FSM)
+                    m.d.sync += [c.stopped.eq(1), c.msn2.eq(c.msn2 + 1)]
                     m.next = "EMIT"
+
+            with m.State("RDONE_LD"):
+                m.next = "RDONE"
 
             with m.State("RDONE"):
                 m.d.comb += self.read_done.ready.eq(1)
-                m.d.sync += [c.eq(cxd), fin.eq(0)]
-                with m.If(~cxd.stopped & (cxd.nreads != 0)):
+                with m.If(~c.stopped & (c.nreads != 0)):
                     m.d.sync += wre.length.eq(self.read_done.payload.length)
                     m.next = "RDONE2"
                 with m.Else():
                     m.next = "WB"
 
             with m.State("RDONE2"):
-                m.next = "RDONE3"      # rd_rd address follows c.rd_head (registered in RDONE)
+                # rd_rd address followed c.rd_head in RDONE; registered for timing (BRAM clk-to-out
+                # into a 32-bit compare)
+                m.d.sync += rde.eq(rd_rd.data)
+                m.next = "RDONE3"
 
             with m.State("RDONE3"):
-                e = rd_l(rd_rd.data)
-                ok = e.length == wre.length
-                complete(e.wr_id, Mux(ok, TX_STATUS_SUCCESS, TX_STATUS_LOCAL_LENGTH), wre.length, 1,
-                         force=~ok | e.signaled)
+                ok = rde.length == wre.length
+                complete(rde.wr_id, Mux(ok, TX_STATUS_SUCCESS, TX_STATUS_LOCAL_LENGTH), wre.length, 1,
+                         force=~ok | rde.signaled)
                 m.d.sync += [c.rd_head.eq(c.rd_head + 1), c.nreads.eq(c.nreads - 1)]
                 m.next = "CQ"
 
+            with m.State("RRQ_LD"):
+                m.next = "RRQ"
+
             with m.State("RRQ"):
-                m.d.sync += c.eq(cxd)
-                with m.If(cxd.stopped):
+                # the context is written back here (with the Read Request counted)
+                acc = Signal(name="rrq_acc")
+                with m.If(c.stopped):
                     m.d.comb += self.rrq.ready.eq(1)          # dropped
-                with m.Elif(cxd.rr_count < RQD):
-                    m.d.comb += [self.rrq.ready.eq(1), rq_wr.en.eq(1),
-                                 rq_wr.addr.eq(qaddr(conn, (cxd.rr_head + cxd.rr_count)[:max(RQB, 1)], RQB)),
+                with m.Elif(c.rr_count < RQD):
+                    m.d.comb += [self.rrq.ready.eq(1), rq_wr.en.eq(1), acc.eq(1),
+                                 rq_wr.addr.eq(qaddr(conn, (c.rr_head + c.rr_count)[:max(RQB, 1)], RQB)),
                                  rq_wr.data.eq(self.rrq.payload)]
-                    m.d.sync += c.rr_count.eq(cxd.rr_count + 1)
                 with m.Else():
                     m.d.sync += rrq_hold.eq(1)
-                m.next = "WB"
+                write_back(rr_inc=acc)
+                m.next = "IDLE"
+
+            with m.State("POST_LD"):
+                m.next = "POST"
 
             with m.State("POST"):
-                m.d.sync += c.eq(cxd)
-                with m.If(cxd.sq_count < SQD):
-                    m.d.comb += [self.wr.ready.eq(1), sq_wr.en.eq(1),
-                                 sq_wr.addr.eq(qaddr(conn, (cxd.sq_head + cxd.sq_count)[:max(SQB, 1)], SQB)),
+                # the context is written back here (with the work request counted)
+                acc = Signal(name="post_acc")
+                with m.If(c.sq_count < SQD):
+                    m.d.comb += [self.wr.ready.eq(1), sq_wr.en.eq(1), acc.eq(1),
+                                 sq_wr.addr.eq(qaddr(conn, (c.sq_head + c.sq_count)[:max(SQB, 1)], SQB)),
                                  sq_wr.data.eq(self.wr.payload)]
-                    m.d.sync += c.sq_count.eq(cxd.sq_count + 1)
-                m.next = "WB"
+                write_back(sq_inc=acc)
+                m.next = "IDLE"
 
             with m.State("LOAD"):
-                # context arrives; queue heads are read at its pointers
-                m.d.sync += c.eq(cxd)
+                # context arrives (into c); queue heads are read at its pointers
                 m.next = "SCHED"
 
             with m.State("SCHED"):
-                # queue heads at the context's pointers (addresses followed cxd in LOAD)
-                wv = wr_l(sq_rd.data)
-                rv = rq_l(rq_rd.data)
-                m.d.sync += [wre.eq(wv), rqe.eq(rv), fin.eq(0)]
-                op = wv.opcode
+                # queue heads at the context's pointers (addresses followed cxd in LOAD),
+                # registered for timing (BRAM clk-to-out); DECIDE looks at them
+                wop = wr_l(sq_rd.data).opcode
+                m.d.sync += [wre.eq(sq_rd.data), rqe.eq(rq_rd.data),
+                             op0.eq(wop == 0), op1.eq(wop == 1),
+                             opbad.eq(~((wop == 0) | (wop == 1) | (wop == 3) | (wop == 4) | (wop == 5) |
+                                        (wop == 6))),
+                             room14.eq(c.mulpdu - 14), room18.eq(c.mulpdu - 18),
+                             lim14.eq(c.sq_off + (c.mulpdu - 14)), lim18.eq(c.sq_off + (c.mulpdu - 18)),
+                             rlim.eq(c.rr_off + (c.mulpdu - 14)),
+                             f_sq.eq(c.sq_count != 0), f_rr.eq(c.rr_count != 0), f_sqoff.eq(c.sq_off != 0),
+                             f_ord.eq((c.nreads < ord_eff) | (c.ord == 0)), f_ord0.eq(c.ord == 0),
+                             f_nreads.eq(c.nreads != 0)]
+                m.next = "DECIDE"
+
+            with m.State("DECIDE"):
+                op = wre.opcode
                 # tagged messages never interleave on a stream (the receiver, host.sink and
                 # DdpRx, ties consecutive tagged segments to one message): a Write in progress
                 # holds off Read Responses and a Read Response in progress holds off Writes
-                wr_mid = (c.sq_count != 0) & (op == 0) & (c.sq_off != 0)
-                rr_mid = (c.rr_count != 0) & c.rr_started
-                sq_ok = (c.sq_count != 0) & ((op != 1) | (c.nreads < ord_eff) | (c.ord == 0)) & \
-                    ~(rr_mid & (op == 0))
-                rr_ok = (c.rr_count != 0) & ~wr_mid
+                wr_mid = f_sq & op0 & f_sqoff
+                rr_mid = f_rr & c.rr_started
+                sq_ok = f_sq & (~op1 | f_ord) & ~(rr_mid & op0)
+                rr_ok = f_rr & ~wr_mid
+                rr_sel = Signal()
+                m.d.comb += rr_sel.eq(rr_ok & (~sq_ok | c.last_sq))
+                # the payload segment of either head, for SEG_SQ / SEG_RR (both segment rooms
+                # compared in parallel and the head selected late)
+                tagged = op0
+                rem = Signal(32)
+                last = Signal()
+                # (rem <= room as length <= off + room: no compare after the subtraction)
+                m.d.comb += [rem.eq(wre.length - c.sq_off),
+                             last.eq(Mux(tagged, wre.length <= lim14, wre.length <= lim18))]
+                rrem = Signal(32)
+                rlast = Signal()
+                m.d.comb += [rrem.eq(rqe.size - c.rr_off), rlast.eq(rqe.size <= rlim)]
+                # the rotator amount and the header-only beats from the low address bits
+                # alone (small adders), registered with the rest
+                # (for both heads, selected last)
+                n_hl = Signal(8)
+                n_rot = Signal(max(LW, 1))
+                n_k = Signal(8)
+                hls = []
+                for name, lo_v, hl_v in (("sq", wre.laddr[:LW] + c.sq_off[:LW], Mux(tagged, 14, 18)),
+                                         ("rr", rqe.src_to[:LW] + c.rr_off[:LW], Const(14, 8))):
+                    h_lo = Signal(max(LW, 1), name=f"{name}_lo")
+                    h_hl = Signal(8, name=f"{name}_hl")
+                    h_rot = Signal(max(LW, 1), name=f"{name}_rot")
+                    h_k = Signal(8, name=f"{name}_k")
+                    if LW:
+                        m.d.comb += h_lo.eq(lo_v)
+                    m.d.comb += [h_hl.eq(hl_v), h_rot.eq((h_lo - h_hl)[:LW] if LW else 0),
+                                 h_k.eq((h_rot + h_hl - h_lo) >> LW)]
+                    hls.append((h_hl, h_rot, h_k))
+                (sq_hl_, sq_rot_, sq_k_), (rr_hl_, rr_rot_, rr_k_) = hls
+                m.d.comb += [n_hl.eq(Mux(rr_sel, rr_hl_, sq_hl_)), n_rot.eq(Mux(rr_sel, rr_rot_, sq_rot_)),
+                             n_k.eq(Mux(rr_sel, rr_k_, sq_k_))]
+                # (each head into its own registers: yosys would share the two heads' adders
+                # behind a mux of their inputs if one register took either)
+                m.d.sync += [
+                    seg_rr.eq(rr_sel), seg_hl.eq(n_hl),
+                    seg_rot.eq(n_rot), seg_k.eq(n_k), seg_t.eq(1 - n_k),
+                    sq_last.eq(last), sq_n.eq(Mux(last, rem, Mux(tagged, room14, room18))),
+                    sq_nz.eq(~(last & (wre.length == c.sq_off))),
+                    sq_addr.eq((wre.laddr + c.sq_off)[:AW]), sq_to.eq((wre.rto + c.sq_off)[:64]),
+                    rr_last.eq(rlast), rr_n.eq(Mux(rlast, rrem, room14)),
+                    rr_nz.eq(~(rlast & (rqe.size == c.rr_off))),
+                    rr_addr.eq((rqe.src_to + c.rr_off)[:AW]), rr_to.eq((rqe.sink_to + c.rr_off)[:64]),
+                ]
                 with m.If(c.stopped):
-                    with m.If(c.nreads != 0):
+                    with m.If(f_nreads):
                         m.next = "FLUSH_RD"
-                    with m.Elif(c.sq_count != 0):
-                        complete(wv.wr_id, TX_STATUS_FLUSHED, 0, op)
-                        sq_pop()
-                        m.next = "CQ"
+                    with m.Elif(f_sq):
+                        m.next = "SQ_DROP"
                     with m.Else():
                         m.d.sync += [c.rr_count.eq(0), c.rr_off.eq(0), c.rr_started.eq(0)]
                         m.next = "WB"
-                with m.Elif(rr_ok & (~sq_ok | c.last_sq)):
+                with m.Elif(rr_sel):
                     m.d.sync += c.last_sq.eq(0)
-                    with m.If(~c.rr_started & (rv.size != 0)):
+                    with m.If(~c.rr_started & (rqe.size != 0)):
                         m.next = "RRCHK0"
                     with m.Else():
+                        m.d.sync += go_rr.eq(1)
                         m.next = "SEG_RR"
                 with m.Elif(sq_ok):
                     m.d.sync += c.last_sq.eq(1)
-                    bad = ~((op == 0) | (op == 1) | (op == 3) | (op == 4) | (op == 5) | (op == 6)) | \
-                        ((op == 1) & (c.ord == 0))
-                    with m.If(bad):
-                        complete(wv.wr_id, TX_STATUS_BAD_REQUEST, 0, op)
-                        sq_pop()
-                        m.next = "CQ"
-                    with m.Elif(op == 1):
+                    with m.If(opbad | (op1 & f_ord0)):
+                        m.next = "SQ_DROP"
+                    with m.Elif(op1):
+                        m.d.sync += go_rreq.eq(1)
                         m.next = "SEG_RREQ"
                     with m.Else():
+                        m.d.sync += go_sq.eq(1)
                         m.next = "SEG_SQ"
                 with m.Else():
                     m.next = "WB"
+
+            with m.State("SQ_DROP"):
+                # the SQ head completes without being sent: FLUSHED (stopped) or BAD_REQUEST
+                # (own state for timing: the decision no longer enables the completion registers)
+                complete(wre.wr_id, Mux(c.stopped, TX_STATUS_FLUSHED, TX_STATUS_BAD_REQUEST), 0, wre.opcode)
+                sq_pop()
+                m.next = "CQ"
 
             with m.State("FLUSH_RD"):
                 m.next = "FLUSH_RD2"
@@ -664,31 +871,19 @@ class DdpTx(wiring.Component):
                 m.next = "CQ"
 
             with m.State("SEG_SQ"):
-                op = wre.opcode
-                tagged = op == 0
-                hl = Mux(tagged, 14, 18)
-                room = Signal(16)
-                rem = Signal(32)
-                last = Signal()
-                chunk = Signal(32)
-                m.d.comb += [room.eq(c.mulpdu - hl), rem.eq(wre.length - c.sq_off),
-                             last.eq(rem <= room), chunk.eq(Mux(last, rem, room))]
-                inv = (op == 4) | (op == 6)
-                th = tagged_hdr(last, op, wre.rstag, (wre.rto + c.sq_off)[:64])
-                uh = untagged_hdr(last, op, Mux(inv, wre.inv_stag, 0), 0, c.msn0, c.sq_off)
-                hdr = Signal(8 * _HMAX, name="sq_hdr")
-                m.d.comb += hdr.eq(Mux(tagged, Cat(*pad(th)), Cat(*pad(uh))))
-                start_segment(conn, [hdr[8 * k:8 * k + 8] for k in range(_HMAX)], hl, chunk,
-                              (wre.laddr + c.sq_off)[:AW])
-                m.d.sync += [c.sq_off.eq(c.sq_off + chunk), seg_last.eq(last), seg_untagged.eq(~tagged),
-                             fin.eq(1)]
+                # the context is updated for after the segment now (the segment always goes
+                # out whole); its completion is posted in CQ_END after the last beat
+                with m.If(sq_last):
+                    sq_pop()
+                    with m.If(~sq_tagged):
+                        m.d.sync += c.msn0.eq(c.msn0 + 1)
+                    complete(wre.wr_id, TX_STATUS_SUCCESS, wre.length, wre.opcode, force=wre.signaled)
+                    m.d.sync += cq_after.eq(wre.signaled)
+                with m.Else():
+                    m.d.sync += c.sq_off.eq(c.sq_off + sq_n)
                 m.next = "EMIT"
 
             with m.State("SEG_RREQ"):
-                body = (_be(wre.lstag, 4) + _be(wre.laddr, 8) + _be(wre.length, 4)
-                        + _be(wre.rstag, 4) + _be(wre.rto, 8))
-                start_segment(conn, pad(untagged_hdr(1, 1, Const(0, 32), 1, c.msn1, Const(0, 32)) + body),
-                              _RREQ_HDR)
                 ent = Signal(rd_l, name="rd_entry")
                 m.d.comb += [ent.wr_id.eq(wre.wr_id), ent.length.eq(wre.length), ent.signaled.eq(wre.signaled),
                              rd_wr.en.eq(1), rd_wr.addr.eq(qaddr(conn, (c.rd_head + c.nreads)[:max(OB, 1)], OB)),
@@ -698,84 +893,67 @@ class DdpTx(wiring.Component):
                 m.next = "EMIT"
 
             with m.State("RRCHK0"):
-                m.d.comb += st_rd.addr.eq(rqe.src_stag[:SB])
+                # STag row of rqe.src_stag (address stable since SCHED)
+                m.d.sync += [srow.eq(st_rd.data), s_ends.eq(rqe.src_to + rqe.size)]
+                m.next = "RRCHK1"
+
+            with m.State("RRCHK1"):
+                # the region's end and the lower bound compare, registered (timing: an adder
+                # then a compare then the priority below)
+                hi_zero = (rqe.src_to[AW:64] == 0) if AW < 64 else Const(1)
+                m.d.sync += [s_rend.eq(srow.base + srow.length),
+                             s_lo_ok.eq(hi_zero & (rqe.src_to[:AW] >= srow.base))]
                 m.next = "RRCHK"
 
             with m.State("RRCHK"):
-                m.d.comb += st_rd.addr.eq(rqe.src_stag[:SB])
-                row = row_l(st_rd.data)
-                ends = Signal(65)
-                m.d.comb += ends.eq(rqe.src_to + rqe.size)
-                hi_zero = (rqe.src_to[AW:64] == 0) if AW < 64 else Const(1)
-                in_space = hi_zero & (rqe.src_to[:AW] >= row.base) & \
-                    ((rqe.src_to[:AW] + rqe.size) <= (row.base + row.length))
-                code = Signal(8)
-                fail = Signal()
-                with m.If(~row.valid | (row.stag != rqe.src_stag)):
-                    m.d.comb += [fail.eq(1), code.eq(0)]
-                with m.Elif(row.conn != conn):
-                    m.d.comb += [fail.eq(1), code.eq(3)]
-                with m.Elif(~row.rr):
-                    m.d.comb += [fail.eq(1), code.eq(2)]
-                with m.Elif(ends[64]):
-                    m.d.comb += [fail.eq(1), code.eq(4)]
+                in_space = s_lo_ok & (s_ends <= s_rend)
+                with m.If(~srow.valid | (srow.stag != rqe.src_stag)):
+                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(0)]
+                with m.Elif(srow.conn != conn):
+                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(3)]
+                with m.Elif(~srow.rr):
+                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(2)]
+                with m.Elif(s_ends[64]):
+                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(4)]
                 with m.Elif(~in_space):
-                    m.d.comb += [fail.eq(1), code.eq(1)]
-                with m.If(fail):
-                    rhdr = untagged_hdr(1, 1, Const(0, 32), 1, rqe.msn, Const(0, 32))
-                    body = (_be(rqe.sink_stag, 4) + _be(rqe.sink_to, 8) + _be(rqe.size, 4)
-                            + _be(rqe.src_stag, 4) + _be(rqe.src_to, 8))
-                    term = [Const(0x01, 8), code, Const(0xE0, 8), Const(0, 8), Const(0, 8),
-                            Const(_RREQ_HDR, 8)] + rhdr + body
-                    start_segment(conn, pad(untagged_hdr(1, 7, Const(0, 32), 2, c.msn2, Const(0, 32)) + term),
-                                  18 + 52)
-                    m.d.sync += [c.stopped.eq(1), c.msn2.eq(c.msn2 + 1), fin.eq(0)]
+                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(1)]
+                with m.Else():
+                    m.d.sync += [chk_fail.eq(0), chk_code.eq(0)]
+                m.next = "RRCHK2"
+
+            with m.State("RRCHK2"):
+                with m.If(chk_fail):
+                    # (go_chk: the Terminate starts, below the FSM)
+                    m.d.sync += [c.stopped.eq(1), c.msn2.eq(c.msn2 + 1)]
                     m.next = "EMIT"
                 with m.Else():
+                    m.d.sync += go_rr.eq(1)
                     m.next = "SEG_RR"
 
             with m.State("SEG_RR"):
-                room = Signal(16)
-                rem = Signal(32)
-                last = Signal()
-                chunk = Signal(32)
-                m.d.comb += [room.eq(c.mulpdu - 14), rem.eq(rqe.size - c.rr_off),
-                             last.eq(rem <= room), chunk.eq(Mux(last, rem, room))]
-                th = tagged_hdr(last, 2, rqe.sink_stag, (rqe.sink_to + c.rr_off)[:64])
-                start_segment(conn, pad(th), 14, chunk, (rqe.src_to + c.rr_off)[:AW])
-                m.d.sync += [c.rr_off.eq(c.rr_off + chunk), c.rr_started.eq(1), seg_last.eq(last), fin.eq(2)]
+                with m.If(rr_last):
+                    rr_pop()
+                    m.d.sync += push_rrd.eq(1)
+                with m.Else():
+                    m.d.sync += [c.rr_off.eq(c.rr_off + rr_n), c.rr_started.eq(1)]
                 m.next = "EMIT"
 
             with m.State("EMIT"):
-                m.d.comb += emitting.eq(1)
+                # the context (already updated for after the segment) is written back in the
+                # first cycle, so that the turn ends with the last beat
+                with m.If(wbp):
+                    write_back()
+                    m.d.sync += wbp.eq(0)
                 with m.If(e_done):
-                    with m.If(fin == 1):
-                        m.next = "SQFIN"
-                    with m.Elif(fin == 2):
-                        m.next = "RRFIN"
+                    with m.If(cq_after):
+                        m.next = "CQ_END"
                     with m.Else():
-                        m.next = "WB"
+                        m.next = "IDLE"
 
-            with m.State("SQFIN"):
-                with m.If(seg_last):
-                    sq_pop()
-                    with m.If(seg_untagged):
-                        m.d.sync += c.msn0.eq(c.msn0 + 1)
-                    complete(wre.wr_id, TX_STATUS_SUCCESS, wre.length, wre.opcode, force=wre.signaled)
-                    m.next = "CQ"
-                with m.Else():
-                    m.next = "WB"
-
-            with m.State("RRFIN"):
-                with m.If(seg_last):
-                    rr_pop()
-                    m.next = "RRD"
-                with m.Else():
-                    m.next = "WB"
-
-            with m.State("RRD"):
-                m.d.comb += rrdf.w_en.eq(1)
-                m.next = "WB"
+            with m.State("CQ_END"):
+                m.d.comb += self.cq.valid.eq(1)
+                with m.If(self.cq.ready):
+                    m.next = "IDLE"
 
             with m.State("CQ"):
                 m.d.comb += self.cq.valid.eq(cq_force)
@@ -783,13 +961,47 @@ class DdpTx(wiring.Component):
                     m.next = "WB"
 
             with m.State("WB"):
-                listed = c.inlist & ~popped
-                nc = Signal(ctx_l, name="wb_ctx")
-                m.d.comb += [nc.eq(c), nc.inlist.eq(has_work | listed),
-                             cx_wr.en.eq(1), cx_wr.data.eq(nc)]
-                with m.If(has_work & ~listed):
-                    m.d.comb += [active.w_en.eq(1), active.w_data.eq(conn)]
+                write_back()
                 m.next = "IDLE"
+
+        # Segment starts. The FSM state that starts a segment (TERM, SEG_SQ, SEG_RREQ, SEG_RR,
+        # RRCHK2 with a failed check) has a one-hot flag register set on the way in, so that
+        # the wide header and emitter registers are loaded under a register rather than a
+        # decode of the state (timing)
+        with m.If(go_sq):
+            op = wre.opcode
+            inv = (op == 4) | (op == 6)
+            th = tagged_hdr(sq_last, op, wre.rstag, sq_to)
+            uh = untagged_hdr(sq_last, op, Mux(inv, wre.inv_stag, 0), 0, c.msn0, c.sq_off)
+            hdr = Signal(8 * _HMAX, name="sq_hdr")
+            m.d.comb += hdr.eq(Mux(sq_tagged, Cat(*pad(th)), Cat(*pad(uh))))
+            start_segment(conn, [hdr[8 * k:8 * k + 8] for k in range(_HMAX)])
+        with m.Elif(go_rr):
+            start_segment(conn, pad(tagged_hdr(rr_last, 2, rqe.sink_stag, rr_to)))
+        with m.Elif(go_rreq):
+            body = (_be(wre.lstag, 4) + _be(wre.laddr, 8) + _be(wre.length, 4)
+                    + _be(wre.rstag, 4) + _be(wre.rto, 8))
+            start_segment(conn, pad(untagged_hdr(1, 1, Const(0, 32), 1, c.msn1, Const(0, 32)) + body),
+                          _RREQ_HDR)
+        with m.Elif(go_term):
+            tp = self.term.payload
+            tb = [tp.term[8 * k:8 * k + 8] for k in range(TERM_BYTES)]
+            start_segment(conn, pad(untagged_hdr(1, 7, Const(0, 32), 2, c.msn2, Const(0, 32)) + tb),
+                          18 + tp.tlen)
+        with m.Elif(go_chk):
+            rhdr = untagged_hdr(1, 1, Const(0, 32), 1, rqe.msn, Const(0, 32))
+            body = (_be(rqe.sink_stag, 4) + _be(rqe.sink_to, 8) + _be(rqe.size, 4)
+                    + _be(rqe.src_stag, 4) + _be(rqe.src_to, 8))
+            term = [Const(0x01, 8), chk_code, Const(0xE0, 8), Const(0, 8), Const(0, 8),
+                    Const(_RREQ_HDR, 8)] + rhdr + body
+            start_segment(conn, pad(untagged_hdr(1, 7, Const(0, 32), 2, c.msn2, Const(0, 32)) + term),
+                          18 + 52)
+
+        # the context read in the cycle after IDLE picked a request goes straight into c
+        # (after the FSM: no other assignment of c in those states; timing: BRAM clk-to-out
+        # through one mux only)
+        with m.If(ld_c):
+            m.d.sync += c.eq(cxd)
 
         self._active = active
         return m

@@ -287,7 +287,7 @@ class Harness(Elaboratable):
         with m.If(fsm.ongoing("HDR") & (hk == 0)):
             m.d.comb += Assert(cx_rd.stopped == stopped_of(ent.conn, "st_hdr"), "lemma_cx_rd_hdr")
         seg_states = ["DEC", "ULOAD", "UCHK", "ICHK", "TCHK", "PLACE", "TFIN", "UFIN", "CQ_RR",
-                      "DRAIN0", "DRAIN1", "CQ_SEND", "RB", "RBCHK", "SCHK", "RRPUSH", "QCLR",
+                      "DRAIN0", "DRAIN1", "CQ_SEND", "RB", "RBCHK", "SWAIT", "SCHK", "RRPUSH", "QCLR",
                       "TRECV", "ERR"]
         in_seg = Signal()
         m.d.comb += in_seg.eq((fsm.ongoing("HDR") & (hk != 0)) | st(*seg_states))
@@ -339,7 +339,14 @@ class Harness(Elaboratable):
         e, ridx, qn_now = f["e"], f["ridx"], f["qn_now"]
         n = f["n"]
         rd_row, rd_e = f["rd_row"], f["rd_e"]
-        # the STag row under check is the memory's row (read in DEC)
+        # the STag row under check is the memory's row: on the read port in DEC (address
+        # presented in the last HDR cycle), in the DUT's register ``row_q`` in TCHK
+        with m.If(fsm.ongoing("DEC")):
+            dec_row = sel(mst, f["h_stag"][:max(SB, 1)], row_l, "dec_row")
+            m.d.comb += Assert(f["st_rd_row"].as_value() == dec_row.as_value(), "lemma_dec_read")
+        # the placer is set up from the registered payload length ``n_q``
+        with m.If(st("UCHK", "ICHK", "TCHK")):
+            m.d.comb += Assert(f["n_q"] == n, "lemma_n_q")
         with m.If(fsm.ongoing("TCHK")):
             cur_row = sel(mst, f["h_stag"][:max(SB, 1)], row_l, "tchk_row")
             m.d.comb += Assert(T & (n != 0) & (rd_row.as_value() == cur_row.as_value()), "lemma_tchk_read")
@@ -467,7 +474,8 @@ def _tail(res):
 
 
 #: assertions of the unbounded proof of ``region`` (tagged writes) and its lemmas
-REGION = {"lemma_table", "lemma_shadow_fit", "lemma_tchk_read", "lemma_tagged", "lemma_untagged", "lemma_len",
+REGION = {"lemma_table", "lemma_shadow_fit", "lemma_dec_read", "lemma_tchk_read", "lemma_n_q", "lemma_tagged",
+          "lemma_untagged", "lemma_len",
           "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_region", "lemma_queued_lanes", "lemma_reads",
           "lemma_end", "lemma_n", "lemma_aligned", "lemma_first", "lemma_later", "lemma_lo", "lemma_rem",
           "lemma_words", "lemma_region", "push_region", "push_lanes", "region", "lanes"}
