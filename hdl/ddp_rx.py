@@ -342,7 +342,7 @@ class DdpRx(wiring.Component):
         flight, so a region that is rewritten is never written after the rewrite.
     rq_post : In(stream(RqPost))
         (Also taken only between segments with no write in flight.)
-        Receive buffer posts; ``rq_overflow`` pulses (the cycle after the handshake) when
+        Receive buffer posts; ``rq_overflow`` pulses (two cycles after the handshake) when
         one is dropped: queue full, or the buffer not inside the bus address space
         (``addr + length > 2**addr_width``).
     ctl : In(stream(ConnCtl))
@@ -390,7 +390,10 @@ class DdpRx(wiring.Component):
     size, SWAIT).
 
     *Pipeline registers* (for timing; none of them changes the AXI, completion or report
-    order, and none adds latency to a Write or a Send): the STag table (block RAM) is read
+    order, and none adds latency to a Write or a Send): the connection context is read at a
+    registered address (the connection of the request IDLE takes), so its row is taken in
+    the second HDR cycle and a post / Read Response completion waits one cycle (POST0,
+    RRD0); ``writes_idle`` (no write in flight) is a register, one cycle late. The STag table (block RAM) is read
     with the STag field of the header (octets 2..5: the tagged STag and the Invalidate STag
     alike) from the last HDR cycle on; the row is on the read port in DEC and checked from
     the register ``row_q`` in TCHK / ICHK (the source STag of a Read Request: read in RBCHK,
@@ -529,8 +532,12 @@ class DdpRx(wiring.Component):
         b_ack = Signal()
         m.d.comb += b_ack.eq(axi.bvalid & (outstanding != 0))
         m.d.sync += outstanding.eq(outstanding + w_push - b_ack)
+        # ``writes_idle`` registered for timing (it gates the processor's request arbiter):
+        # one cycle late, and low in the cycle after a push, so it never claims idle early
+        writes_idle_c = Signal()
+        m.d.comb += writes_idle_c.eq((outstanding == 0) & ~awf.r_rdy & ~wf.r_rdy)
         writes_idle = Signal()
-        m.d.comb += writes_idle.eq((outstanding == 0) & ~awf.r_rdy & ~wf.r_rdy)
+        m.d.sync += writes_idle.eq(writes_idle_c & ~w_push)
         aw_quiet = Signal()      # every pushed AW has been handed to the bus
         m.d.comb += aw_quiet.eq(~awf.r_rdy & ~wf.r_rdy)
 
@@ -681,8 +688,12 @@ class DdpRx(wiring.Component):
         tr_p = Signal(TermReport(connections=C))
         m.d.comb += [self.cq.payload.eq(cq_p), self.rrq.payload.eq(rr_p), self.term.payload.eq(tr_p)]
 
+        # context read address: a register, loaded with the connection of the request taken
+        # in IDLE, so that the arbiter is not in the read path; the row is on the read port
+        # from the second cycle after IDLE (HDR with ``hk == 1``, POST, RRD)
         req_conn = Signal(CB)
-        m.d.comb += [cx_rd.addr.eq(req_conn), cx_rd.en.eq(0)]
+        rd_conn = Signal(CB)
+        m.d.comb += [cx_rd.addr.eq(rd_conn), cx_rd.en.eq(1)]
         ctl_p = self.ctl.payload
         post_p = self.rq_post.payload
         # what the processor sees of the ingest: the queue of complete ULPDUs and the slot
@@ -765,7 +776,7 @@ class DdpRx(wiring.Component):
 
         with m.FSM(name="proc") as fsm:
             with m.State("IDLE"):
-                m.d.comb += cx_rd.en.eq(1)
+                m.d.sync += rd_conn.eq(req_conn)
                 with m.If(self.ctl.valid):
                     m.d.comb += [req_conn.eq(ctl_p.conn), self.ctl.ready.eq(1)]
                     m.d.sync += [lat.conn.eq(ctl_p.conn), lat_ird.eq(ctl_p.ird)]
@@ -788,11 +799,11 @@ class DdpRx(wiring.Component):
                 with m.Elif(self.rq_post.valid & writes_idle):
                     m.d.comb += [req_conn.eq(post_p.conn), self.rq_post.ready.eq(1)]
                     m.d.sync += lat.eq(post_p)
-                    m.next = "POST"
+                    m.next = "POST0"
                 with m.Elif(self.rr_done.valid):
                     m.d.comb += [req_conn.eq(self.rr_done.payload.conn), self.rr_done.ready.eq(1)]
                     m.d.sync += lat.conn.eq(self.rr_done.payload.conn)
-                    m.next = "RRD"
+                    m.next = "RRD0"
                 with m.Elif(q_rdy):
                     m.d.comb += [req_conn.eq(ent_head.conn), ready.r_en.eq(1),
                                  sb_rd.en.eq(1), sb_rd.addr.eq(Cat(Const(0, RB), ent_head.slot))]
@@ -816,6 +827,13 @@ class DdpRx(wiring.Component):
                 m.d.sync += clr.eq(clr + 1)
                 with m.If(clr + 1 >= clr_n):
                     m.next = "IDLE"
+
+            # (the context row of ``lat.conn`` is read in POST0 / RRD0)
+            with m.State("POST0"):
+                m.next = "POST"
+
+            with m.State("RRD0"):
+                m.next = "RRD"
 
             with m.State("POST"):
                 cc = ctx_l(cx_rd.data)
@@ -845,7 +863,7 @@ class DdpRx(wiring.Component):
                 m.next = "IDLE"
 
             with m.State("HDR"):
-                with m.If(hk == 0):
+                with m.If(hk == 1):
                     m.d.sync += c.eq(cx_rd.data)
                 # data of row hk is on the read port
                 for k in range(HR):
@@ -1270,7 +1288,8 @@ class DdpRx(wiring.Component):
             ent=ent, e=e, ridx=ridx, qn_now=qn_now, h_stag=h_stag, rd_row=row_q, st_rd_row=rd_row,
             rd_e=rd_e,
             st_wr=st_wr, rq_wr=rq_wr, row_l=row_l, rqe_l=rqe_l, n=n, mcap=mcap, h_mo=h_mo,
-            stag_idx=stag_idx, D=D, DB=DB, SB=SB, AW=AW, LW=LW, c=c, hk=hk, lat=lat, cx_wr=cx_wr,
+            stag_idx=stag_idx, D=D, DB=DB, SB=SB, AW=AW, LW=LW, c=c, hk=hk, lat=lat, rd_conn=rd_conn, cx_wr=cx_wr, writes_idle=writes_idle,
+            outstanding=outstanding, wf=wf,
             cx_rd=cx_rd, ctx_l=ctx_l, tr_p=tr_p, p_reads=p_reads, p_dv=p_inflight, n_q=n_q, hlen=hlen, ROWS=ROWS,
             entry_l=entry_l,
         )

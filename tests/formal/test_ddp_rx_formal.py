@@ -10,12 +10,12 @@ What is proven, and how (assertion names below):
   with the strengthening lemmas of the set ``REGION``;
 * ``stop`` (+ ``push_stop``): UNBOUNDED, by 1-induction with the lemmas of ``STOP``;
 * every property (``region``, ``buffer``, ``stop``, ``lanes``, ``strobes``, ``post``,
-  ``push_*``): by BMC to depth ``DEPTH`` = 15 cycles from reset (steps 0 .. 14), lemmas
+  ``push_*``): by BMC to depth ``DEPTH`` = 17 cycles from reset (steps 0 .. 16), lemmas
   left out;
-* non-vacuity: a cover run (``mode cover``, depth 15, same harness and assumption)
-  reaches a tagged AW handshake (step 12) and an untagged one (step 14).
+* non-vacuity: a cover run (``mode cover``, depth 17, same harness and assumption)
+  reaches a tagged AW handshake (step 13) and an untagged one (step 16).
 
-``buffer`` (untagged writes), ``strobes`` and ``post`` are checked to depth 15 only: the
+``buffer`` (untagged writes), ``strobes`` and ``post`` are checked to depth 17 only: the
 induction of ``buffer`` with its lemmas (receive-queue memory against the posts, the
 receive-buffer register, the offset checks) did not finish within 4 minutes here, nor
 did the induction of all assertions at once (``DDP_RX_FORMAL_INDUCTION=1`` runs it).
@@ -64,10 +64,11 @@ Properties:
 The connection and first/last lanes of a write travel with the AW entry in the block's
 AW FIFO as side band (``aw_conn`` is also a port); the checker trusts that label.
 
-Depth of the BMC: with the free ingest a segment is taken from the queue at cycle 1
-(after a STag write at cycle 0) or 3 (after a post), its header is read in 5 cycles and
-it is validated; the first AW handshake of a tagged segment is at step 12 and of an
-untagged one at step 14 (the cover traces). So depth 15 covers a whole one-word tagged
+Depth of the BMC: with the free ingest a segment is taken from the queue at cycle 2
+(after a STag write at cycle 1: the registered "no write in flight" flag is low after
+reset) or 5 (after a post and its context read), its header is read in 5 cycles and it
+is validated; the first AW handshake of a tagged segment is at step 13 and of an
+untagged one at step 16 (the cover traces). So depth 17 covers a whole one-word tagged
 segment (arrival, validation, write on the bus) and the first write of an untagged one;
 longer segments, several segments in a row and error -> report -> further segments lie
 beyond it (``region`` and ``stop`` are proven for all of them by the inductions; for
@@ -93,7 +94,7 @@ from amaranth.hdl import Assume, Cat, ClockDomain, Cover, Elaboratable, Module, 
 
 from hdl.ddp_rx import DdpRx, _Entry
 
-DEPTH = int(os.environ.get("DDP_RX_FORMAL_DEPTH", "15"))
+DEPTH = int(os.environ.get("DDP_RX_FORMAL_DEPTH", "17"))
 K = int(os.environ.get("DDP_RX_FORMAL_K", "1"))
 CONF = dict(width=4, connections=2, stags=2, slots=2, slot_bytes=32, rq_depth=2, addr_width=16)
 
@@ -236,20 +237,26 @@ class Harness(Elaboratable):
             m.d.comb += Assert((ma[j][AW:] == 0) & ((ma[j][:AW] + ml[j]) <= (1 << AW)), "lemma_rows_fit")
         rq_wr = f["rq_wr"]
         rqe = rqe_l(rq_wr.data)
+        # the last post taken; ``pend_v`` / ``pend_v2``: taken one / two cycles ago
         pend = Signal(dut.rq_post.payload.shape())
         pend_v = Signal()
-        m.d.sync += [pend.eq(dut.rq_post.payload), pend_v.eq(dut.rq_post.valid & dut.rq_post.ready)]
+        pend_v2 = Signal()
+        with m.If(dut.rq_post.valid & dut.rq_post.ready):
+            m.d.sync += pend.eq(dut.rq_post.payload)
+        m.d.sync += [pend_v.eq(dut.rq_post.valid & dut.rq_post.ready), pend_v2.eq(pend_v)]
         cur = sel(mrq, rq_wr.addr, rqe_l, "rq_cur")
         with m.If(rq_wr.en):
-            from_post = (pend_v & (rqe.addr == pend.addr) & (rqe.length == pend.length)
+            from_post = (pend_v2 & (rqe.addr == pend.addr) & (rqe.length == pend.length)
                          & (rq_wr.addr[DB:] == pend.conn) & (pend.addr[AW:] == 0)
                          & ((pend.addr[:AW] + pend.length) <= (1 << AW)))
             unchanged = (rqe.addr == cur.addr) & (rqe.length == cur.length)
             m.d.comb += Assert(from_post | unchanged, "post")
         lat = f["lat"]
+        lat_is_pend = (lat.addr == pend.addr) & (lat.length == pend.length) & (lat.conn == pend.conn)
+        with m.If(st("POST0")):
+            m.d.comb += Assert(pend_v & lat_is_pend, "lemma_post_latch")
         with m.If(st("POST")):
-            m.d.comb += Assert(pend_v & (lat.addr == pend.addr) & (lat.length == pend.length)
-                               & (lat.conn == pend.conn), "lemma_post_latch")
+            m.d.comb += Assert(pend_v2 & lat_is_pend, "lemma_post_latch")
 
         def buffer_ok(conn, lo, end, name):
             ok = Signal(name=name)
@@ -277,6 +284,12 @@ class Harness(Elaboratable):
             in_ctl = fsm.ongoing("CTL") & (lat.conn == cn)
             m.d.comb += Assert(Mux(in_done, c_reg.stopped, Mux(in_ctl, 0, mcx[cn].stopped)) == stopped[cn],
                                "lemma_ctx_stopped")
+        # the context read address: the connection of the request being handled
+        rd_conn = f["rd_conn"]
+        with m.If(st("POST0", "RRD0", "POST", "RRD")):
+            m.d.comb += Assert(rd_conn == lat.conn, "lemma_rd_conn")
+        with m.If(st("HDR")):
+            m.d.comb += Assert(rd_conn == ent.conn, "lemma_rd_conn")
         with m.If(st("POST", "RRD")):
             m.d.comb += Assert(cx_rd.stopped == mcx[0].stopped if C == 1 else
                                cx_rd.stopped == sel([x.stopped for x in mcx], lat.conn, 1, "cx_lat"),
@@ -284,13 +297,13 @@ class Harness(Elaboratable):
         hk = f["hk"]
         with m.If(fsm.ongoing("HDR")):
             m.d.comb += Assert(hk < -(-18 // W), "lemma_hk")
-        with m.If(fsm.ongoing("HDR") & (hk == 0)):
+        with m.If(fsm.ongoing("HDR") & (hk == 1)):
             m.d.comb += Assert(cx_rd.stopped == stopped_of(ent.conn, "st_hdr"), "lemma_cx_rd_hdr")
         seg_states = ["DEC", "ULOAD", "UCHK", "ICHK", "TCHK", "PLACE", "TFIN", "UFIN", "CQ_RR",
                       "DRAIN0", "DRAIN1", "CQ_SEND", "RB", "RBCHK", "SWAIT", "SCHK", "RRPUSH", "QCLR",
                       "TRECV", "ERR"]
         in_seg = Signal()
-        m.d.comb += in_seg.eq((fsm.ongoing("HDR") & (hk != 0)) | st(*seg_states))
+        m.d.comb += in_seg.eq((fsm.ongoing("HDR") & (hk > 1)) | st(*seg_states))
         st_ent = stopped_of(ent.conn, "st_ent")
         with m.If(in_seg):
             m.d.comb += Assert(c_reg.stopped == st_ent, "lemma_c_stopped")
@@ -307,8 +320,12 @@ class Harness(Elaboratable):
         awf, aw_l = dut._awf, dut._aw_l
         m.d.comb += Assert(awf.level <= awf.depth, "lemma_fifo_level")
         m.d.comb += Assert((awf.wp - awf.rp)[:len(awf.rp)] == awf.level[:len(awf.rp)], "lemma_fifo_ptrs")
-        with m.If(st("POST")):
+        with m.If(st("POST0", "POST")):
             m.d.comb += Assert(awf.level == 0, "lemma_post_idle")
+        # the registered ``writes_idle`` never claims idle early
+        with m.If(f["writes_idle"]):
+            m.d.comb += Assert((f["outstanding"] == 0) & (awf.level == 0) & (f["wf"].level == 0),
+                               "lemma_writes_idle")
 
         def safe(v, name):
             """The checks on one AW entry ``v`` (layout aw_l): lanes, region/buffer, not stopped."""
@@ -474,13 +491,13 @@ def _tail(res):
 
 
 #: assertions of the unbounded proof of ``region`` (tagged writes) and its lemmas
-REGION = {"lemma_table", "lemma_shadow_fit", "lemma_dec_read", "lemma_tchk_read", "lemma_n_q", "lemma_tagged",
+REGION = {"lemma_writes_idle", "lemma_table", "lemma_shadow_fit", "lemma_dec_read", "lemma_tchk_read", "lemma_n_q", "lemma_tagged",
           "lemma_untagged", "lemma_len",
           "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_region", "lemma_queued_lanes", "lemma_reads",
           "lemma_end", "lemma_n", "lemma_aligned", "lemma_first", "lemma_later", "lemma_lo", "lemma_rem",
           "lemma_words", "lemma_region", "push_region", "push_lanes", "region", "lanes"}
 #: assertions of the unbounded proof of ``stop`` and its lemmas
-STOP = {"lemma_ctx_stopped", "lemma_cx_rd", "lemma_cx_rd_hdr", "lemma_hk", "lemma_c_stopped", "lemma_running",
+STOP = {"lemma_writes_idle", "lemma_rd_conn", "lemma_ctx_stopped", "lemma_cx_rd", "lemma_cx_rd_hdr", "lemma_hk", "lemma_c_stopped", "lemma_running",
         "lemma_trecv_conn", "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_stop", "lemma_not_stopped",
         "push_stop", "stop"}
 
