@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,7 +37,7 @@ import time
 from pathlib import Path
 
 __all__ = [
-    "BuildError", "ToolMissing", "TimingFailure", "BuildConfig", "BuildReport", "TOOLS",
+    "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
     "tool_env", "build", "sweep", "sweep_markdown", "REPO_ROOT", "DEFAULT_FREQ_MHZ",
     "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS",
 ]
@@ -67,7 +68,41 @@ _RESOURCES = (
 
 
 class BuildError(RuntimeError):
-    """The flow failed; the message says where and what to look at."""
+    """The flow failed; the message says where and what to look at. ``resources`` holds
+    what nextpnr reported of the device's use before it failed (empty if nothing)."""
+
+    def __init__(self, message, resources=None):
+        super().__init__(message)
+        self.resources = resources or {}
+
+
+_UTIL_LINE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%\s*$")
+
+
+def diagnose_log(text):
+    """What went wrong, from a flow log: ``(summary, resources)``.
+
+    ``resources`` are nextpnr's device utilisation lines (ours names, as in
+    :func:`parse_nextpnr_report`); ``summary`` is one line: the resources over 100 % of
+    the device (the design does not fit), else the first ``ERROR:`` line, else ``""``.
+    """
+    names = {pnr: ours for ours, pnr, _ in _RESOURCES}
+    resources = {}
+    for line in text.splitlines():
+        mo = _UTIL_LINE.match(line)
+        if mo and mo.group(1) in names:
+            used, avail = int(mo.group(2)), int(mo.group(3))
+            resources[names[mo.group(1)]] = {
+                "used": used, "available": avail,
+                "percent": round(100 * used / avail, 2) if avail else 0.0}
+    over = [f"{pnr} {resources[k]['used']}/{resources[k]['available']} "
+            f"({resources[k]['percent']:.0f} %)"
+            for k, pnr, _ in _RESOURCES if k in resources
+            and resources[k]["used"] > resources[k]["available"]]
+    if over:
+        return "the design does not fit the device: " + ", ".join(over), resources
+    err = next((ln.strip() for ln in text.splitlines() if ln.lstrip().startswith("ERROR")), "")
+    return err, resources
 
 
 class ToolMissing(BuildError):
@@ -373,9 +408,15 @@ def build(config: BuildConfig, *, progress=None):
             time.sleep(0.25)
     end = time.monotonic()
     if rc != 0:
+        text = log_path.read_text(errors="replace")
+        tim = out / f"{name}.tim"
+        if tim.exists():            # nextpnr's own log (utilisation, errors)
+            text = tim.read_text(errors="replace") + "\n" + text
+        summary, used = diagnose_log(text)
         tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]
         stage = next((s for s in stages if s not in done_at), "bitstream")
-        raise BuildError(f"{stage} failed (exit status {rc}); see {log_path}:\n  " + "\n  ".join(tail))
+        raise BuildError(f"{stage} failed (exit status {rc})" + (f": {summary}" if summary else "")
+                         + f"; see {log_path}:\n  " + "\n  ".join(tail), resources=used)
 
     t_syn = done_at.get("synthesis", end) - start
     t_pnr = done_at.get("pnr", end) - done_at.get("synthesis", start)
@@ -449,7 +490,9 @@ def sweep(*, board="versa_ecp5", widths=SWEEP_WIDTHS, connections=SWEEP_CONNECTI
             except ToolMissing:
                 raise
             except BuildError as e:
-                rows.append({"width": w, "connections": n, "error": str(e).splitlines()[0]})
+                rows.append({"width": w, "connections": n, "error": str(e).splitlines()[0],
+                             **{f"{k}_used": v["used"] for k, v in e.resources.items()},
+                             **{f"{k}_percent": v["percent"] for k, v in e.resources.items()}})
     meta = {"board": board, "freq_mhz": freq_mhz, "required_mhz": DEFAULT_FREQ_MHZ,
             "goal_mhz": GOAL_FREQ_MHZ, "seed": seed}
     (out / "sweep.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
@@ -488,8 +531,12 @@ def sweep_markdown(rows, meta):
     ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['width']} | {r['connections']} | - | build failed: {r['error']} "
-                         "| | | | | | | | | |")
+            # what nextpnr counted before it failed (e.g. block RAM beyond the device)
+            used = [r.get(f"{k}_used", "") for k in ("lut4", "ff", "bram", "dsp")]
+            pct = f"{r['lut4_percent']:.1f}" if "lut4_percent" in r else ""
+            lines.append(f"| {r['width']} | {r['connections']} | - | build failed: "
+                         f"{r['error'].split('; see ')[0]} | | | {used[0]} | {pct} | {used[1]} | "
+                         f"| {used[2]} | {used[3]} | |")
             continue
         lines.append(
             f"| {r['width']} | {r['connections']} | {r['core']} | {r['fmax_mhz']:.1f} | "

@@ -169,3 +169,34 @@ def test_real_build(tmp_path):
     assert rep["bitstream"] == str(bit) and bit.stat().st_size == rep["bitstream_bytes"] > 100_000
     assert json.loads((out / "report.json").read_text())["resources"] == rep["resources"]
     assert (out / "top.tim").exists() and (out / "top.report.json").exists()
+
+
+_UNPLACEABLE_LOG = """\
+Info: Device utilisation:
+Info: 	          TRELLIS_IO:       3/    245     1%
+Info: 	              DP16KD:     447/    108   413%
+Info: 	          MULT18X18D:       2/     72     2%
+Info: 	          TRELLIS_FF:   19570/  43848    44%
+Info: 	        TRELLIS_COMB:   29225/  43848    66%
+ERROR: Unable to place cell 'core.core.dtx.rrq_mem.0.42', no BELs remaining to implement cell type 'DP16KD'
+0 warnings, 1 error
+"""
+
+
+def test_failure_diagnosis():
+    """A design that does not fit says which resource is over and by how much (nextpnr's own
+    error only names one cell), and the sweep keeps what nextpnr counted."""
+    summary, used = flow.diagnose_log(_UNPLACEABLE_LOG)
+    assert summary == "the design does not fit the device: DP16KD 447/108 (414 %)"
+    assert used["bram"] == {"used": 447, "available": 108, "percent": 413.89}
+    assert used["lut4"]["used"] == 29225 and used["ff"]["used"] == 19570
+    summary, used = flow.diagnose_log("ERROR: Max frequency check\n")
+    assert summary == "ERROR: Max frequency check" and used == {}
+    assert flow.diagnose_log("all fine\n") == ("", {})
+    row = {"width": 8, "connections": 1024, "error": f"pnr failed (exit status 125): {summary}; see x",
+           "bram_used": 447, "lut4_used": 29225, "lut4_percent": 66.65, "ff_used": 19570, "dsp_used": 2}
+    md = flow.sweep_markdown([row], {"board": "versa_ecp5", "freq_mhz": 125, "required_mhz": 125,
+                                     "goal_mhz": 156.25, "seed": 1})
+    line = md.splitlines()[-1]
+    assert line.startswith("| 8 | 1024 | - | build failed: pnr failed") and "see x" not in line
+    assert "| 29225 | 66.7 | 19570 |" in line and "| 447 | 2 |" in line
