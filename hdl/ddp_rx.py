@@ -70,6 +70,9 @@ E_RO_UNSPECIFIED = error_word(0, 2, 0xFF)
 E_LLP_CRC = error_word(2, 0, 2)
 E_LLP_MARKER = error_word(2, 0, 3)
 
+# DdpRx's DEC verdict (worked out in the last HDR cycle)
+_DEC_DONE, _DEC_FAIL, _DEC_TCHK, _DEC_TFIN, _DEC_ULOAD, _DEC_UCHK = range(6)
+
 
 # ---------------------------------------------------------------------------- port layouts
 
@@ -385,19 +388,28 @@ class DdpRx(wiring.Component):
     MSN order, after every write of the message has its B response), queues a Read
     Request or reports a Terminate. The first error is reported once every write already
     issued has left on AW, and stops the connection (later segments dropped) until
-    ``ctl``. Per-segment overhead about ``ceil(18/W) + 8`` cycles (one more at W = 32,
-    where HDR takes two cycles; one more for an inbound RDMA Read Request with a non-zero
-    size, SWAIT).
+    ``ctl``. Per-segment overhead about ``ceil(18/W) + 8`` cycles (HDR takes at least
+    three cycles: one more at W = 16, two more at W = 32; one more for an untagged segment,
+    UACT; one more for an inbound RDMA Read Request or Terminate, RBV, and two more for a
+    Read Request with a non-zero size, SWAIT and SWAIT2).
 
     *Pipeline registers* (for timing; none of them changes the AXI, completion or report
-    order, and none adds latency to a Write or a Send): the connection context is read at a
+    order, and none adds latency to a Write or a Send's placement): DEC's checks (context,
+    entry and header octets 0..13) are worked out in the last HDR cycle and registered, DEC
+    only acts on the verdict; a Send's completion is decided from registered copies of the
+    receive-queue entry (block RAM) in DRAIN2, one cycle per completed Send; the connection context is read at a
     registered address (the connection of the request IDLE takes), so its row is taken in
     the second HDR cycle and a post / Read Response completion waits one cycle (POST0,
-    RRD0); ``writes_idle`` (no write in flight) is a register, one cycle late. The STag table (block RAM) is read
+    RRD0); ``writes_idle`` (no write in flight) is a register, one cycle late; the checks
+    of a Read Request or Terminate read back from the control buffer are registered in RBV
+    before RBCHK acts on them; an untagged segment's offset checks (six compares against
+    its message state) are registered in UCHK and UACT acts on them. The STag table (block RAM) is read
     with the STag field of the header (octets 2..5: the tagged STag and the Invalidate STag
-    alike) from the last HDR cycle on; the row is on the read port in DEC and checked from
-    the register ``row_q`` in TCHK / ICHK (the source STag of a Read Request: read in RBCHK,
-    registered in SWAIT, checked in SCHK). The payload length ``n_q``, the message end
+    alike) from the second-to-last HDR cycle on; the row is in the register ``row_q`` from
+    DEC on, where TCHK's checks are worked out and registered (TCHK acts on them; the
+    sums they compare are registered a cycle earlier still), and
+    checked in ICHK (the source STag of a Read Request: read in RBCHK, registered in
+    SWAIT, checked in SCHK). The payload length ``n_q``, the message end
     ``endv`` and the control-buffer row base of the connection are registered copies of
     values that are constant during a segment. The check states set the placer up
     unconditionally and already read the first slot row, so that only the next state
@@ -458,9 +470,12 @@ class DdpRx(wiring.Component):
         D = self.rq_depth
         DB = exact_log2(D)
         HR = -(-18 // W)              # rows holding the 18-octet untagged header
-        # HDR cycles: at least one more than the rows holding octets 0..5 (the STag field),
-        # so that the STag is in ``hdr`` in the last HDR cycle (STag table read address)
-        HDR_END = max(HR, -(-6 // W) + 1)
+        # HDR cycles: at least two more than the rows holding octets 0..5 (the STag field),
+        # so that the STag is in ``hdr`` in the second-to-last HDR cycle (STag table read
+        # address: the row is in ``row_q`` in DEC, for TCHK's verdict), and at least one more than the rows holding octets 0..13 and than the cycle taking
+        # the context (``hk == 1``), so that DEC's checks can be worked out from registers in
+        # the last HDR cycle (one cycle more than the rows only at W >= 16)
+        HDR_END = max(HR, -(-6 // W) + 2, -(-14 // W) + 1, 3)
         CROWS = _CTL_BYTES // W       # control-buffer rows per connection
         entry_l = _Entry(slots=N, connections=C)
         ctx_l = _Ctx(rq_depth=D)
@@ -658,6 +673,9 @@ class DdpRx(wiring.Component):
         msgbuf = Signal(8 * 64)    # read back QN 1 / QN 2 message
         mb = [msgbuf[8 * k:8 * k + 8] for k in range(64)]
         rcnt = Signal(range(64 // W + 2))
+        rb_code = Signal(16)       # RBV's verdict on the message read back (0: good)
+        rb_size_nz = Signal()
+        drain_go = Signal()        # DRAIN1's verdict: the head entry is complete
 
         # placer
         p_axi = Signal()           # target: host memory (else the control buffer)
@@ -730,13 +748,30 @@ class DdpRx(wiring.Component):
         # placement set-up; done unconditionally in the check states (the placer registers
         # are only used in PLACE), so that only the next state depends on the checks. The
         # first slot row is read here already (``p_rv``), which hides the cycle of ``cur``.
-        def place_regs(addr, to_axi):
+        # The first slot row (it depends on the low bits of the target address) is worked out
+        # a cycle ahead and registered, one copy per kind of segment: it drives the slot
+        # buffer's read address, which must not wait for the header register's fan-out and
+        # the address adder. Tagged: from TO (stable from the last HDR cycle on); untagged:
+        # from the buffer address and MO (stable from UCHK on).
+        def first_row_of(lo):
+            sum_ = Signal(6, name="p_s")
+            row = Signal(max(7, RB + 1), name="p_first_row")
+            m.d.comb += [sum_.eq(hlen + W - lo), row.eq(sum_[LW:] - 1)]
+            return sum_, row
+
+        if LW:
+            t_lo = h_to[:LW]
+            u_lo = (Mux(qn_now == 0, e.addr[:LW], Mux(qn_now == 1, 0, _QN2_BASE % W)) + h_mo[:LW])[:LW]
+        else:
+            t_lo = u_lo = Const(0, 1)
+        t_first_row = Signal(max(7, RB + 1))
+        u_first_row = Signal(max(7, RB + 1))
+        m.d.sync += [t_first_row.eq(first_row_of(t_lo)[1]), u_first_row.eq(first_row_of(u_lo)[1])]
+
+        def place_regs(addr, to_axi, first_row):
             n = n_q
             lo = addr[:LW] if LW else Const(0, 1)
-            s = Signal(6, name="p_s")
-            m.d.comb += s.eq(hlen + W - lo)
-            first_row = Signal(max(7, RB + 1), name="p_first_row")
-            m.d.comb += first_row.eq(s[LW:] - 1)
+            s, _ = first_row_of(lo)
             m.d.sync += [
                 p_axi.eq(to_axi),
                 p_addr.eq(Cat(Const(0, LW), addr[LW:AW])),
@@ -761,10 +796,10 @@ class DdpRx(wiring.Component):
 
         # STag table read: the address defaults to the segment's STag field (octets 2..5 of
         # the header: the tagged STag and the Send-with-Invalidate STag alike), presented from
-        # the last HDR cycle on, so that the row is on the read port in DEC and in ``row_q``
-        # from the cycle after DEC on (TCHK, ICHK). ``row_q`` is registered for timing: the
-        # block RAM's clock-to-out (~4 ns on ECP5) must not feed the bounds compare and the
-        # placer's enables in the same cycle.
+        # the second-to-last HDR cycle on, so that the row is on the read port from the last
+        # HDR cycle and in ``row_q`` from DEC on (TCHK's verdict, ICHK). ``row_q`` is
+        # registered for timing: the block RAM's clock-to-out (~4 ns on ECP5) must not feed
+        # the bounds compare and the placer's enables in the same cycle.
         stag_idx = Signal(SB if SB else 1)
         m.d.comb += [st_rd.en.eq(1), st_rd.addr.eq(stag_idx), st_wr.en.eq(0)]
         m.d.comb += [rq_rd.en.eq(1), rq_wr.en.eq(0)]
@@ -773,6 +808,149 @@ class DdpRx(wiring.Component):
         row_q = Signal(row_l)
         m.d.sync += row_q.eq(rd_row)
         rd_e = rqe_l(rq_rd.data)
+
+        # DEC's checks (in the order of host.sink.Sink), worked out every cycle from
+        # registers and registered: they read only ``ent``, the context ``c`` and octets
+        # 0..13 of the header, which are all in place in the last HDR cycle and do not
+        # change until the segment ends, so in DEC the registered verdict is that of the
+        # segment and DEC only acts on it (no compare or adder in front of the next state).
+        dec_kind_c = Signal(3)
+        dec_code_c = Signal(16)
+        dec_md_c = Signal()
+        dec_ed_c = Signal()
+        d_msn = Signal(32)
+        m.d.comb += d_msn.eq(h_msn - c.rbase)
+
+        def dec_fail(code, md=1):
+            m.d.comb += [dec_kind_c.eq(_DEC_FAIL), dec_code_c.eq(code), dec_md_c.eq(md)]
+
+        with m.If(c.stopped | (ent.err == RX_ABORTED)):
+            m.d.comb += dec_kind_c.eq(_DEC_DONE)
+        with m.Elif(ent.err == RxError.CRC):
+            dec_fail(E_LLP_CRC, 0)
+        with m.Elif(ent.err == RxError.MARKER):
+            dec_fail(E_LLP_MARKER, 0)
+        with m.Elif(ent.err != 0):
+            dec_fail(E_DDP_CATASTROPHIC, 0)
+        with m.Elif(ent.ovf | (ent.len < hlen) | (ent.len > ROWS * W)):
+            # (longer than a slot without ``ovf``: only with beats of more than W
+            # octets, which the deframer never sends)
+            dec_fail(E_DDP_CATASTROPHIC)
+        with m.Else():
+            m.d.comb += dec_ed_c.eq(1)
+            with m.If(dv != 1):
+                dec_fail(Mux(T, E_DDP_T_VERSION, E_DDP_U_VERSION))
+            with m.Elif(rv != 1):
+                dec_fail(E_RO_VERSION)
+            with m.Elif(opcode[3] | (((opcode == 0) | (opcode == 2)) != T)):
+                dec_fail(E_RO_OPCODE)
+            with m.Elif(T):
+                m.d.comb += dec_kind_c.eq(Mux(n != 0, _DEC_TCHK, _DEC_TFIN))
+            with m.Elif(h_qn > 2):
+                dec_fail(E_DDP_U_QN)
+            with m.Elif(h_qn != Mux(opcode == 1, 1, Mux(opcode == 7, 2, 0))):
+                dec_fail(E_RO_OPCODE)
+            with m.Elif(h_qn == 0):
+                with m.If(d_msn < c.count):
+                    m.d.comb += dec_kind_c.eq(_DEC_ULOAD)
+                with m.Elif(d_msn == c.count):
+                    dec_fail(E_DDP_U_NO_BUFFER)
+                with m.Else():
+                    dec_fail(E_DDP_U_MSN_RANGE)
+            with m.Elif(h_msn != Mux(h_qn == 1, c.q1.msn, c.q2.msn)):
+                dec_fail(E_DDP_U_MSN_RANGE)
+            with m.Else():
+                m.d.comb += dec_kind_c.eq(_DEC_UCHK)
+        dec_kind = Signal(3)
+        dec_code = Signal(16)
+        dec_md = Signal()
+        dec_ed = Signal()
+        dec_q1 = Signal()          # QN 1 (else QN 2) for _DEC_UCHK
+        dec_ridx = Signal(DB + CB)  # receive-queue entry of an untagged QN 0 segment
+        dec_q1_c = Signal()
+        dec_ridx_c = Signal(DB + CB)
+        m.d.comb += [dec_q1_c.eq(h_qn == 1),
+                     dec_ridx_c.eq(Cat((c.head + d_msn)[:DB], ent.conn) if DB else ent.conn)]
+        dec_pairs = [(dec_kind, dec_kind_c), (dec_code, dec_code_c), (dec_md, dec_md_c),
+                     (dec_ed, dec_ed_c), (dec_q1, dec_q1_c), (dec_ridx, dec_ridx_c)]
+        m.d.sync += [r.eq(v) for r, v in dec_pairs]
+
+        # TCHK's checks (tagged segment against its STag row), worked out every cycle from
+        # registers and registered: in DEC ``row_q`` already holds the segment's row (the
+        # table is read from the second-to-last HDR cycle on), ``n_q`` its payload length,
+        # and none of them changes until the segment ends, so TCHK acts on DEC's verdict.
+        # The adders are a cycle ahead: ``endt_q`` (end of the tagged range) from the last
+        # HDR cycle, where ``h_to`` and ``n`` are in place, and ``row_end_q`` (end of the
+        # row) with ``row_q``, so DEC only compares.
+        tchk_code_c = Signal(16)
+        endt_q = Signal(65)
+        to_hi_q = Signal()
+        row_end_q = Signal(max(AW, 32) + 1)
+        m.d.sync += [endt_q.eq(h_to + n),
+                     to_hi_q.eq((h_to[AW:64] != 0) if AW < 64 else 0),
+                     row_end_q.eq(rd_row.base + rd_row.length)]
+        t_ok = Signal()
+        # with TO below 2**AW, ``endt_q`` is the sum in_space() compares (below 2**(AW+1))
+        m.d.comb += t_ok.eq(~to_hi_q & (h_to[:AW] >= row_q.base) & (endt_q[:AW + 1] <= row_end_q))
+        with m.If(~row_q.valid | (row_q.stag != h_stag)):
+            m.d.comb += tchk_code_c.eq(E_DDP_T_INVALID_STAG)
+        with m.Elif(row_q.conn != ent.conn):
+            m.d.comb += tchk_code_c.eq(E_DDP_T_NOT_ASSOC)
+        with m.Elif(~row_q.rw):
+            m.d.comb += tchk_code_c.eq(E_RP_ACCESS)
+        with m.Elif(endt_q[64]):
+            m.d.comb += tchk_code_c.eq(E_DDP_T_TO_WRAP)
+        with m.Elif(~t_ok):
+            m.d.comb += tchk_code_c.eq(E_DDP_T_BOUNDS)
+        tchk_code = Signal(16)
+        m.d.sync += tchk_code.eq(tchk_code_c)
+
+        # UCHK's offset checks (untagged segment against its message state: the receive
+        # buffer for QN 0, the queue state for QN 1/2), worked out every cycle from the
+        # registers DEC or ULOAD loaded and registered: valid in UACT, which acts on them
+        uchk_bad_c = Signal(16)
+        with m.If(n_nz & (h_mo >= mcap)):
+            m.d.comb += uchk_bad_c.eq(E_DDP_U_MO)
+        with m.Elif(n_nz & (endv > mcap)):
+            m.d.comb += uchk_bad_c.eq(E_DDP_U_TOO_LONG)
+        with m.Elif(~n_nz & Lb & (h_mo > mcap)):
+            m.d.comb += uchk_bad_c.eq(E_DDP_U_TOO_LONG)
+        with m.Elif((n_nz | Lb) & mlv & ((h_mo > mlmo) | (endv > mlend))):
+            m.d.comb += uchk_bad_c.eq(E_DDP_U_MO)
+        with m.Elif(Lb & ((many & (mmaxmo > h_mo)) | (mmaxend > endv))):
+            m.d.comb += uchk_bad_c.eq(E_DDP_U_MO)
+        uchk_bad = Signal(16)
+        m.d.sync += uchk_bad.eq(uchk_bad_c)
+
+        # a posted buffer inside the bus address space: worked out from ``lat`` (latched in
+        # IDLE) in POST0 and registered, POST only uses the flag
+        post_end = Signal(65)
+        m.d.comb += post_end.eq(lat.addr + lat.length)
+        post_fit = Signal()
+        m.d.sync += post_fit.eq((post_end <= (1 << AW)) & (lat.addr < (1 << AW)))
+
+        # SCHK's checks (an inbound Read Request's source STag, TO and size, from the message
+        # read back, against the row in ``row_q``), worked out every cycle and registered:
+        # valid in SCHK (the row is in ``row_q`` in SWAIT2)
+        src_to = _be(mb[20:28])
+        src_stag = _be(mb[16:20])
+        src_size = _be(mb[12:16])
+        ends = Signal(65)
+        m.d.comb += ends.eq(src_to + src_size)
+        s_ok = in_space(src_to, src_size, row_q)
+        schk_code_c = Signal(16)
+        with m.If(~row_q.valid | (row_q.stag != src_stag)):
+            m.d.comb += schk_code_c.eq(E_RP_INVALID_STAG)
+        with m.Elif(row_q.conn != ent.conn):
+            m.d.comb += schk_code_c.eq(E_RP_NOT_ASSOC)
+        with m.Elif(~row_q.rr):
+            m.d.comb += schk_code_c.eq(E_RP_ACCESS)
+        with m.Elif(ends[64]):
+            m.d.comb += schk_code_c.eq(E_RP_TO_WRAP)
+        with m.Elif(~s_ok):
+            m.d.comb += schk_code_c.eq(E_RP_BOUNDS)
+        schk_code = Signal(16)
+        m.d.sync += schk_code.eq(schk_code_c)
 
         with m.FSM(name="proc") as fsm:
             with m.State("IDLE"):
@@ -837,10 +1015,8 @@ class DdpRx(wiring.Component):
 
             with m.State("POST"):
                 cc = ctx_l(cx_rd.data)
-                post_end = Signal(65, name="post_end")
-                m.d.comb += post_end.eq(lat.addr + lat.length)
                 # a buffer that wraps the 64-bit address space is refused like a full queue
-                with m.If((cc.count < D) & (post_end <= (1 << AW)) & (lat.addr < (1 << AW))):
+                with m.If((cc.count < D) & post_fit):
                     ne = Signal(rqe_l, name="post_entry")
                     m.d.comb += [
                         ne.addr.eq(lat.addr), ne.length.eq(lat.length), ne.id.eq(lat.id),
@@ -876,64 +1052,31 @@ class DdpRx(wiring.Component):
                     m.next = "DEC"
 
             with m.State("DEC"):
-                m.d.sync += [ed.eq(0), er.eq(0)]
-                d_msn = Signal(32)
-                m.d.comb += d_msn.eq(h_msn - c.rbase)
-                with m.If(c.stopped):
-                    m.next = "DONE"
-                with m.Elif(ent.err == RX_ABORTED):
-                    m.next = "DONE"
-                with m.Elif(ent.err == RxError.CRC):
-                    fail(E_LLP_CRC, 0)
-                with m.Elif(ent.err == RxError.MARKER):
-                    fail(E_LLP_MARKER, 0)
-                with m.Elif(ent.err != 0):
-                    fail(E_DDP_CATASTROPHIC, 0)
-                with m.Elif(ent.ovf | (ent.len < hlen) | (ent.len > ROWS * W)):
-                    # (longer than a slot without ``ovf``: only with beats of more than W
-                    # octets, which the deframer never sends)
-                    fail(E_DDP_CATASTROPHIC)
-                with m.Else():
-                    m.d.sync += ed.eq(1)
-                    with m.If(dv != 1):
-                        fail(Mux(T, E_DDP_T_VERSION, E_DDP_U_VERSION))
-                    with m.Elif(rv != 1):
-                        fail(E_RO_VERSION)
-                    with m.Elif(opcode[3] | (((opcode == 0) | (opcode == 2)) != T)):
-                        fail(E_RO_OPCODE)
-                    with m.Elif(T):
-                        with m.If(n != 0):
-                            m.next = "TCHK"
-                        with m.Else():
-                            m.next = "TFIN"
-                    with m.Elif(h_qn > 2):
-                        fail(E_DDP_U_QN)
-                    with m.Elif(h_qn != Mux(opcode == 1, 1, Mux(opcode == 7, 2, 0))):
-                        fail(E_RO_OPCODE)
-                    with m.Elif(h_qn == 0):
-                        m.d.sync += [qn_now.eq(0), ridx.eq(Cat((c.head + d_msn)[:DB], ent.conn)
-                                                         if DB else ent.conn)]
-                        m.d.comb += rq_rd.addr.eq(Cat((c.head + d_msn)[:DB], ent.conn)
-                                                  if DB else ent.conn)
-                        with m.If(d_msn < c.count):
-                            m.next = "ULOAD"
-                        with m.Elif(d_msn == c.count):
-                            fail(E_DDP_U_NO_BUFFER)
-                        with m.Else():
-                            fail(E_DDP_U_MSN_RANGE)
-                    with m.Else():
+                # acts on the verdict worked out in the last HDR cycle (``dec_*``)
+                m.d.sync += [ed.eq(dec_ed), er.eq(0)]
+                with m.Switch(dec_kind):
+                    with m.Case(_DEC_DONE):
+                        m.next = "DONE"
+                    with m.Case(_DEC_FAIL):
+                        fail(dec_code, dec_md)
+                    with m.Case(_DEC_TCHK):
+                        m.next = "TCHK"
+                    with m.Case(_DEC_TFIN):
+                        m.next = "TFIN"
+                    with m.Case(_DEC_ULOAD):
+                        m.d.sync += [qn_now.eq(0), ridx.eq(dec_ridx)]
+                        m.d.comb += rq_rd.addr.eq(dec_ridx)
+                        m.next = "ULOAD"
+                    with m.Case(_DEC_UCHK):
                         q = Signal(_QState(), name="q_sel")
-                        m.d.comb += q.eq(Mux(h_qn == 1, c.q1, c.q2))
+                        m.d.comb += q.eq(Mux(dec_q1, c.q1, c.q2))
                         m.d.sync += [
-                            qn_now.eq(h_qn[:2]),
-                            mcap.eq(Mux(h_qn == 1, _QN1_CAP, _QN2_CAP)),
+                            qn_now.eq(Mux(dec_q1, 1, 2)),
+                            mcap.eq(Mux(dec_q1, _QN1_CAP, _QN2_CAP)),
                             many.eq(q.any), mmaxmo.eq(q.max_mo), mmaxend.eq(q.max_end),
                             mlv.eq(q.lv), mlmo.eq(q.l_mo), mlend.eq(q.l_end),
                         ]
-                        with m.If(h_msn != q.msn):
-                            fail(E_DDP_U_MSN_RANGE)
-                        with m.Else():
-                            m.next = "UCHK"
+                        m.next = "UCHK"
 
             with m.State("ULOAD"):
                 m.d.sync += [
@@ -944,21 +1087,16 @@ class DdpRx(wiring.Component):
                 m.next = "UCHK"
 
             with m.State("UCHK"):
+                # ``uchk_bad`` (registered every cycle) settles here: its operands were
+                # loaded in DEC or ULOAD
+                m.next = "UACT"
+
+            with m.State("UACT"):
+                # acts on the offset checks registered in UCHK
                 place_regs(Mux(qn_now == 0, (e.addr[:AW] + h_mo)[:AW],
-                               Mux(qn_now == 1, 0, _QN2_BASE) + h_mo[:7]), qn_now == 0)
-                bad = Signal(16, name="uchk_bad")
-                with m.If(n_nz & (h_mo >= mcap)):
-                    m.d.comb += bad.eq(E_DDP_U_MO)
-                with m.Elif(n_nz & (endv > mcap)):
-                    m.d.comb += bad.eq(E_DDP_U_TOO_LONG)
-                with m.Elif(~n_nz & Lb & (h_mo > mcap)):
-                    m.d.comb += bad.eq(E_DDP_U_TOO_LONG)
-                with m.Elif((n_nz | Lb) & mlv & ((h_mo > mlmo) | (endv > mlend))):
-                    m.d.comb += bad.eq(E_DDP_U_MO)
-                with m.Elif(Lb & ((many & (mmaxmo > h_mo)) | (mmaxend > endv))):
-                    m.d.comb += bad.eq(E_DDP_U_MO)
-                with m.If(bad != 0):
-                    fail(bad)
+                               Mux(qn_now == 1, 0, _QN2_BASE) + h_mo[:7]), qn_now == 0, u_first_row)
+                with m.If(uchk_bad != 0):
+                    fail(uchk_bad)
                 with m.Elif((qn_now == 0) & Lb & ((opcode == 4) | (opcode == 6))):
                     m.next = "ICHK"
                 with m.Elif(n_nz):
@@ -967,7 +1105,7 @@ class DdpRx(wiring.Component):
                     m.next = "UFIN"
 
             with m.State("ICHK"):
-                place_regs((e.addr[:AW] + h_mo)[:AW], 1)
+                place_regs((e.addr[:AW] + h_mo)[:AW], 1, u_first_row)
                 m.d.sync += row.eq(row_q)
                 with m.If(~row_q.valid | (row_q.stag != h_inval)):
                     fail(E_RO_CANNOT_INV)
@@ -979,20 +1117,10 @@ class DdpRx(wiring.Component):
                     m.next = "UFIN"
 
             with m.State("TCHK"):
-                place_regs(h_to[:AW], 1)
-                endt = Signal(65, name="tchk_end")
-                m.d.comb += endt.eq(h_to + n_q)
-                t_ok = in_space(h_to, n_q, row_q)
-                with m.If(~row_q.valid | (row_q.stag != h_stag)):
-                    fail(E_DDP_T_INVALID_STAG)
-                with m.Elif(row_q.conn != ent.conn):
-                    fail(E_DDP_T_NOT_ASSOC)
-                with m.Elif(~row_q.rw):
-                    fail(E_RP_ACCESS)
-                with m.Elif(endt[64]):
-                    fail(E_DDP_T_TO_WRAP)
-                with m.Elif(~t_ok):
-                    fail(E_DDP_T_BOUNDS)
+                # acts on the verdict registered in DEC (``tchk_code``)
+                place_regs(h_to[:AW], 1, t_first_row)
+                with m.If(tchk_code != 0):
+                    fail(tchk_code)
                 with m.Else():
                     m.next = "PLACE"
 
@@ -1117,12 +1245,17 @@ class DdpRx(wiring.Component):
                 m.next = "DRAIN1"
 
             with m.State("DRAIN1"):
+                # the entry (block RAM out) only goes into registers here; DRAIN2 decides
                 m.d.sync += [cq_p.conn.eq(ent.conn), cq_p.opcode.eq(rd_e.opcode),
                              cq_p.msn.eq(c.rbase), cq_p.wr_id.eq(rd_e.id), cq_p.length.eq(rd_e.l_end),
                              cq_p.solicited.eq((rd_e.opcode == 5) | (rd_e.opcode == 6)),
                              cq_p.invalidated.eq(rd_e.inval), cq_p.inval_stag.eq(rd_e.inval_stag),
-                             cq_p.stag.eq(0), cq_p.to.eq(0)]
-                with m.If((c.count != 0) & rd_e.done):
+                             cq_p.stag.eq(0), cq_p.to.eq(0),
+                             drain_go.eq((c.count != 0) & rd_e.done)]
+                m.next = "DRAIN2"
+
+            with m.State("DRAIN2"):
+                with m.If(drain_go):
                     m.next = "CQ_SEND"
                 with m.Else():
                     m.next = "DONE"
@@ -1144,13 +1277,36 @@ class DdpRx(wiring.Component):
                         m.d.sync += msgbuf[8 * W * k:8 * W * (k + 1)].eq(cb_rd.data)
                 m.d.sync += rcnt.eq(rcnt + 1)
                 with m.If(rcnt == nrows):
-                    m.next = "RBCHK"
+                    m.next = "RBV"
+
+            mlen = Signal(7, name="mlen")
+            m.d.comb += mlen.eq(endv[:7])
+            rr_size = _be(mb[12:16])
+
+            with m.State("RBV"):
+                # the checks of the message read back, registered for timing (the message
+                # buffer's last row is written in the last RB cycle; RBCHK acts on these)
+                tm = mb[2][7]
+                td = mb[2][6]
+                tr = mb[2][5]
+                hl = Mux(mb[6][7], 14, 18)
+                expect = Signal(7, name="term_expect")
+                m.d.comb += expect.eq(4 + Mux(tm | td, 2, 0) + Mux(td, hl, 0) + Mux(tr, 28, 0))
+                with m.If(qn_now == 1):
+                    with m.If(mlen != _QN1_CAP):
+                        m.d.sync += rb_code.eq(E_RO_UNSPECIFIED)
+                    with m.Elif(c.rrc >= c.ird):
+                        m.d.sync += rb_code.eq(E_RO_CATA_STREAM)
+                    with m.Else():
+                        m.d.sync += rb_code.eq(0)
+                with m.Else():
+                    m.d.sync += rb_code.eq(Mux((td & (mlen <= 6)) | (mlen != expect),
+                                               E_RO_UNSPECIFIED, 0))
+                m.d.sync += rb_size_nz.eq(rr_size != 0)
+                m.next = "RBCHK"
 
             with m.State("RBCHK"):
-                mlen = Signal(7, name="mlen")
-                m.d.comb += mlen.eq(endv[:7])
                 m.d.comb += stag_idx.eq(_be(mb[16:20]))
-                rr_size = _be(mb[12:16])
                 with m.If(qn_now == 1):
                     m.d.sync += [
                         rr_p.conn.eq(ent.conn), rr_p.msn.eq(c.q1.msn),
@@ -1159,24 +1315,16 @@ class DdpRx(wiring.Component):
                         rr_p.src_to.eq(_be(mb[20:28])),
                     ]
                     # R (the Read Request header) goes with RDMAP errors from here on
-                    m.d.sync += er.eq(n == _QN1_CAP)
-                    with m.If(mlen != _QN1_CAP):
-                        fail(E_RO_UNSPECIFIED)
-                    with m.Elif(c.rrc >= c.ird):
-                        fail(E_RO_CATA_STREAM)
-                    with m.Elif(rr_size != 0):
+                    m.d.sync += er.eq(n_q == _QN1_CAP)
+                    with m.If(rb_code != 0):
+                        fail(rb_code)
+                    with m.Elif(rb_size_nz):
                         m.next = "SWAIT"
                     with m.Else():
                         m.next = "RRPUSH"
                 with m.Else():
-                    tm = mb[2][7]
-                    td = mb[2][6]
-                    tr = mb[2][5]
-                    hl = Mux(mb[6][7], 14, 18)
-                    expect = Signal(7, name="term_expect")
-                    m.d.comb += expect.eq(4 + Mux(tm | td, 2, 0) + Mux(td, hl, 0) + Mux(tr, 28, 0))
-                    with m.If((td & (mlen <= 6)) | (mlen != expect)):
-                        fail(E_RO_UNSPECIFIED)
+                    with m.If(rb_code != 0):
+                        fail(rb_code)
                     with m.Else():
                         m.d.sync += [
                             tr_p.conn.eq(ent.conn), tr_p.received.eq(1),
@@ -1187,25 +1335,15 @@ class DdpRx(wiring.Component):
 
             with m.State("SWAIT"):
                 # the source STag's row (read in RBCHK) goes to ``row_q``
+                m.next = "SWAIT2"
+
+            with m.State("SWAIT2"):
+                # SCHK's checks are worked out from ``row_q`` and registered (``schk_code``)
                 m.next = "SCHK"
 
             with m.State("SCHK"):
-                src_to = _be(mb[20:28])
-                src_stag = _be(mb[16:20])
-                size = _be(mb[12:16])
-                ends = Signal(65, name="schk_end")
-                m.d.comb += ends.eq(src_to + size)
-                s_ok = in_space(src_to, size, row_q)
-                with m.If(~row_q.valid | (row_q.stag != src_stag)):
-                    fail(E_RP_INVALID_STAG)
-                with m.Elif(row_q.conn != ent.conn):
-                    fail(E_RP_NOT_ASSOC)
-                with m.Elif(~row_q.rr):
-                    fail(E_RP_ACCESS)
-                with m.Elif(ends[64]):
-                    fail(E_RP_TO_WRAP)
-                with m.Elif(~s_ok):
-                    fail(E_RP_BOUNDS)
+                with m.If(schk_code != 0):
+                    fail(schk_code)
                 with m.Else():
                     m.next = "RRPUSH"
 
@@ -1289,7 +1427,8 @@ class DdpRx(wiring.Component):
             rd_e=rd_e,
             st_wr=st_wr, rq_wr=rq_wr, row_l=row_l, rqe_l=rqe_l, n=n, mcap=mcap, h_mo=h_mo,
             stag_idx=stag_idx, D=D, DB=DB, SB=SB, AW=AW, LW=LW, c=c, hk=hk, lat=lat, rd_conn=rd_conn, cx_wr=cx_wr, writes_idle=writes_idle,
-            outstanding=outstanding, wf=wf,
+            outstanding=outstanding, wf=wf, dec_pairs=dec_pairs, tchk=(tchk_code, tchk_code_c), HDR_END=HDR_END,
+            tchk_parts=(endt_q, to_hi_q, row_end_q), h_to=h_to, uchk=(uchk_bad, uchk_bad_c), endv=endv,
             cx_rd=cx_rd, ctx_l=ctx_l, tr_p=tr_p, p_reads=p_reads, p_dv=p_inflight, n_q=n_q, hlen=hlen, ROWS=ROWS,
             entry_l=entry_l,
         )
