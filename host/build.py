@@ -38,11 +38,13 @@ from pathlib import Path
 
 __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
-    "tool_env", "build", "sweep", "sweep_markdown", "REPO_ROOT", "DEFAULT_FREQ_MHZ",
+    "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "REPO_ROOT", "DEFAULT_FREQ_MHZ",
     "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: The memory attribute of :func:`hdl.synth_hints.no_rw_collision` (Yosys's name).
+NO_RW_CHECK_ATTR = "no_rw_check"
 DEFAULT_FREQ_MHZ = 125.0
 GOAL_FREQ_MHZ = 156.25
 SWEEP_WIDTHS = (4, 8, 16)
@@ -157,6 +159,72 @@ def _tool_version(env, var, *args):
     return text[-1].strip() if text else None
 
 
+# -- RTLIL hints -----------------------------------------------------------------------------
+
+def apply_no_rw_check(text):
+    """Make Yosys's ``no_rw_check`` memory attribute hold for Amaranth's read ports.
+
+    Returns ``(text, ports)``: the RTLIL ``text`` with every ``$memrd_v2`` cell of a memory
+    that carries ``no_rw_check`` (:func:`hdl.synth_hints.no_rw_collision`) set to return
+    don't-care data on a collision with any write port (``COLLISION_X_MASK`` all ones,
+    ``TRANSPARENCY_MASK`` zero), and the number of read ports changed. Amaranth 0.5 always
+    emits ``COLLISION_X_MASK = 0`` and Yosys applies the attribute only to read ports it
+    builds itself from a register behind an asynchronous one, so without this a block RAM
+    read port gets Yosys's collision emulation (a register copy of the write, an address
+    compare, a multiplexer behind the RAM's output) that the design does not need.
+    """
+    lines = text.split("\n")
+    marked = {}                       # module -> names of marked memories
+    module = None
+    attrs = []
+    for line in lines:
+        words = line.split()
+        if line.startswith("module "):
+            module = words[1]
+            marked[module] = set()
+        elif words[:1] == ["attribute"]:
+            attrs.append(words)
+            continue
+        elif words[:1] == ["memory"] and module is not None:
+            if any(a[1] == "\\" + NO_RW_CHECK_ATTR and a[2] not in ("0", "0'0") for a in attrs
+                   if len(a) > 2):
+                marked[module].add(words[-1])
+        attrs = []
+    out = []
+    cell = None                       # lines of the $memrd_v2 cell being read
+    ports = 0
+    module = None
+    for line in lines:
+        if line.startswith("module "):
+            module = line.split()[1]
+        if cell is None:
+            if line.split()[:2] == ["cell", "$memrd_v2"] and marked.get(module):
+                cell = [line]
+            else:
+                out.append(line)
+            continue
+        cell.append(line)
+        if line.strip() != "end":
+            continue
+        params = {ln.split()[1]: i for i, ln in enumerate(cell) if ln.split()[:1] == ["parameter"]}
+        memid = cell[params["\\MEMID"]].split(None, 2)[2].strip('"').replace("\\\\", "\\")
+        clocked = cell[params["\\CLK_ENABLE"]].split()[-1] not in ("0", "1'0") \
+            if "\\CLK_ENABLE" in params else False
+        # (an asynchronous port has no collision semantics; Yosys's memory_dff applies the
+        # attribute itself when it merges a register into one)
+        if memid in marked[module] and clocked and "\\COLLISION_X_MASK" in params:
+            for name, bit in (("\\COLLISION_X_MASK", "1"), ("\\TRANSPARENCY_MASK", "0")):
+                if name in params:
+                    i = params[name]
+                    indent, _, value = cell[i].partition("parameter ")
+                    width = int(value.split()[1].split("'")[0])
+                    cell[i] = f"{indent}parameter {name} {width}'{bit * width}"
+            ports += 1
+        out.extend(cell)
+        cell = None
+    return "\n".join(out), ports
+
+
 # -- configuration and report ------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -208,6 +276,7 @@ class BuildReport:
     pll: dict
     harness_ffs: int | None = None
     seed: int = 1
+    no_rw_check_ports: int = 0         # block RAM read ports built without collision logic
     tools: dict = dataclasses.field(default_factory=dict)
     warnings: list = dataclasses.field(default_factory=list)
 
@@ -381,6 +450,9 @@ def build(config: BuildConfig, *, progress=None):
     except Exception as e:         # noqa: BLE001 - elaboration errors of the design
         raise BuildError(f"elaboration failed: {type(e).__name__}: {e}") from e
     plan.extract(str(out))
+    il = out / f"{name}.il"
+    text, hinted = apply_no_rw_check(il.read_text())
+    il.write_text(text)
     t_elab = time.monotonic() - t0
 
     script = out / f"{plan.script}.sh"
@@ -445,7 +517,7 @@ def build(config: BuildConfig, *, progress=None):
              "f_aux_mhz": cfg.f_aux / 1e6 if cfg.f_aux else None, "f_vco_mhz": cfg.f_vco / 1e6,
              "clki_div": cfg.clki_div, "clkfb_div": cfg.clkfb_div, "clkop_div": cfg.clkop_div,
              "clkos_div": cfg.clkos_div},
-        harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed,
+        harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed, no_rw_check_ports=hinted,
         tools={"yosys": _tool_version(env, "YOSYS", "-V"),
                "nextpnr-ecp5": _tool_version(env, "NEXTPNR_ECP5", "--version")},
         warnings=warnings,

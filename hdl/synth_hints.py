@@ -1,0 +1,65 @@
+"""Synthesis hints for Yosys: one-hot FSM state registers, memories without read/write collisions.
+
+Neither hint changes what the design does in simulation; both let Yosys build less logic.
+
+* :func:`one_hot` puts ``fsm_encoding = "one-hot"`` on an FSM's state register. Yosys
+  re-encodes an FSM only when it detects one, and it does not detect a register with an
+  initial value, which Amaranth gives every FSM state register; with the attribute set it
+  extracts the FSM and re-encodes it, so that each state test is one flip-flop instead of a
+  compare of the whole state (one or two LUT levels in front of every decision). Yosys drops
+  the initial value then ("Initialization value on FSM state register is ignored"): the
+  state comes from the domain's reset, which every top of this project asserts at start
+  (the board tops hold ``sync`` in reset until the PLL locks).
+* :func:`no_rw_collision` puts Yosys's ``no_rw_check`` attribute on a memory: in no cycle
+  whose read data is used does a read port read the row a write port writes. A block RAM
+  port of the ECP5 (DP16KD) returns undefined data on such a collision, so Yosys otherwise
+  emulates Amaranth's read-before-write (or transparent) semantics with a register copy of
+  the write, an address compare and a multiplexer behind the block RAM's output, which is
+  the slowest start of a path on the device. Yosys honours ``no_rw_check`` only on read
+  ports it builds itself; :func:`host.build.apply_no_rw_check` makes it hold for the
+  synchronous read ports Amaranth emits. Mark a memory only with the argument why written
+  beside it.
+"""
+
+from amaranth.lib import fifo
+from amaranth.lib.memory import Memory
+
+__all__ = ["one_hot", "no_rw_collision", "SyncFIFOBuffered", "NO_RW_CHECK"]
+
+#: The attribute :func:`no_rw_collision` sets (Yosys's name).
+NO_RW_CHECK = "no_rw_check"
+
+
+def one_hot(fsm):
+    """Ask Yosys to encode ``fsm`` (the object of a closed ``with m.FSM() as fsm:`` block)
+    one-hot. Returns the state signal."""
+    # Amaranth 0.5 has no public accessor for the state signal; it is created when the
+    # ``with`` block closes and kept in the FSM's data.
+    state = getattr(fsm, "_data", {}).get("signal")
+    if state is None:
+        raise TypeError("one_hot() takes the FSM of a closed 'with m.FSM() as fsm:' block")
+    state.attrs["fsm_encoding"] = "one-hot"
+    return state
+
+
+def no_rw_collision(memory):
+    """Mark ``memory`` (an :class:`amaranth.lib.memory.Memory`, before it is elaborated):
+    its read ports never read, in a cycle whose data is used, a row written in that cycle.
+    Returns the memory."""
+    if not isinstance(memory, Memory):
+        raise TypeError(f"no_rw_collision() takes a Memory, not {memory!r}")
+    memory.attrs[NO_RW_CHECK] = 1
+    return memory
+
+
+class SyncFIFOBuffered(fifo.SyncFIFOBuffered):
+    """:class:`amaranth.lib.fifo.SyncFIFOBuffered` with its storage marked by
+    :func:`no_rw_collision`: a FIFO reads only rows that hold an entry and writes only rows
+    that do not (its read and write pointers meet only when it is empty or full, and then
+    it does not read, or does not write)."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        if self.depth >= 2:            # (smaller FIFOs have no storage memory)
+            no_rw_collision(m.submodules["storage"])
+        return m
