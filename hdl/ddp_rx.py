@@ -13,7 +13,6 @@ Layouts of the host-facing ports: :class:`StagWrite`, :class:`RqPost`,
 
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2, exact_log2
@@ -21,6 +20,7 @@ from amaranth.utils import bits_for, ceil_log2, exact_log2
 from .beat import WIDTHS, conn_bits
 from .mpa_config import RxError
 from .mpa_rx import RX_ABORTED, MpaRxBeat
+from .synth_hints import SyncFIFOBuffered, no_rw_collision, one_hot
 
 __all__ = [
     "AXI4WriteSignature", "StagWrite", "RqPost", "ConnCtl", "RrDone", "Completion",
@@ -123,9 +123,12 @@ class StagWrite(data.StructLayout):
 
 
 class _StagRow(data.StructLayout):
+    """A row of the STag table: the region is ``base .. end - 1`` (``end = base + length``
+    is stored rather than the length, so that no check adds them)."""
+
     def __init__(self, *, connections, addr_width):
         super().__init__({
-            "stag": unsigned(32), "base": unsigned(addr_width), "length": unsigned(32),
+            "stag": unsigned(32), "base": unsigned(addr_width), "end": unsigned(addr_width + 1),
             "valid": unsigned(1), "rr": unsigned(1), "rw": unsigned(1),
             "conn": unsigned(conn_bits(connections)),
         })
@@ -484,7 +487,17 @@ class DdpRx(wiring.Component):
         rqe_l = _RqEntry()
 
         # ---------------------------------------------------------------- memories
-        slotbuf = Memory(shape=8 * W, depth=N * ROWS, init=[])
+        # Marked no_rw_collision (synthesis builds no collision logic, hdl.synth_hints); the
+        # simulation semantics below stay as declared. Why no used read meets a write:
+        # ``slotbuf``: the ingest writes only free or open slots, the processor reads only
+        # complete slots it owns (the rows it reads for an entry without a slot are unused);
+        # ``ctx``: written in CTL, POST, RRD, DONE; rows used are read in HDR (hk 0), POST0,
+        # RRD0; ``stag``: written in IDLE and UFIN; rows used are read in the last two HDR
+        # cycles, DEC, UCHK and RBCHK; ``rq``: written in POST and UFIN; rows used are read in
+        # DEC and DRAIN0; ``ctlbuf``: read only in RB, where nothing writes it. ``inctx`` is
+        # read and written in the same cycle for back-to-back beats of a connection and keeps
+        # its transparency.
+        slotbuf = no_rw_collision(Memory(shape=8 * W, depth=N * ROWS, init=[]))
         m.submodules.slotbuf = slotbuf
         sb_wr = slotbuf.write_port()
         sb_rd = slotbuf.read_port(domain="sync")
@@ -494,22 +507,22 @@ class DdpRx(wiring.Component):
         ic_wr = inctx.write_port()
         ic_rd = inctx.read_port(domain="sync", transparent_for=(ic_wr,))
 
-        ctxm = Memory(shape=ctx_l, depth=C, init=[])
+        ctxm = no_rw_collision(Memory(shape=ctx_l, depth=C, init=[]))
         m.submodules.ctx = ctxm
         cx_wr = ctxm.write_port()
         cx_rd = ctxm.read_port(domain="sync", transparent_for=(cx_wr,))
 
-        stagm = Memory(shape=row_l, depth=S, init=[])
+        stagm = no_rw_collision(Memory(shape=row_l, depth=S, init=[]))
         m.submodules.stag = stagm
         st_wr = stagm.write_port()
         st_rd = stagm.read_port(domain="sync", transparent_for=(st_wr,))
 
-        rqm = Memory(shape=rqe_l, depth=C * D, init=[])
+        rqm = no_rw_collision(Memory(shape=rqe_l, depth=C * D, init=[]))
         m.submodules.rq = rqm
         rq_wr = rqm.write_port()
         rq_rd = rqm.read_port(domain="sync", transparent_for=(rq_wr,))
 
-        ctlm = Memory(shape=8 * W, depth=C * CROWS, init=[])
+        ctlm = no_rw_collision(Memory(shape=8 * W, depth=C * CROWS, init=[]))
         m.submodules.ctlbuf = ctlm
         cb_wr = ctlm.write_port(granularity=8)
         # (not transparent: it reads only in RB, where nothing writes the control buffer;
@@ -555,6 +568,13 @@ class DdpRx(wiring.Component):
         m.d.sync += writes_idle.eq(writes_idle_c & ~w_push)
         aw_quiet = Signal()      # every pushed AW has been handed to the bus
         m.d.comb += aw_quiet.eq(~awf.r_rdy & ~wf.r_rdy)
+        # room for one more write next cycle, registered for timing (it heads the placer's
+        # flow control: consume -> move -> issue -> the slot buffer's read enable). It is
+        # conservative: the placer pushes at most one write a cycle, so a FIFO with at most
+        # depth - 2 entries, and fewer than 127 writes outstanding, take the next one.
+        w_room = Signal()
+        m.d.sync += w_room.eq((awf.level <= awf.depth - 2) & (wf.level <= wf.depth - 2)
+                              & (outstanding < 127))
 
         # ---------------------------------------------------------------- ingest
         busy = Signal(N)           # slot in use
@@ -766,6 +786,11 @@ class DdpRx(wiring.Component):
             t_lo = u_lo = Const(0, 1)
         t_first_row = Signal(max(7, RB + 1))
         u_first_row = Signal(max(7, RB + 1))
+        # the untagged target address, registered likewise (its operands are stable from UCHK
+        # on: ``e`` loaded in ULOAD, ``qn_now`` in DEC, the header): used in UACT and ICHK
+        u_addr = Signal(AW)
+        m.d.sync += u_addr.eq(Mux(qn_now == 0, (e.addr[:AW] + h_mo)[:AW],
+                                  Mux(qn_now == 1, 0, _QN2_BASE) + h_mo[:7]))
         m.d.sync += [t_first_row.eq(first_row_of(t_lo)[1]), u_first_row.eq(first_row_of(u_lo)[1])]
 
         def place_regs(addr, to_axi, first_row):
@@ -785,14 +810,6 @@ class DdpRx(wiring.Component):
             ]
             m.d.comb += [sb_rd.en.eq(1), sb_rd.addr.eq(Cat(first_row[:RB], ent.slot))]
 
-        def in_space(to, length, r):
-            """TOs to .. to + length - 1 inside row r (arithmetic in the bus address width:
-            every valid row lies below 2**AW)."""
-            ok = Signal(name="in_space")
-            lo = to[:AW]
-            hi_zero = (to[AW:64] == 0) if AW < 64 else Const(1)
-            m.d.comb += ok.eq(hi_zero & (lo >= r.base) & ((lo + length) <= (r.base + r.length)))
-            return ok
 
         # STag table read: the address defaults to the segment's STag field (octets 2..5 of
         # the header: the tagged STag and the Send-with-Invalidate STag alike), presented from
@@ -809,118 +826,152 @@ class DdpRx(wiring.Component):
         m.d.sync += row_q.eq(rd_row)
         rd_e = rqe_l(rq_rd.data)
 
-        # DEC's checks (in the order of host.sink.Sink), worked out every cycle from
-        # registers and registered: they read only ``ent``, the context ``c`` and octets
-        # 0..13 of the header, which are all in place in the last HDR cycle and do not
-        # change until the segment ends, so in DEC the registered verdict is that of the
-        # segment and DEC only acts on it (no compare or adder in front of the next state).
-        dec_kind_c = Signal(3)
-        dec_code_c = Signal(16)
-        dec_md_c = Signal()
-        dec_ed_c = Signal()
+        # DEC's checks (in the order of host.sink.Sink): they read only ``ent``, the context
+        # ``c`` and octets 0..13 of the header, which are all in place in the last HDR cycle
+        # and do not change until the segment ends. Each condition (a compare, the MSN
+        # subtraction) is worked out every cycle and registered (``dec_pairs``), so in DEC the
+        # registered conditions are those of the segment and only their priority (below) is
+        # in front of DEC's next state and error registers.
         d_msn = Signal(32)
         m.d.comb += d_msn.eq(h_msn - c.rbase)
+        dec_cond = dict(
+            done=c.stopped | (ent.err == RX_ABORTED), crc=ent.err == RxError.CRC,
+            marker=ent.err == RxError.MARKER, err=ent.err != 0,
+            # (longer than a slot without ``ovf``: only with beats of more than W octets,
+            # which the deframer never sends)
+            len=ent.ovf | (ent.len < hlen) | (ent.len > ROWS * W),
+            dv=dv != 1, rv=rv != 1, opcode=opcode[3] | (((opcode == 0) | (opcode == 2)) != T),
+            n_nz=n != 0, qn_gt2=h_qn > 2, qn_op=h_qn != Mux(opcode == 1, 1, Mux(opcode == 7, 2, 0)),
+            qn0=h_qn == 0, msn_lt=d_msn < c.count, msn_eq=d_msn == c.count,
+            qmsn=h_msn != Mux(h_qn == 1, c.q1.msn, c.q2.msn), q1=h_qn == 1,
+        )
+        dflag = {}
+        dec_pairs = []
+        for name, value in dec_cond.items():
+            comb = Signal(name=f"dec_{name}_c")
+            reg = Signal(name=f"dec_{name}")
+            m.d.comb += comb.eq(value)
+            dflag[name] = reg
+            dec_pairs.append((reg, comb))
+        dec_ridx = Signal(DB + CB)  # receive-queue entry of an untagged QN 0 segment
+        dec_ridx_c = Signal(DB + CB)
+        m.d.comb += dec_ridx_c.eq(Cat((c.head + d_msn)[:DB], ent.conn) if DB else ent.conn)
+        dec_pairs.append((dec_ridx, dec_ridx_c))
+        m.d.sync += [r.eq(v) for r, v in dec_pairs]
+        dec_q1 = dflag["q1"]       # QN 1 (else QN 2) for _DEC_UCHK
 
-        def dec_fail(code, md=1):
-            m.d.comb += [dec_kind_c.eq(_DEC_FAIL), dec_code_c.eq(code), dec_md_c.eq(md)]
-
-        with m.If(c.stopped | (ent.err == RX_ABORTED)):
-            m.d.comb += dec_kind_c.eq(_DEC_DONE)
-        with m.Elif(ent.err == RxError.CRC):
-            dec_fail(E_LLP_CRC, 0)
-        with m.Elif(ent.err == RxError.MARKER):
-            dec_fail(E_LLP_MARKER, 0)
-        with m.Elif(ent.err != 0):
-            dec_fail(E_DDP_CATASTROPHIC, 0)
-        with m.Elif(ent.ovf | (ent.len < hlen) | (ent.len > ROWS * W)):
-            # (longer than a slot without ``ovf``: only with beats of more than W
-            # octets, which the deframer never sends)
-            dec_fail(E_DDP_CATASTROPHIC)
-        with m.Else():
-            m.d.comb += dec_ed_c.eq(1)
-            with m.If(dv != 1):
-                dec_fail(Mux(T, E_DDP_T_VERSION, E_DDP_U_VERSION))
-            with m.Elif(rv != 1):
-                dec_fail(E_RO_VERSION)
-            with m.Elif(opcode[3] | (((opcode == 0) | (opcode == 2)) != T)):
-                dec_fail(E_RO_OPCODE)
-            with m.Elif(T):
-                m.d.comb += dec_kind_c.eq(Mux(n != 0, _DEC_TCHK, _DEC_TFIN))
-            with m.Elif(h_qn > 2):
-                dec_fail(E_DDP_U_QN)
-            with m.Elif(h_qn != Mux(opcode == 1, 1, Mux(opcode == 7, 2, 0))):
-                dec_fail(E_RO_OPCODE)
-            with m.Elif(h_qn == 0):
-                with m.If(d_msn < c.count):
-                    m.d.comb += dec_kind_c.eq(_DEC_ULOAD)
-                with m.Elif(d_msn == c.count):
-                    dec_fail(E_DDP_U_NO_BUFFER)
-                with m.Else():
-                    dec_fail(E_DDP_U_MSN_RANGE)
-            with m.Elif(h_msn != Mux(h_qn == 1, c.q1.msn, c.q2.msn)):
-                dec_fail(E_DDP_U_MSN_RANGE)
-            with m.Else():
-                m.d.comb += dec_kind_c.eq(_DEC_UCHK)
+        # the verdict, from the registered conditions (valid in DEC)
         dec_kind = Signal(3)
         dec_code = Signal(16)
         dec_md = Signal()
         dec_ed = Signal()
-        dec_q1 = Signal()          # QN 1 (else QN 2) for _DEC_UCHK
-        dec_ridx = Signal(DB + CB)  # receive-queue entry of an untagged QN 0 segment
-        dec_q1_c = Signal()
-        dec_ridx_c = Signal(DB + CB)
-        m.d.comb += [dec_q1_c.eq(h_qn == 1),
-                     dec_ridx_c.eq(Cat((c.head + d_msn)[:DB], ent.conn) if DB else ent.conn)]
-        dec_pairs = [(dec_kind, dec_kind_c), (dec_code, dec_code_c), (dec_md, dec_md_c),
-                     (dec_ed, dec_ed_c), (dec_q1, dec_q1_c), (dec_ridx, dec_ridx_c)]
-        m.d.sync += [r.eq(v) for r, v in dec_pairs]
+
+        def dec_fail(code, md=1):
+            m.d.comb += [dec_kind.eq(_DEC_FAIL), dec_code.eq(code), dec_md.eq(md)]
+
+        with m.If(dflag["done"]):
+            m.d.comb += dec_kind.eq(_DEC_DONE)
+        with m.Elif(dflag["crc"]):
+            dec_fail(E_LLP_CRC, 0)
+        with m.Elif(dflag["marker"]):
+            dec_fail(E_LLP_MARKER, 0)
+        with m.Elif(dflag["err"]):
+            dec_fail(E_DDP_CATASTROPHIC, 0)
+        with m.Elif(dflag["len"]):
+            dec_fail(E_DDP_CATASTROPHIC)
+        with m.Else():
+            m.d.comb += dec_ed.eq(1)
+            with m.If(dflag["dv"]):
+                dec_fail(Mux(T, E_DDP_T_VERSION, E_DDP_U_VERSION))
+            with m.Elif(dflag["rv"]):
+                dec_fail(E_RO_VERSION)
+            with m.Elif(dflag["opcode"]):
+                dec_fail(E_RO_OPCODE)
+            with m.Elif(T):
+                m.d.comb += dec_kind.eq(Mux(dflag["n_nz"], _DEC_TCHK, _DEC_TFIN))
+            with m.Elif(dflag["qn_gt2"]):
+                dec_fail(E_DDP_U_QN)
+            with m.Elif(dflag["qn_op"]):
+                dec_fail(E_RO_OPCODE)
+            with m.Elif(dflag["qn0"]):
+                with m.If(dflag["msn_lt"]):
+                    m.d.comb += dec_kind.eq(_DEC_ULOAD)
+                with m.Elif(dflag["msn_eq"]):
+                    dec_fail(E_DDP_U_NO_BUFFER)
+                with m.Else():
+                    dec_fail(E_DDP_U_MSN_RANGE)
+            with m.Elif(dflag["qmsn"]):
+                dec_fail(E_DDP_U_MSN_RANGE)
+            with m.Else():
+                m.d.comb += dec_kind.eq(_DEC_UCHK)
 
         # TCHK's checks (tagged segment against its STag row), worked out every cycle from
         # registers and registered: in DEC ``row_q`` already holds the segment's row (the
         # table is read from the second-to-last HDR cycle on), ``n_q`` its payload length,
         # and none of them changes until the segment ends, so TCHK acts on DEC's verdict.
-        # The adders are a cycle ahead: ``endt_q`` (end of the tagged range) from the last
-        # HDR cycle, where ``h_to`` and ``n`` are in place, and ``row_end_q`` (end of the
-        # row) with ``row_q``, so DEC only compares.
-        tchk_code_c = Signal(16)
+        # The adder is a cycle ahead: ``endt_q`` (end of the tagged range) from the last HDR
+        # cycle, where ``h_to`` and ``n`` are in place; the row holds the end of its region.
+        # So DEC only compares.
         endt_q = Signal(65)
         to_hi_q = Signal()
-        row_end_q = Signal(max(AW, 32) + 1)
         m.d.sync += [endt_q.eq(h_to + n),
-                     to_hi_q.eq((h_to[AW:64] != 0) if AW < 64 else 0),
-                     row_end_q.eq(rd_row.base + rd_row.length)]
-        t_ok = Signal()
-        # with TO below 2**AW, ``endt_q`` is the sum in_space() compares (below 2**(AW+1))
-        m.d.comb += t_ok.eq(~to_hi_q & (h_to[:AW] >= row_q.base) & (endt_q[:AW + 1] <= row_end_q))
-        with m.If(~row_q.valid | (row_q.stag != h_stag)):
-            m.d.comb += tchk_code_c.eq(E_DDP_T_INVALID_STAG)
-        with m.Elif(row_q.conn != ent.conn):
-            m.d.comb += tchk_code_c.eq(E_DDP_T_NOT_ASSOC)
-        with m.Elif(~row_q.rw):
-            m.d.comb += tchk_code_c.eq(E_RP_ACCESS)
-        with m.Elif(endt_q[64]):
-            m.d.comb += tchk_code_c.eq(E_DDP_T_TO_WRAP)
-        with m.Elif(~t_ok):
-            m.d.comb += tchk_code_c.eq(E_DDP_T_BOUNDS)
+                     to_hi_q.eq((h_to[AW:64] != 0) if AW < 64 else 0)]
+        # the compares (with TO below 2**AW, ``endt_q`` is below 2**(AW+1)), registered in
+        # DEC (``tchk_pairs``); TCHK's verdict is their priority
+        tchk_cmp = dict(
+            invalid=~row_q.valid | (row_q.stag != h_stag), other_conn=row_q.conn != ent.conn,
+            no_write=~row_q.rw, wrap=endt_q[64],
+            bounds=to_hi_q | (h_to[:AW] < row_q.base) | (endt_q[:AW + 1] > row_q.end))
+        tflag = {}
+        tchk_pairs = []
+        for name, value in tchk_cmp.items():
+            comb = Signal(name=f"tchk_{name}_c")
+            reg = Signal(name=f"tchk_{name}")
+            m.d.comb += comb.eq(value)
+            m.d.sync += reg.eq(comb)
+            tflag[name] = reg
+            tchk_pairs.append((reg, comb))
         tchk_code = Signal(16)
-        m.d.sync += tchk_code.eq(tchk_code_c)
+        with m.If(tflag["invalid"]):
+            m.d.comb += tchk_code.eq(E_DDP_T_INVALID_STAG)
+        with m.Elif(tflag["other_conn"]):
+            m.d.comb += tchk_code.eq(E_DDP_T_NOT_ASSOC)
+        with m.Elif(tflag["no_write"]):
+            m.d.comb += tchk_code.eq(E_RP_ACCESS)
+        with m.Elif(tflag["wrap"]):
+            m.d.comb += tchk_code.eq(E_DDP_T_TO_WRAP)
+        with m.Elif(tflag["bounds"]):
+            m.d.comb += tchk_code.eq(E_DDP_T_BOUNDS)
 
         # UCHK's offset checks (untagged segment against its message state: the receive
-        # buffer for QN 0, the queue state for QN 1/2), worked out every cycle from the
-        # registers DEC or ULOAD loaded and registered: valid in UACT, which acts on them
-        uchk_bad_c = Signal(16)
-        with m.If(n_nz & (h_mo >= mcap)):
-            m.d.comb += uchk_bad_c.eq(E_DDP_U_MO)
-        with m.Elif(n_nz & (endv > mcap)):
-            m.d.comb += uchk_bad_c.eq(E_DDP_U_TOO_LONG)
-        with m.Elif(~n_nz & Lb & (h_mo > mcap)):
-            m.d.comb += uchk_bad_c.eq(E_DDP_U_TOO_LONG)
-        with m.Elif((n_nz | Lb) & mlv & ((h_mo > mlmo) | (endv > mlend))):
-            m.d.comb += uchk_bad_c.eq(E_DDP_U_MO)
-        with m.Elif(Lb & ((many & (mmaxmo > h_mo)) | (mmaxend > endv))):
-            m.d.comb += uchk_bad_c.eq(E_DDP_U_MO)
+        # buffer for QN 0, the queue state for QN 1/2): the six compares are worked out every
+        # cycle from the registers DEC or ULOAD loaded and registered (``uchk_flags``), so
+        # that in UACT, which acts on the verdict, only their priority is in front of the
+        # next state. The operands stay put until the segment ends, so UFIN uses two of the
+        # flags for the new message state too.
+        uchk_cmp = dict(mo_ge_cap=h_mo >= mcap, end_gt_cap=endv > mcap, mo_gt_cap=h_mo > mcap,
+                        mo_gt_lmo=h_mo > mlmo, end_gt_lend=endv > mlend, maxmo_gt=mmaxmo > h_mo,
+                        maxend_gt=mmaxend > endv)
+        uflag = {}
+        uchk_pairs = []
+        for name, value in uchk_cmp.items():
+            comb = Signal(name=f"uchk_{name}_c")
+            reg = Signal(name=f"uchk_{name}")
+            m.d.comb += comb.eq(value)
+            m.d.sync += reg.eq(comb)
+            uflag[name] = reg
+            uchk_pairs.append((reg, comb))
         uchk_bad = Signal(16)
-        m.d.sync += uchk_bad.eq(uchk_bad_c)
+        with m.If(n_nz & uflag["mo_ge_cap"]):
+            m.d.comb += uchk_bad.eq(E_DDP_U_MO)
+        with m.Elif(n_nz & uflag["end_gt_cap"]):
+            m.d.comb += uchk_bad.eq(E_DDP_U_TOO_LONG)
+        with m.Elif(~n_nz & Lb & uflag["mo_gt_cap"]):
+            m.d.comb += uchk_bad.eq(E_DDP_U_TOO_LONG)
+        with m.Elif((n_nz | Lb) & mlv & (uflag["mo_gt_lmo"] | uflag["end_gt_lend"])):
+            m.d.comb += uchk_bad.eq(E_DDP_U_MO)
+        with m.Elif(Lb & ((many & uflag["maxmo_gt"]) | uflag["maxend_gt"])):
+            m.d.comb += uchk_bad.eq(E_DDP_U_MO)
 
         # a posted buffer inside the bus address space: worked out from ``lat`` (latched in
         # IDLE) in POST0 and registered, POST only uses the flag
@@ -931,13 +982,19 @@ class DdpRx(wiring.Component):
 
         # SCHK's checks (an inbound Read Request's source STag, TO and size, from the message
         # read back, against the row in ``row_q``), worked out every cycle and registered:
-        # valid in SCHK (the row is in ``row_q`` in SWAIT2)
+        # valid in SCHK (the row is in ``row_q`` in SWAIT2). The message is in place from RBV
+        # on, so the sum ``ends`` (registered) is valid from RBCHK on.
         src_to = _be(mb[20:28])
         src_stag = _be(mb[16:20])
         src_size = _be(mb[12:16])
         ends = Signal(65)
-        m.d.comb += ends.eq(src_to + src_size)
-        s_ok = in_space(src_to, src_size, row_q)
+        src_hi_zero = Signal()
+        m.d.sync += [ends.eq(src_to + src_size),
+                     src_hi_zero.eq((src_to[AW:64] == 0) if AW < 64 else 1)]
+        # TOs src_to .. ends - 1 inside the row (with src_to below 2**AW, ``ends`` is the sum
+        # in the bus address width plus one bit)
+        s_ok = Signal()
+        m.d.comb += s_ok.eq(src_hi_zero & (src_to[:AW] >= row_q.base) & (ends <= row_q.end))
         schk_code_c = Signal(16)
         with m.If(~row_q.valid | (row_q.stag != src_stag)):
             m.d.comb += schk_code_c.eq(E_RP_INVALID_STAG)
@@ -966,10 +1023,12 @@ class DdpRx(wiring.Component):
                         st_wr.addr.eq(sw.index),
                     ]
                     wrow = Signal(row_l, name="wrow")
+                    sw_end = Signal(65, name="sw_end")
                     m.d.comb += [
-                        wrow.stag.eq(sw.stag), wrow.base.eq(sw.base[:AW]), wrow.length.eq(sw.length),
+                        sw_end.eq(sw.base + sw.length),
+                        wrow.stag.eq(sw.stag), wrow.base.eq(sw.base[:AW]), wrow.end.eq(sw_end[:AW + 1]),
                         # a region outside the bus address space never matches
-                        wrow.valid.eq(sw.valid & ((sw.base + sw.length) <= (1 << AW))
+                        wrow.valid.eq(sw.valid & (sw_end <= (1 << AW))
                                       & (sw.base < (1 << AW))), wrow.rr.eq(sw.remote_read),
                         wrow.rw.eq(sw.remote_write), wrow.conn.eq(sw.conn),
                         st_wr.data.eq(wrow),
@@ -1052,8 +1111,21 @@ class DdpRx(wiring.Component):
                     m.next = "DEC"
 
             with m.State("DEC"):
-                # acts on the verdict worked out in the last HDR cycle (``dec_*``)
-                m.d.sync += [ed.eq(dec_ed), er.eq(0)]
+                # acts on the verdict worked out in the last HDR cycle (``dec_*``). The
+                # untagged set-up is done whatever the verdict (timing: the wide registers'
+                # enables do not wait for the verdict): the queue number, the receive-queue
+                # entry (read here; ULOAD takes it) and the QN 1 / QN 2 message state, which
+                # ULOAD replaces by the receive buffer's for QN 0. A tagged or failed segment
+                # uses none of them.
+                q = Signal(_QState(), name="q_sel")
+                m.d.comb += [q.eq(Mux(dec_q1, c.q1, c.q2)), rq_rd.addr.eq(dec_ridx)]
+                m.d.sync += [
+                    ed.eq(dec_ed), er.eq(0),
+                    qn_now.eq(Mux(dflag["qn0"], 0, Mux(dec_q1, 1, 2))), ridx.eq(dec_ridx),
+                    mcap.eq(Mux(dec_q1, _QN1_CAP, _QN2_CAP)),
+                    many.eq(q.any), mmaxmo.eq(q.max_mo), mmaxend.eq(q.max_end),
+                    mlv.eq(q.lv), mlmo.eq(q.l_mo), mlend.eq(q.l_end),
+                ]
                 with m.Switch(dec_kind):
                     with m.Case(_DEC_DONE):
                         m.next = "DONE"
@@ -1064,18 +1136,8 @@ class DdpRx(wiring.Component):
                     with m.Case(_DEC_TFIN):
                         m.next = "TFIN"
                     with m.Case(_DEC_ULOAD):
-                        m.d.sync += [qn_now.eq(0), ridx.eq(dec_ridx)]
-                        m.d.comb += rq_rd.addr.eq(dec_ridx)
                         m.next = "ULOAD"
                     with m.Case(_DEC_UCHK):
-                        q = Signal(_QState(), name="q_sel")
-                        m.d.comb += q.eq(Mux(dec_q1, c.q1, c.q2))
-                        m.d.sync += [
-                            qn_now.eq(Mux(dec_q1, 1, 2)),
-                            mcap.eq(Mux(dec_q1, _QN1_CAP, _QN2_CAP)),
-                            many.eq(q.any), mmaxmo.eq(q.max_mo), mmaxend.eq(q.max_end),
-                            mlv.eq(q.lv), mlmo.eq(q.l_mo), mlend.eq(q.l_end),
-                        ]
                         m.next = "UCHK"
 
             with m.State("ULOAD"):
@@ -1087,14 +1149,13 @@ class DdpRx(wiring.Component):
                 m.next = "UCHK"
 
             with m.State("UCHK"):
-                # ``uchk_bad`` (registered every cycle) settles here: its operands were
+                # the ``uchk_flags`` (registered every cycle) settle here: their operands were
                 # loaded in DEC or ULOAD
                 m.next = "UACT"
 
             with m.State("UACT"):
                 # acts on the offset checks registered in UCHK
-                place_regs(Mux(qn_now == 0, (e.addr[:AW] + h_mo)[:AW],
-                               Mux(qn_now == 1, 0, _QN2_BASE) + h_mo[:7]), qn_now == 0, u_first_row)
+                place_regs(u_addr, qn_now == 0, u_first_row)
                 with m.If(uchk_bad != 0):
                     fail(uchk_bad)
                 with m.Elif((qn_now == 0) & Lb & ((opcode == 4) | (opcode == 6))):
@@ -1105,7 +1166,7 @@ class DdpRx(wiring.Component):
                     m.next = "UFIN"
 
             with m.State("ICHK"):
-                place_regs((e.addr[:AW] + h_mo)[:AW], 1, u_first_row)
+                place_regs(u_addr, 1, u_first_row)
                 m.d.sync += row.eq(row_q)
                 with m.If(~row_q.valid | (row_q.stag != h_inval)):
                     fail(E_RO_CANNOT_INV)
@@ -1130,7 +1191,7 @@ class DdpRx(wiring.Component):
                 move = Signal()
                 issue = Signal()
                 m.d.comb += [
-                    out_ok.eq(~p_axi | (awf.w_rdy & wf.w_rdy & (outstanding < 128))),
+                    out_ok.eq(~p_axi | w_room),
                     consume.eq(p_dv & (p_load | out_ok)),
                     move.eq(p_rv & (~p_dv | consume)),
                     issue.eq((p_reads != 0) & (~p_rv | move)),
@@ -1204,8 +1265,8 @@ class DdpRx(wiring.Component):
 
             with m.State("UFIN"):
                 note = n_nz | Lb
-                nmaxmo = Mux(many & (mmaxmo > h_mo), mmaxmo, h_mo)
-                nmaxend = Mux(mmaxend > endv, mmaxend, endv)
+                nmaxmo = Mux(many & uflag["maxmo_gt"], mmaxmo, h_mo)
+                nmaxend = Mux(uflag["maxend_gt"], mmaxend, endv)
                 with m.If(qn_now == 0):
                     ne = Signal(rqe_l, name="ufin_entry")
                     m.d.comb += [ne.eq(e), rq_wr.en.eq(1), rq_wr.addr.eq(ridx), rq_wr.data.eq(ne)]
@@ -1365,14 +1426,17 @@ class DdpRx(wiring.Component):
                     m.next = "DONE"
 
             with m.State("TRECV"):
-                # like an error report: every write already issued leaves first
+                # a received Terminate (``tr_p`` loaded in RBCHK) or an error report (loaded in
+                # ERR): every write already issued leaves first
                 m.d.comb += self.term.valid.eq(aw_quiet)
                 with m.If(aw_quiet & self.term.ready):
                     m.d.sync += c.stopped.eq(1)
                     m.next = "DONE"
 
             with m.State("ERR"):
-                # report once every write already issued has left on AW (none follows)
+                # the report is built here and registered (timing: its octets are muxed from
+                # the header, the message and the error registers); TRECV offers it once every
+                # write already issued has left on AW (none follows)
                 lay = einfo[12:16]
                 et = einfo[8:12]
                 ec = einfo[0:8]
@@ -1400,22 +1464,18 @@ class DdpRx(wiring.Component):
                         m.d.comb += tb[24 + k].eq(mb[k])
                 tlen = Signal(6, name="tlen")
                 m.d.comb += tlen.eq(4 + Mux(emd, 2, 0) + Mux(d_on, hlen, 0) + Mux(r_on, 28, 0))
-                m.d.comb += [
-                    self.term.payload.conn.eq(ent.conn), self.term.payload.received.eq(0),
-                    self.term.payload.layer.eq(lay), self.term.payload.etype.eq(et),
-                    self.term.payload.ecode.eq(ec), self.term.payload.tlen.eq(tlen),
-                    self.term.payload.term.eq(term),
-                    self.term.valid.eq(aw_quiet),
+                m.d.sync += [
+                    tr_p.conn.eq(ent.conn), tr_p.received.eq(0), tr_p.layer.eq(lay),
+                    tr_p.etype.eq(et), tr_p.ecode.eq(ec), tr_p.tlen.eq(tlen), tr_p.term.eq(term),
                 ]
-                with m.If(aw_quiet & self.term.ready):
-                    m.d.sync += c.stopped.eq(1)
-                    m.next = "DONE"
+                m.next = "TRECV"
 
             with m.State("DONE"):
                 m.d.comb += [cx_wr.en.eq(1), cx_wr.addr.eq(ent.conn), cx_wr.data.eq(c)]
                 with m.If(ent.has_slot):
                     m.d.comb += free_mask.eq(1 << ent.slot)
                 m.next = "IDLE"
+        one_hot(fsm)
 
         # handles for formal checks and tests
         p_inflight = Signal(2)     # rows read and not yet consumed
@@ -1427,8 +1487,8 @@ class DdpRx(wiring.Component):
             rd_e=rd_e,
             st_wr=st_wr, rq_wr=rq_wr, row_l=row_l, rqe_l=rqe_l, n=n, mcap=mcap, h_mo=h_mo,
             stag_idx=stag_idx, D=D, DB=DB, SB=SB, AW=AW, LW=LW, c=c, hk=hk, lat=lat, rd_conn=rd_conn, cx_wr=cx_wr, writes_idle=writes_idle,
-            outstanding=outstanding, wf=wf, dec_pairs=dec_pairs, tchk=(tchk_code, tchk_code_c), HDR_END=HDR_END,
-            tchk_parts=(endt_q, to_hi_q, row_end_q), h_to=h_to, uchk=(uchk_bad, uchk_bad_c), endv=endv,
+            outstanding=outstanding, wf=wf, dec_pairs=dec_pairs, tchk=tchk_pairs, HDR_END=HDR_END,
+            tchk_parts=(endt_q, to_hi_q), schk_parts=(ends, src_hi_zero), h_to=h_to, uchk=uchk_pairs, endv=endv,
             cx_rd=cx_rd, ctx_l=ctx_l, tr_p=tr_p, p_reads=p_reads, p_dv=p_inflight, n_q=n_q, hlen=hlen, ROWS=ROWS,
             entry_l=entry_l,
         )

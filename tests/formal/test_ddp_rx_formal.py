@@ -227,7 +227,7 @@ class Harness(Elaboratable):
         for k in range(S):
             r = mst[k]
             m.d.comb += Assert(~r.valid | (sv[k] & sfit[k] & (r.rw == srw[k]) & (r.conn == sconn[k])
-                                           & (r.base == sbase[k]) & (r.length == slen[k])), "lemma_table")
+                                           & (r.base == sbase[k]) & (r.end == sbase[k] + slen[k])), "lemma_table")
 
         # -- receive buffers: the rows of the receive-queue memory ---------------------
         R = C * D
@@ -372,17 +372,18 @@ class Harness(Elaboratable):
             m.d.comb += Assert(f["st_rd_row"].as_value() == dec_row.as_value(), "lemma_dec_read")
             m.d.comb += Assert(rd_row.as_value() == dec_row.as_value(), "lemma_dec_row")
         with m.If(fsm.ongoing("TCHK")):
-            m.d.comb += Assert(f["tchk"][0] == f["tchk"][1], "lemma_tchk_verdict")
-        # UACT acts on UCHK's registered offset checks
+            for r, v in f["tchk"]:
+                m.d.comb += Assert(r == v, "lemma_tchk_verdict")
+        # UACT acts on UCHK's registered offset compares
         with m.If(fsm.ongoing("UACT")):
-            m.d.comb += Assert(f["uchk"][0] == f["uchk"][1], "lemma_uchk_verdict")
+            for r, v in f["uchk"]:
+                m.d.comb += Assert(r == v, "lemma_uchk_verdict")
         with m.If(st("UCHK", "UACT")):
             m.d.comb += Assert(f["endv"] == f["h_mo"] + n, "lemma_endv")
-        # TCHK's verdict compares sums registered a cycle ahead: the end of the tagged range
-        # (from the last HDR cycle on) and the end of the row (always with ``row_q``)
-        endt_q, to_hi_q, row_end_q = f["tchk_parts"]
+        # TCHK's verdict compares the end of the tagged range, registered a cycle ahead (from
+        # the last HDR cycle on), with the end of the row (stored in the row)
+        endt_q, to_hi_q = f["tchk_parts"]
         h_to, AW = f["h_to"], f["AW"]
-        m.d.comb += Assert(row_end_q == rd_row.base + rd_row.length, "lemma_row_end")
         with m.If(st("DEC", "TCHK")):
             m.d.comb += Assert((endt_q == h_to + n) & (to_hi_q == ((h_to[AW:64] != 0) if AW < 64 else 0)),
                                "lemma_endt")
@@ -516,7 +517,7 @@ def _tail(res):
 
 
 #: assertions of the unbounded proof of ``region`` (tagged writes) and its lemmas
-REGION = {"lemma_writes_idle", "lemma_dec_verdict", "lemma_row_end", "lemma_endt", "lemma_uchk_verdict", "lemma_endv", "lemma_hdr_read", "lemma_dec_row", "lemma_tchk_verdict", "lemma_table", "lemma_shadow_fit", "lemma_dec_read", "lemma_tchk_read", "lemma_n_q", "lemma_tagged",
+REGION = {"lemma_writes_idle", "lemma_dec_verdict", "lemma_endt", "lemma_uchk_verdict", "lemma_endv", "lemma_hdr_read", "lemma_dec_row", "lemma_tchk_verdict", "lemma_table", "lemma_shadow_fit", "lemma_dec_read", "lemma_tchk_read", "lemma_n_q", "lemma_tagged",
           "lemma_untagged", "lemma_len",
           "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_region", "lemma_queued_lanes", "lemma_reads",
           "lemma_end", "lemma_n", "lemma_aligned", "lemma_first", "lemma_later", "lemma_lo", "lemma_rem",
