@@ -15,7 +15,6 @@ Layouts of the host-facing ports: :class:`WorkRequest`, :class:`TxConnCfg`, :cla
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -23,6 +22,7 @@ from amaranth.utils import exact_log2
 from .beat import WIDTHS, conn_bits
 from .ddp_rx import TERM_BYTES, ReadRequestOut, RrDone, StagWrite, TermReport
 from .mpa_tx import MpaTxBeat
+from .synth_hints import SyncFIFOBuffered, no_rw_collision, one_hot
 
 __all__ = [
     "AXI4ReadSignature", "WorkRequest", "TxConnCfg", "ReadDone", "TxCompletion", "DdpTx",
@@ -260,11 +260,12 @@ class DdpTx(wiring.Component):
 
     Latency, throughput and packet boundaries
     -----------------------------------------
-    A connection's turn is IDLE (pick), LOAD (context memory read), SCHED (queue heads
+    A connection's turn is IDLE (pick), W_LOAD (context memory read at the registered
+    connection), LOAD (the context arrives), SCHED (queue heads
     read at the context's pointers and registered), DECIDE (what to send, from registers
     only; the segment's length, L flag, memory address and TO for both queue heads are
     computed here and registered), then the SEG state that loads the emitter and the AR
-    side; a segment's first beat is offered in the cycle after it, 5 cycles after the turn
+    side; a segment's first beat is offered in the cycle after it, 6 cycles after the turn
     starts, when it is header-only or its header fills the first beat, else when the
     first memory word arrives (AR issued in the same cycle). The first segment of a Read
     Response takes 4 more cycles for the source check (STag row registered, the region's
@@ -276,7 +277,7 @@ class DdpTx(wiring.Component):
     limited only by ``o.ready`` and the R channel; the AR side keeps bursts in flight for
     the whole segment (a 32-word R FIFO). The emitter's per-beat conditions (memory word
     needed, last beat, header and length masks) are registers computed one beat ahead,
-    so that ``o.valid`` is one gate of registers. Between segments there are about 5
+    so that ``o.valid`` is one gate of registers. Between segments there are about 6
     cycles of control plus the memory latency: measured with cocotbext-axi's AxiRamRead
     (no pauses), one connection of 6000-octet RDMA Writes at MULPDU 1460, ``o`` carries
     at least 0.95 / 0.9 / 0.8 / 0.65 beats per cycle at W = 4 / 8 / 16 / 32 (the test's
@@ -285,10 +286,11 @@ class DdpTx(wiring.Component):
 
     ``cq`` offers a completion 1 cycle after the ULPDU's last beat (Send, Write) or 3
     cycles after ``read_done`` is taken (Read); ``rr_done`` is queued with the last beat
-    of the Read Response (into its FIFO). ``cfg`` is taken 1 cycle after IDLE picks it,
-    ``wr``, ``rrq``, ``read_done`` and ``term`` 2 cycles after (the context is registered
-    first; ``ready`` is high for one cycle); a post (``wr``, ``rrq``) takes 3 cycles in
-    all, its context written back in the cycle it is taken.
+    of the Read Response (into its FIFO). ``cfg`` is taken 2 cycles after IDLE picks it,
+    ``wr``, ``rrq``, ``read_done`` and ``term`` 3 cycles after (the context is read at the
+    registered connection, then registered; ``ready`` is high for one cycle); a post
+    (``wr``, ``rrq``) takes 4 cycles in all, its context written back in the cycle it is
+    taken.
     """
 
     def __init__(self, *, width=8, connections=16, sq_depth=8, rrq_depth=4, ord_depth=4,
@@ -341,17 +343,31 @@ class DdpTx(wiring.Component):
         row_l = _StagRow(connections=C, addr_width=AW)
 
         # ---------------------------------------------------------------- memories
-        ctxm = Memory(shape=ctx_l, depth=C, init=[])
-        sqm = Memory(shape=wr_l, depth=C * SQD, init=[])
-        rqm = Memory(shape=rq_l, depth=C * RQD, init=[])
-        rdm = Memory(shape=rd_l, depth=C * OD, init=[])
+        # Marked no_rw_collision (synthesis builds no collision logic, hdl.synth_hints): the
+        # FSM serves one connection at a time and no read it uses is issued in a state that
+        # writes: ``ctx`` is written in RRQ, POST, EMIT, WB and the rows used are read in the
+        # W_* states;
+        # ``sq`` / ``rrq_mem`` are written in POST / RRQ and read for use in LOAD; ``rd`` is
+        # written in SEG_RREQ and read for use in RDONE and FLUSH_RD. The STag table is
+        # written whenever ``stag_w`` is valid, so its reads may meet a write: it keeps
+        # Amaranth's read-before-write semantics (a row half old, half new could pass a check).
+        ctxm = no_rw_collision(Memory(shape=ctx_l, depth=C, init=[]))
+        sqm = no_rw_collision(Memory(shape=wr_l, depth=C * SQD, init=[]))
+        rqm = no_rw_collision(Memory(shape=rq_l, depth=C * RQD, init=[]))
+        rdm = no_rw_collision(Memory(shape=rd_l, depth=C * OD, init=[]))
         stm = Memory(shape=row_l, depth=S, init=[])
         m.submodules.ctx = ctxm
         m.submodules.sq = sqm
         m.submodules.rrq_mem = rqm
         m.submodules.rd = rdm
         m.submodules.stag = stm
+        # The context is read at a registered address, ``cx_addr`` (the connection IDLE
+        # picks, then the one being served): IDLE's arbitration among the input streams ends
+        # in that register instead of running into the memory (timing); the row is there two
+        # cycles after the pick (a W_* state between IDLE and the state that takes it).
         cx_wr, cx_rd = ctxm.write_port(), ctxm.read_port(domain="sync")
+        cx_addr = Signal(CB)
+        m.d.comb += cx_rd.addr.eq(cx_addr)
         sq_wr, sq_rd = sqm.write_port(), sqm.read_port(domain="sync")
         rq_wr, rq_rd = rqm.write_port(), rqm.read_port(domain="sync")
         rd_wr, rd_rd = rdm.write_port(), rdm.read_port(domain="sync")
@@ -584,8 +600,8 @@ class DdpTx(wiring.Component):
         m.d.comb += [sq_rd.addr.eq(qaddr(conn, cxd.sq_head, SQB)),
                      rq_rd.addr.eq(qaddr(conn, cxd.rr_head, RQB)),
                      rd_rd.addr.eq(qaddr(conn, c.rd_head, OB)),
-                     st_rd.addr.eq(rqe.src_stag[:SB]),
-                     cx_rd.addr.eq(Mux(load_now, load_conn, conn))]
+                     st_rd.addr.eq(rqe.src_stag[:SB])]
+        m.d.sync += cx_addr.eq(Mux(load_now, load_conn, conn))
         ord_eff = Signal(15)
         m.d.comb += ord_eff.eq(Mux(c.ord > OD, OD, c.ord))
         has_work = Signal()
@@ -648,14 +664,16 @@ class DdpTx(wiring.Component):
         chk_code = Signal(8)
 
         m.d.sync += [ld_c.eq(0), go_sq.eq(0), go_rr.eq(0), go_rreq.eq(0), go_term.eq(0), go_chk.eq(0)]
-        with m.FSM(name="tx"):
+        waits = {}                     # state after a W_* state -> whether it loads the context
+        with m.FSM(name="tx") as fsm:
             with m.State("IDLE"):
                 m.d.sync += popped.eq(0)
 
                 def pick(nconn, state, load=True):
                     m.d.comb += [load_now.eq(1), load_conn.eq(nconn)]
-                    m.d.sync += [conn.eq(nconn), ld_c.eq(int(load))]
-                    m.next = state
+                    m.d.sync += conn.eq(nconn)
+                    waits[state] = load
+                    m.next = "W_" + state
                 with m.If(self.cfg.valid):
                     pick(self.cfg.payload.conn, "CFG", load=False)
                 with m.Elif(self.term.valid):
@@ -671,6 +689,12 @@ class DdpTx(wiring.Component):
                     m.d.comb += active.r_en.eq(1)
                     pick(active.r_data, "LOAD")
                     m.d.sync += [popped.eq(1), prefer_post.eq(1), rrq_hold.eq(0)]
+
+            # the context of ``conn`` is read at ``cx_addr`` here; it arrives in the next state
+            for state, load in waits.items():
+                with m.State("W_" + state):
+                    m.d.sync += ld_c.eq(int(load))
+                    m.next = state
 
             with m.State("CFG"):
                 p = self.cfg.payload
@@ -963,6 +987,7 @@ class DdpTx(wiring.Component):
             with m.State("WB"):
                 write_back()
                 m.next = "IDLE"
+        one_hot(fsm)
 
         # Segment starts. The FSM state that starts a segment (TERM, SEG_SQ, SEG_RREQ, SEG_RR,
         # RRCHK2 with a failed check) has a one-hot flag register set on the way in, so that
