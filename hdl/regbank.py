@@ -119,7 +119,7 @@ class RegisterBank(wiring.Component):
     are registered and high for exactly one cycle, carrying the written
     value; reads return 0. W1C fields: ``value <= (value & ~clear) | set``
     every cycle, ``clear`` being the written 1 bits of strobed bytes (set
-    wins). RO inputs are sampled in the cycle the read address is accepted.
+    wins). RO inputs are sampled in the cycle after the read address is accepted.
     Unmapped addresses: SLVERR, reads return 0, writes do nothing; writes to
     RO registers: OKAY, nothing changes. Reads have no side effects. The soft
     reset (CTRL.SOFT_RESET) is only a pulse to the core: the bank keeps its
@@ -134,12 +134,11 @@ class RegisterBank(wiring.Component):
     outputs are high, and ``bvalid`` is high in the next cycle (1 cycle from
     handshake to response), held until ``bready``. Read channel: ``arready``
     is high while ``arvalid`` and no read is under way; ``rdata``/``rvalid``
-    follow two cycles later (the read data mux is two register levels),
-    held until ``rready``. The channels
-    are independent: a read and a write can be served in the same cycle (the
-    read sees the value from before the write). Throughput: one write every
-    2 cycles and one read every 3 cycles when the master's ready/valid are
-    always high.
+    follow three cycles later (the address, then the read data mux in two
+    register levels), held until ``rready``. The channels are independent: a
+    read and a write can be served in the same cycle (the read sees the
+    written value). Throughput: one write every 2 cycles and one read every 4
+    cycles when the master's ready/valid are always high.
     """
 
     def __init__(self, *, width, connections, stags=256, regmap=REGMAP):
@@ -218,28 +217,32 @@ class RegisterBank(wiring.Component):
                     m.d.sync += value.eq((value & ~clears[(r.name, f.name)]) | self._port(r, f, "_set"))
 
         # ---- read channel
-        # Two register levels, for timing: in the accept cycle each group of GROUP registers
-        # (same word address >> GROUP_BITS) selects its member into a group register (the
-        # core's RO inputs, some straight from block RAM outputs, go through one 16:1 mux
-        # only); in the next cycle the group is selected into rdata. A single mux over every
-        # register of the map, fed by block RAM outputs, was a critical path of the core.
+        # Three register levels, for timing: the accept cycle registers the word address (the
+        # master's address and handshake then feed no decode); the next cycle each group of
+        # GROUP registers (same word address >> GROUP_BITS) selects its member into a group
+        # register (the core's RO inputs, some straight from block RAM outputs, go through
+        # one 16:1 mux only); the cycle after, the group is selected into rdata. Reads answer
+        # three cycles after the address handshake.
         rd_go = Signal()
-        rd_busy = Signal()                      # a read is between accept and rvalid
+        rd_s1 = Signal()                        # the address is registered: select members
+        rd_s2 = Signal()                        # the members are registered: select the group
         m.d.comb += [
-            rd_go.eq(bus.arvalid & ~bus.rvalid & ~rd_busy),
+            rd_go.eq(bus.arvalid & ~bus.rvalid & ~rd_s1 & ~rd_s2),
             bus.arready.eq(rd_go),
         ]
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
-        word = bus.araddr[word_bits]
+        word = Signal(amap.addr_width - 2)
+        with m.If(rd_go):
+            m.d.sync += word.eq(bus.araddr[word_bits])
         groups = {}
         for r in amap:
             groups.setdefault((r.addr >> 2) >> self.GROUP_BITS, []).append(r)
         group_sel = Signal(range(max(groups) + 2))
         group_data = {g: Signal(32, name=f"rd_group{g}") for g in groups}
         group_ok = Signal()
-        m.d.sync += rd_busy.eq(rd_go)
-        with m.If(rd_go):
+        m.d.sync += [rd_s1.eq(rd_go), rd_s2.eq(rd_s1)]
+        with m.If(rd_s1):
             m.d.sync += [group_sel.eq(word >> self.GROUP_BITS), group_ok.eq(0)]
             for g, regs in groups.items():
                 m.d.sync += group_data[g].eq(0)
@@ -247,7 +250,7 @@ class RegisterBank(wiring.Component):
                     for r in regs:
                         with m.Case(r.addr >> 2):
                             m.d.sync += [group_data[g].eq(self._read_value(r)), group_ok.eq(1)]
-        with m.If(rd_busy):
+        with m.If(rd_s2):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0),
                          bus.rresp.eq(Mux(group_ok, RESP_OKAY, RESP_SLVERR))]
             with m.Switch(group_sel):

@@ -4,7 +4,7 @@ See :class:`RnicCore`.
 """
 
 from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
@@ -20,6 +20,7 @@ from .mpa_rx import RX_ABORTED, MpaRxBeat, MpaRxDeframer
 from .mpa_tx import MpaTxBeat, MpaTxFramer
 from .regbank import AXI4LiteSignature, RegisterBank
 from .stream_slice import StreamSlice
+from .synth_hints import SyncFIFOBuffered
 
 __all__ = ["RnicCore", "CtxEntry", "DpRxEntry", "DP_DEPTH", "DP_ULPDUS"]
 
@@ -356,10 +357,10 @@ class RnicCore(wiring.Component):
         m.submodules.core = ResetInserter(r.ctrl.soft_reset)(d)
         d.submodules.framer = framer = MpaTxFramer(width=W, connections=N)
         d.submodules.deframer = deframer = MpaRxDeframer(width=W, connections=N)
-        d.submodules.dp_tx_fifo = tx_fifo = fifo.SyncFIFOBuffered(width=32, depth=self.dp_depth)
-        d.submodules.dp_rx_fifo = rx_fifo = fifo.SyncFIFOBuffered(width=32, depth=self.dp_depth)
+        d.submodules.dp_tx_fifo = tx_fifo = SyncFIFOBuffered(width=32, depth=self.dp_depth)
+        d.submodules.dp_rx_fifo = rx_fifo = SyncFIFOBuffered(width=32, depth=self.dp_depth)
         stat_layout = DpRxEntry(connections=N)
-        d.submodules.dp_rx_stat = rx_stat = fifo.SyncFIFOBuffered(width=stat_layout.size,
+        d.submodules.dp_rx_stat = rx_stat = SyncFIFOBuffered(width=stat_layout.size,
                                                                   depth=self.dp_ulpdus)
 
         dp_ctrl = r.dp_ctrl
@@ -515,15 +516,21 @@ class RnicCore(wiring.Component):
         held = Signal()                          # ... of DdpTx
         pick = Signal()                          # DdpTx feeds the framer this cycle
         d.d.comb += pick.eq(Mux(in_ulpdu, held, ~src.valid))
+        # a register slice between this switch and the framer (timing: the switch's select
+        # and the sources' payloads ran into the framer's input logic)
+        d.submodules.framer_i_slice = fsl = StreamSlice(framer.i.payload.shape())
+        fin = fsl.i
+        d.d.comb += [framer.i.payload.eq(fsl.o.payload), framer.i.valid.eq(fsl.o.valid & gate),
+                     fsl.o.ready.eq(framer.i.ready & gate)]
         d.d.comb += [
-            framer.i.payload.eq(Mux(source, dpt.payload, Mux(pick, dto.payload, src.payload))),
-            framer.i.valid.eq(Mux(source, dpt.valid, Mux(pick, dto.valid, src.valid)) & gate),
-            src.ready.eq(~source & ~pick & framer.i.ready & gate),
-            dto.ready.eq(~source & pick & framer.i.ready & gate),
-            dpt.ready.eq(source & framer.i.ready & gate),
+            fin.payload.eq(Mux(source, dpt.payload, Mux(pick, dto.payload, src.payload))),
+            fin.valid.eq(Mux(source, dpt.valid, Mux(pick, dto.valid, src.valid)) & gate),
+            src.ready.eq(~source & ~pick & fin.ready & gate),
+            dto.ready.eq(~source & pick & fin.ready & gate),
+            dpt.ready.eq(source & fin.ready & gate),
         ]
-        with d.If(~source & framer.i.valid & framer.i.ready):
-            d.d.sync += [in_ulpdu.eq(~framer.i.payload.last), held.eq(pick)]
+        with d.If(~source & fin.valid & fin.ready):
+            d.d.sync += [in_ulpdu.eq(~fin.payload.last), held.eq(pick)]
         tx_fpdus = Signal(32)
 
         # output register S, with the per-connection marker tracker
@@ -760,7 +767,7 @@ class RnicCore(wiring.Component):
         rx_fpdus, rx_crc, rx_marker, rx_length = (Signal(32, name=n) for n in (
             "rx_fpdus", "rx_crc_errors", "rx_marker_errors", "rx_length_errors"))
         counters = [
-            (tx_fpdus, framer.i.valid & framer.i.ready & framer.i.payload.last),
+            (tx_fpdus, fin.valid & fin.ready & fin.payload.last),
             (tx_markers, trk_hit),
             (tx_octets, Mux(s_fresh, s_beat.n, 0)),
             (rx_octets, Mux(deframer.i.valid & deframer.i.ready, deframer.i.payload.n, 0)),
@@ -994,7 +1001,7 @@ class RnicCore(wiring.Component):
         # receive path's; a Read Response completion goes to the transmit path's read_done
         # (HOST_READS 0) or into the queue as an SQ/RDMA_READ entry (HOST_READS 1)
         cq_l = _CqEntry(connections=N)
-        d.submodules.cq_fifo = cqf = fifo.SyncFIFOBuffered(width=cq_l.size, depth=self.cq_depth)
+        d.submodules.cq_fifo = cqf = SyncFIFOBuffered(width=cq_l.size, depth=self.cq_depth)
         rdd = dtx.read_done
         to_tx = Signal()
         d.d.comb += to_tx.eq((rxc.payload.opcode == 2) & ~host_reads)
@@ -1044,7 +1051,7 @@ class RnicCore(wiring.Component):
 
         # inbound Read Request queue
         rr_l = ReadRequestOut(connections=N)
-        d.submodules.rrq_fifo = rrf = fifo.SyncFIFOBuffered(width=rr_l.size, depth=self.rrq_depth)
+        d.submodules.rrq_fifo = rrf = SyncFIFOBuffered(width=rr_l.size, depth=self.rrq_depth)
         d.d.comb += [
             rrf.w_data.eq(rrq.payload), rrf.w_en.eq(rrq.valid & host_reads),
             dtx.rrq.payload.eq(rrq.payload), dtx.rrq.valid.eq(rrq.valid & ~host_reads),
@@ -1065,7 +1072,7 @@ class RnicCore(wiring.Component):
         # and the transmit path took the previous one: a copy goes there, which sends the
         # Terminate or stops the connection)
         tm_l = TermReport(connections=N)
-        d.submodules.term_fifo = tmf = fifo.SyncFIFOBuffered(width=tm_l.size, depth=self.term_depth)
+        d.submodules.term_fifo = tmf = SyncFIFOBuffered(width=tm_l.size, depth=self.term_depth)
         tt_pend = Signal()
         with d.If(term_take):
             d.d.sync += [tt_pend.eq(1), dtx.term.payload.eq(ddp.term.payload)]

@@ -8,13 +8,14 @@ host-side transport.
 """
 
 from amaranth.hdl import Cat, Const, Module, Signal
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from host.transport_uart import (ANS_PING, ANS_READ, ANS_WRITE, CMD_PING, CMD_READ, CMD_WRITE,
                                  FRAME_TIMEOUT_S, PROTOCOL_VERSION, STATUS_DECERR, STATUS_TIMEOUT)
 
 from .regbank import AXI4LiteSignature
+from .synth_hints import SyncFIFOBuffered
 from .uart import UARTRx, UARTTx, uart_divisor
 
 __all__ = ["UARTBridge"]
@@ -94,7 +95,7 @@ class UARTBridge(wiring.Component):
 
         m.submodules.uart_rx = urx = UARTRx(divisor=self.divisor)
         m.submodules.uart_tx = utx = UARTTx(divisor=self.divisor)
-        m.submodules.rx_fifo = rxq = fifo.SyncFIFOBuffered(width=8, depth=self.fifo_depth)
+        m.submodules.rx_fifo = rxq = SyncFIFOBuffered(width=8, depth=self.fifo_depth)
         m.d.comb += [
             urx.rx.eq(self.rx),
             self.tx.eq(utx.tx),
