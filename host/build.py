@@ -17,10 +17,12 @@ and a bitstream come out; :func:`build` then raises :class:`TimingFailure`
 :func:`sweep` builds the core alone for several widths and connection
 counts and writes a Markdown and a JSON table (a benchmark, not a test).
 
-Products go to ``build/<board>-w<W>-c<N>-<top>/`` (``build/`` is ignored by
-git) or to ``out_dir``: ``top.bit`` (bitstream), ``top.svf``, ``top.il``,
+Products go to ``build/<board>-w<W>-c<N>-<top>/`` (of the source tree with an
+editable install, else of the working directory; ``build/`` is ignored by git)
+or to ``out_dir``: ``top.bit`` (bitstream), ``top.svf``, ``top.il``,
 ``top.lpf``, ``top.rpt`` (Yosys log), ``top.tim`` (nextpnr log),
-``top.report.json`` (nextpnr report), ``report.json`` (the
+``top.report.json`` (nextpnr report), ``top.sdf`` (routed delays, read by
+:mod:`host.sta` for the report's failing paths), ``report.json`` (the
 :class:`BuildReport`), ``build.log`` (the tools' console output).
 """
 
@@ -227,6 +229,13 @@ def apply_no_rw_check(text):
 
 # -- configuration and report ------------------------------------------------------------------
 
+def _build_root():
+    """``build/`` of the source tree (an editable install), else of the working directory."""
+    if (REPO_ROOT / "pyproject.toml").exists():
+        return REPO_ROOT / "build"
+    return Path.cwd() / "build"
+
+
 @dataclasses.dataclass
 class BuildConfig:
     """What to build.
@@ -248,11 +257,12 @@ class BuildConfig:
     allow_timing_fail: bool = False
     synth_opts: str = ""
     nextpnr_opts: str = ""
+    paths: int = 10                  # failing path groups kept in the report (host.sta)
 
     def directory(self):
         if self.out_dir is not None:
             return Path(self.out_dir)
-        return REPO_ROOT / "build" / f"{self.board}-w{self.width}-c{self.connections}-{self.top}"
+        return _build_root() / f"{self.board}-w{self.width}-c{self.connections}-{self.top}"
 
 
 @dataclasses.dataclass
@@ -277,6 +287,11 @@ class BuildReport:
     harness_ffs: int | None = None
     seed: int = 1
     no_rw_check_ports: int = 0         # block RAM read ports built without collision logic
+    # the core clock's failing paths from nextpnr's SDF (host.sta): endpoints with negative
+    # slack, their total negative slack, and the worst groups (start signal -> end signal)
+    failing_endpoints: int | None = None
+    tns_ns: float | None = None
+    paths: list = dataclasses.field(default_factory=list)
     tools: dict = dataclasses.field(default_factory=dict)
     warnings: list = dataclasses.field(default_factory=list)
 
@@ -306,6 +321,12 @@ class BuildReport:
                 lines.append(f"  {label:<32} {u['used']:>6} / {u['available']:<6} {u['percent']:5.1f} %")
         if self.harness_ffs:
             lines.append(f"  (of the flip-flops, {self.harness_ffs} are the benchmark harness's)")
+        if self.failing_endpoints:
+            lines.append(f"  failing endpoints of the core clock: {self.failing_endpoints} (total "
+                         f"negative slack {self.tns_ns:.1f} ns); worst paths, slack, register "
+                         "bits, from -> to:")
+            for p in self.paths:
+                lines.append(f"    {p['slack_ns']:7.2f} ns {p['endpoints']:5d} x  {p['from']} -> {p['to']}")
         s = self.seconds
         lines.append(f"  seconds: synthesis {s['synthesis']:.1f}, place and route {s['pnr']:.1f}, "
                      f"bitstream {s['bitstream']:.1f}, total {s['total']:.1f}")
@@ -422,7 +443,7 @@ def build(config: BuildConfig, *, progress=None):
     out.mkdir(parents=True, exist_ok=True)
     name = "top"
     for stale in (f"{name}.json", f"{name}.config", f"{name}.bit", f"{name}.svf",
-                  f"{name}.report.json", "report.json"):
+                  f"{name}.sdf", f"{name}.report.json", "report.json"):
         (out / stale).unlink(missing_ok=True)
 
     platform = board.make_platform()
@@ -435,13 +456,12 @@ def build(config: BuildConfig, *, progress=None):
                           core=factory)
     overrides = {
         "synth_opts": config.synth_opts,
-        "nextpnr_opts": f"--report {name}.report.json --timing-allow-fail --seed {config.seed} "
-                        + config.nextpnr_opts,
+        "nextpnr_opts": f"--report {name}.report.json --sdf {name}.sdf --timing-allow-fail "
+                        f"--seed {config.seed} " + config.nextpnr_opts,
     }
     if board.constraints and config.top == "board":
-        lpf = REPO_ROOT / "constraints" / board.constraints
-        if lpf.exists():
-            overrides["add_preferences"] = lpf.read_text()
+        from constraints import path as constraint_path
+        overrides["add_preferences"] = constraint_path(board.constraints).read_text()
     say(f"elaborating {core_label(factory)} W={config.width} connections={config.connections} "
         f"for {config.board} ({config.top} top)")
     t0 = time.monotonic()
@@ -501,6 +521,9 @@ def build(config: BuildConfig, *, progress=None):
     warnings = []
     if not clocks:
         warnings.append("nextpnr reported no constrained clock")
+    sync = next((c for c in clocks if c["domain"] == "sync" and c["constraint_mhz"]), None)
+    failing = _failing_paths(out / f"{name}.sdf", sync["constraint_mhz"] if sync else config.freq_mhz,
+                             config.paths)
     cfg = top.pll
     report = BuildReport(
         board=config.board, device=platform.device, package=platform.package, speed=platform.speed,
@@ -520,7 +543,7 @@ def build(config: BuildConfig, *, progress=None):
         harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed, no_rw_check_ports=hinted,
         tools={"yosys": _tool_version(env, "YOSYS", "-V"),
                "nextpnr-ecp5": _tool_version(env, "NEXTPNR_ECP5", "--version")},
-        warnings=warnings,
+        warnings=warnings, **failing,
     )
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
     if not report.timing_met and not config.allow_timing_fail:
@@ -529,6 +552,19 @@ def build(config: BuildConfig, *, progress=None):
         raise TimingFailure(f"timing not met: {missed} (products in {out}; "
                             "--allow-timing-fail keeps this a success)", report)
     return report
+
+
+def _failing_paths(sdf, mhz, limit):
+    """The core clock's failing paths at ``mhz`` from nextpnr's SDF (:mod:`host.sta`), as
+    BuildReport fields (the ``limit`` worst groups); none when nextpnr wrote no SDF."""
+    from .sta import analyse, group
+    if not sdf.exists():
+        return {}
+    endpoints, _ = analyse(sdf, 1000.0 / mhz)
+    failing = [e for e in endpoints if e.slack_ps < 0]
+    return {"failing_endpoints": len(failing),
+            "tns_ns": round(sum(e.slack_ps for e in failing) / 1000, 3),
+            "paths": [g.to_json() for g in group(failing)[:limit]]}
 
 
 def core_label(factory):
@@ -546,7 +582,7 @@ def sweep(*, board="versa_ecp5", widths=SWEEP_WIDTHS, connections=SWEEP_CONNECTI
     ``build/sweep-<board>``) and returns ``(rows, paths)``. A row that failed
     to build carries ``error``; timing misses are rows, not failures.
     """
-    out = Path(out_dir) if out_dir else REPO_ROOT / "build" / f"sweep-{board}"
+    out = Path(out_dir) if out_dir else _build_root() / f"sweep-{board}"
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     say = progress or (lambda text: None)

@@ -1300,6 +1300,9 @@ def _progress_printer():
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the report).")
 @click.option("--allow-timing-fail", is_flag=True,
               help="Exit 0 even if a clock misses its constraint (the report says so).")
+@click.option("--paths", type=click.IntRange(0, 1000), default=10, show_default=True,
+              help="Failing paths of the core clock to list (worst first, one line per start "
+                   "and end register), from nextpnr's SDF.")
 @click.option("--nextpnr-opts", default="", metavar="OPTS",
               help="Extra nextpnr-ecp5 options (e.g. \"--router router2 --tmg-ripup\").")
 @click.option("--sweep", is_flag=True,
@@ -1310,7 +1313,7 @@ def _progress_printer():
 @click.option("--sweep-connections", default="16,1024", show_default=True, callback=_int_list,
               help="Connection counts of --sweep.")
 def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, as_json,
-              allow_timing_fail, nextpnr_opts, sweep, sweep_widths, sweep_connections):
+              allow_timing_fail, paths, nextpnr_opts, sweep, sweep_widths, sweep_connections):
     """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
 
     Elaborates the board top (or the core alone), runs Amaranth's build
@@ -1327,6 +1330,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
       rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
       rnic build --top core --width 16 --out /tmp/w16  # the core alone
       rnic build --top core --core ddp_rx --allow-timing-fail  # one block alone
+      rnic build --freq 156.25 --paths 30 --allow-timing-fail  # what fails at the goal
       rnic build --sweep                               # benchmark table (takes a while)
     """
     from .build import BuildConfig, BuildError, TimingFailure, ToolMissing, build, sweep as run_sweep
@@ -1337,17 +1341,17 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
             raise click.BadParameter(f"widths must be 4, 8, 16 or 32, not {unsupported[0]}",
                                      param_hint="--sweep-widths")
         try:
-            rows, paths = run_sweep(board=board, widths=sweep_widths,
+            rows, files = run_sweep(board=board, widths=sweep_widths,
                                     connections=sweep_connections, freq_mhz=freq, core=core,
                                     seed=seed, out_dir=out_dir, progress=say,
                                     nextpnr_opts=nextpnr_opts)
         except BuildError as e:
             return _fail(str(e))
         if as_json:
-            _emit({"rows": rows, "files": paths}, sys.stdout)
+            _emit({"rows": rows, "files": files}, sys.stdout)
         else:
-            click.echo(open(paths["markdown"]).read().rstrip())
-            click.echo(f"\nwritten: {paths['markdown']}, {paths['json']}")
+            click.echo(open(files["markdown"]).read().rstrip())
+            click.echo(f"\nwritten: {files['markdown']}, {files['json']}")
         failed = [r for r in rows if "error" in r]
         return EXIT_FAILURE if failed else EXIT_OK
     from hdl.board_top import BLOCKS
@@ -1356,7 +1360,8 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
                                  param_hint="--core")
     cfg = BuildConfig(board=board, width=int(width), connections=connections, freq_mhz=freq,
                       baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
-                      allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts)
+                      allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts,
+                      paths=paths)
     try:
         report = build(cfg, progress=say)
     except TimingFailure as e:

@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from host import build as flow
+from host import sta
 from host.cli import _BOARD_NAMES, cli
 
 CANNED_REPORT = {
@@ -169,6 +170,15 @@ def test_real_build(tmp_path):
     assert rep["bitstream"] == str(bit) and bit.stat().st_size == rep["bitstream_bytes"] > 100_000
     assert json.loads((out / "report.json").read_text())["resources"] == rep["resources"]
     assert (out / "top.tim").exists() and (out / "top.report.json").exists()
+    # host.sta on nextpnr's SDF finds nextpnr's own critical path: same length, same ends
+    endpoints, _ = sta.analyse(out / "top.sdf", 1000.0 / sync["constraint_mhz"])
+    worst = endpoints[0]
+    cp = sync["critical_path"]
+    assert abs((worst.arrival_ps + worst.setup_ps) / 1000 - (cp["logic_ns"] + cp["routing_ns"])) < 0.01
+    assert worst.path[0][0].rsplit("/", 1)[0] == cp["from"] and worst.node.rsplit("/", 1)[0] == cp["to"]
+    failing = [e for e in endpoints if e.slack_ps < 0]
+    assert rep["failing_endpoints"] == len(failing)
+    assert (rep["failing_endpoints"] == 0) == sync["met"]
 
 
 _UNPLACEABLE_LOG = """\
