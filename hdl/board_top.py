@@ -848,8 +848,12 @@ class BoardTop(Elaboratable):
         m.d.sync += heartbeat.eq(heartbeat + 1)
 
         def stretch(pulse, seconds):
+            # the pulse is registered first: it comes combinationally from the UART bridge,
+            # which the placer may put far from the LED logic (timing)
+            pulse_q = Signal()
+            m.d.sync += pulse_q.eq(pulse)
             timer = Signal(range(int(cfg.f_out * seconds) + 2))
-            with m.If(pulse):
+            with m.If(pulse_q):
                 m.d.sync += timer.eq(int(cfg.f_out * seconds))
             with m.Elif(timer != 0):
                 m.d.sync += timer.eq(timer - 1)
@@ -875,7 +879,8 @@ class BoardTop(Elaboratable):
             if sub is not None:
                 port = getattr(port, sub)
             m.submodules[f"led_{i}"] = led = io.Buffer("o", port)
-            m.d.comb += led.o.eq(functions[function])
+            # registered: an LED pin is far from most of the logic that drives it
+            m.d.sync += led.o.eq(functions[function])
         return m
 
 
