@@ -491,13 +491,17 @@ class UlpduSource(Elaboratable):
 
 
 class AXI4LiteSplit(wiring.Component):
-    """One AXI4-Lite master to two slaves by address bit ``select_bit``.
+    """One AXI4-Lite master to two slaves by address bit ``select_bit``, through registers.
 
     ``s_axil`` (In, ``addr_width`` bits) -> ``m0`` (bit clear) / ``m1`` (bit
     set), each with ``select_bit`` address bits. One transaction per channel
-    at a time (the UART bridge issues one at a time anyway): the channel's
-    target is latched at the address handshake and the response comes back
-    from it.
+    at a time (the UART bridge issues one at a time anyway). Every output is
+    a flip-flop (timing: on a board the bridge, the core's register bank and
+    the board registers are far apart): a request is latched at its handshake
+    with ``s_axil`` and offered to its slave from the next cycle; the slave's
+    response is latched and offered to the master from the cycle after.
+    Latency: 2 cycles more than the slave's on each channel. A write's
+    address and data are taken together (``awready`` = ``wready``).
     """
 
     def __init__(self, *, addr_width, select_bit):
@@ -511,29 +515,51 @@ class AXI4LiteSplit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         s, sb = self.s_axil, self.select_bit
-        for mi in (self.m0, self.m1):
-            m.d.comb += [
-                mi.awaddr.eq(s.awaddr[:sb]), mi.awprot.eq(s.awprot), mi.wdata.eq(s.wdata),
-                mi.wstrb.eq(s.wstrb), mi.araddr.eq(s.araddr[:sb]), mi.arprot.eq(s.arprot),
-            ]
-        wsel = s.awaddr[sb]
-        rsel = s.araddr[sb]
-        # write: address and data go to the slave chosen by awaddr (the bridge presents both together)
-        m.d.comb += [
-            self.m0.awvalid.eq(s.awvalid & ~wsel), self.m1.awvalid.eq(s.awvalid & wsel),
-            self.m0.wvalid.eq(s.wvalid & ~wsel), self.m1.wvalid.eq(s.wvalid & wsel),
-            s.awready.eq(Mux(wsel, self.m1.awready, self.m0.awready)),
-            s.wready.eq(Mux(wsel, self.m1.wready, self.m0.wready)),
-            s.bvalid.eq(self.m0.bvalid | self.m1.bvalid),
-            s.bresp.eq(Mux(self.m1.bvalid, self.m1.bresp, self.m0.bresp)),
-            self.m0.bready.eq(s.bready), self.m1.bready.eq(s.bready),
-            self.m0.arvalid.eq(s.arvalid & ~rsel), self.m1.arvalid.eq(s.arvalid & rsel),
-            s.arready.eq(Mux(rsel, self.m1.arready, self.m0.arready)),
-            s.rvalid.eq(self.m0.rvalid | self.m1.rvalid),
-            s.rdata.eq(Mux(self.m1.rvalid, self.m1.rdata, self.m0.rdata)),
-            s.rresp.eq(Mux(self.m1.rvalid, self.m1.rresp, self.m0.rresp)),
-            self.m0.rready.eq(s.rready), self.m1.rready.eq(s.rready),
-        ]
+        ms = (self.m0, self.m1)
+
+        # write: IDLE (take AW+W) -> REQ (offer to the slave until both are taken) -> RESP
+        # (wait for B) -> the response on s until taken
+        w_busy, w_sel, aw_left, w_left, b_wait = (Signal(name=n) for n in
+                                                   ("w_busy", "w_sel", "aw_left", "w_left", "b_wait"))
+        m.d.comb += [s.awready.eq(~w_busy & s.wvalid), s.wready.eq(~w_busy & s.awvalid)]
+        with m.If(~w_busy & s.awvalid & s.wvalid):
+            m.d.sync += [w_busy.eq(1), w_sel.eq(s.awaddr[sb]), aw_left.eq(1), w_left.eq(1),
+                         b_wait.eq(1)]
+            for mi in ms:
+                m.d.sync += [mi.awaddr.eq(s.awaddr[:sb]), mi.awprot.eq(s.awprot),
+                             mi.wdata.eq(s.wdata), mi.wstrb.eq(s.wstrb)]
+        for k, mi in enumerate(ms):
+            mine = w_sel == k
+            m.d.comb += [mi.awvalid.eq(aw_left & mine), mi.wvalid.eq(w_left & mine),
+                         mi.bready.eq(b_wait & mine)]
+            with m.If(mine):
+                with m.If(mi.awready):
+                    m.d.sync += aw_left.eq(0)
+                with m.If(mi.wready):
+                    m.d.sync += w_left.eq(0)
+                with m.If(b_wait & mi.bvalid):
+                    m.d.sync += [b_wait.eq(0), s.bvalid.eq(1), s.bresp.eq(mi.bresp)]
+        with m.If(s.bvalid & s.bready):
+            m.d.sync += [s.bvalid.eq(0), w_busy.eq(0)]
+
+        # read: the same with AR and R
+        r_busy, r_sel, ar_left, r_wait = (Signal(name=n) for n in ("r_busy", "r_sel", "ar_left", "r_wait"))
+        m.d.comb += s.arready.eq(~r_busy)
+        with m.If(~r_busy & s.arvalid):
+            m.d.sync += [r_busy.eq(1), r_sel.eq(s.araddr[sb]), ar_left.eq(1), r_wait.eq(1)]
+            for mi in ms:
+                m.d.sync += [mi.araddr.eq(s.araddr[:sb]), mi.arprot.eq(s.arprot)]
+        for k, mi in enumerate(ms):
+            mine = r_sel == k
+            m.d.comb += [mi.arvalid.eq(ar_left & mine), mi.rready.eq(r_wait & mine)]
+            with m.If(mine):
+                with m.If(mi.arready):
+                    m.d.sync += ar_left.eq(0)
+                with m.If(r_wait & mi.rvalid):
+                    m.d.sync += [r_wait.eq(0), s.rvalid.eq(1), s.rdata.eq(mi.rdata),
+                                 s.rresp.eq(mi.rresp)]
+        with m.If(s.rvalid & s.rready):
+            m.d.sync += [s.rvalid.eq(0), r_busy.eq(0)]
         return m
 
 
@@ -669,7 +695,9 @@ class BoardLogic(wiring.Component):
         wiring.connect(m, split.m1, bregs.s_axil)
 
         errors = Signal(32)
-        with m.If(bridge.error):
+        bridge_error = Signal()                 # registered (timing)
+        m.d.sync += bridge_error.eq(bridge.error)
+        with m.If(bridge_error):
             m.d.sync += errors.eq(errors + 1)
         m.d.comb += [bregs.errors.eq(errors), bregs.locked.eq(self.locked),
                      bregs.phy_up.eq(self.phy_up), bregs.eth_rx_seen.eq(self.eth_rx_seen),

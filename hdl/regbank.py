@@ -238,25 +238,28 @@ class RegisterBank(wiring.Component):
         groups = {}
         for r in amap:
             groups.setdefault((r.addr >> 2) >> self.GROUP_BITS, []).append(r)
-        group_sel = Signal(range(max(groups) + 2))
+        group_sel = Signal(len(word) - self.GROUP_BITS)   # (the whole upper word: unmapped too)
         group_data = {g: Signal(32, name=f"rd_group{g}") for g in groups}
-        group_ok = Signal()
+        group_hit = {g: Signal(name=f"rd_hit{g}") for g in groups}
+        member = word[:self.GROUP_BITS]
         m.d.sync += [rd_s1.eq(rd_go), rd_s2.eq(rd_s1)]
         with m.If(rd_s1):
-            m.d.sync += [group_sel.eq(word >> self.GROUP_BITS), group_ok.eq(0)]
+            # each group selects by the word's low bits only (a 16:1 mux; which group is
+            # meant is decided in the next cycle)
+            m.d.sync += group_sel.eq(word >> self.GROUP_BITS)
             for g, regs in groups.items():
-                m.d.sync += group_data[g].eq(0)
-                with m.Switch(word):
+                m.d.sync += [group_data[g].eq(0), group_hit[g].eq(0)]
+                with m.Switch(member):
                     for r in regs:
-                        with m.Case(r.addr >> 2):
-                            m.d.sync += [group_data[g].eq(self._read_value(r)), group_ok.eq(1)]
+                        with m.Case((r.addr >> 2) & ((1 << self.GROUP_BITS) - 1)):
+                            m.d.sync += [group_data[g].eq(self._read_value(r)), group_hit[g].eq(1)]
         with m.If(rd_s2):
-            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0),
-                         bus.rresp.eq(Mux(group_ok, RESP_OKAY, RESP_SLVERR))]
+            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
             with m.Switch(group_sel):
                 for g in groups:
                     with m.Case(g):
-                        m.d.sync += bus.rdata.eq(group_data[g])
+                        m.d.sync += [bus.rdata.eq(group_data[g]),
+                                     bus.rresp.eq(Mux(group_hit[g], RESP_OKAY, RESP_SLVERR))]
         return m
 
     #: Registers per group of the read data's first mux level (log2).

@@ -275,16 +275,21 @@ class RnicCore(wiring.Component):
 
     Latency
     -------
-    ``tx_ulpdu`` to ``tx_wire``: 6 cycles (framer 5, output register 1).
+    ``tx_ulpdu`` to ``tx_wire``: 8 cycles (two register slices, framer 5, output
+    register 1).
     ``rx_wire`` to ``rx_ulpdu``: 12 cycles (input register slice 1, deframer
     10, output register 1). The streams between the DDP/RDMAP paths and the
     glue (DdpRx input, completions, Read Requests, DdpTx output) each pass a
     register slice (1 cycle; :class:`~hdl.stream_slice.StreamSlice`).
-    LOOPBACK, ULPDU in to ULPDU out: 18 cycles plus the FPDU's length in
+    LOOPBACK, ULPDU in to ULPDU out: 20 cycles plus the FPDU's length in
     beats (the deframer holds a ULPDU's last beat until its CRC). (Counted
     as the framer's: a beat transferred at edge t can leave at edge t + n.)
     TX_MARKERS counts a beat's marker 2 cycles after the beat left the
     framer (the marker tracker reads its memory into a register first).
+    DP_CTRL and CTRL.ENABLE act one cycle after their register changes (the
+    core keeps registered copies); the CQ_*, RRQ_*, TERM_* and DP_RX_* views
+    of the queue heads are registers, one cycle behind the queues (a read
+    that follows a POP's write response sees the next head).
 
     Throughput
     ----------
@@ -363,11 +368,15 @@ class RnicCore(wiring.Component):
         d.submodules.dp_rx_stat = rx_stat = SyncFIFOBuffered(width=stat_layout.size,
                                                                   depth=self.dp_ulpdus)
 
+        # DP_CTRL's bits as registered copies in the core (they act one cycle after the
+        # bank's register; timing: the bank's flip-flops are far from most of their users)
         dp_ctrl = r.dp_ctrl
-        loopback, source, sink = dp_ctrl.loopback, dp_ctrl.source, dp_ctrl.sink
-        bypass = dp_ctrl.bypass
+        loopback, source, sink, bypass, host_reads = (
+            Signal(name=f"dp_{n}") for n in ("loopback", "source", "sink", "bypass", "host_reads"))
+        d.d.sync += [loopback.eq(dp_ctrl.loopback), source.eq(dp_ctrl.source), sink.eq(dp_ctrl.sink),
+                     bypass.eq(dp_ctrl.bypass), host_reads.eq(dp_ctrl.host_reads)]
         use_ddp = Signal()                       # ULPDUs go to the DDP/RDMAP receive path
-        d.d.comb += use_ddp.eq(~sink & ~bypass)
+        d.d.sync += use_ddp.eq(~dp_ctrl.sink & ~dp_ctrl.bypass)
         d.submodules.ddp = ddp = DdpRx(width=W, connections=N, stags=self.stags, slots=self.ddp_slots,
                                        slot_bytes=self.ddp_slot_bytes, rq_depth=self.rq_depth,
                                        addr_width=self.addr_width)
@@ -379,6 +388,7 @@ class RnicCore(wiring.Component):
         # Register slices on every stream between the data-path blocks and the glue, for
         # timing: each block's ready/valid came out of deep logic and went into the other's.
         ddp_i = self._slice_into(d, "ddp_i_slice", ddp.i)          # latency +1 on each
+        dctl = self._slice_into(d, "ddp_ctl_slice", ddp.ctl)
         dto = self._slice_out_of(d, "dtx_o_slice", dtx.o)
         rxc = self._slice_out_of(d, "ddp_cq_slice", ddp.cq)
         txc = self._slice_out_of(d, "dtx_cq_slice", dtx.cq)
@@ -396,8 +406,8 @@ class RnicCore(wiring.Component):
         sw_txc_done = Signal()                   # DdpTx.cfg of sweep_conn taken
         ready = Signal()
         d.d.comb += [ready.eq(~sweeping), r.status.ready.eq(ready)]
-        gate = Signal()
-        d.d.comb += gate.eq(ready & r.ctrl.enable)
+        gate = Signal()                          # registered (timing: a high fanout)
+        d.d.sync += gate.eq(~sweeping & r.ctrl.enable)
 
         # ---------------------------------------------------------------- context commands
         c_conn = Signal(cb)
@@ -453,8 +463,8 @@ class RnicCore(wiring.Component):
             with d.If(rx_cfg_pend & dc.ready):
                 d.d.sync += rx_cfg_pend.eq(0)
 
-        # the receive path: ctl (restart) from the sweep (IRD 0) or the latched COMMIT
-        dctl = ddp.ctl
+        # the receive path: ctl (restart) from the sweep (IRD 0) or the latched COMMIT (through
+        # a register slice: the valid is a decode of the sweep's state)
         with d.If(sweeping):
             # (after the abort beat has left the slice in front of the receive path)
             d.d.comb += [dctl.valid.eq(sw_abort_done & ~sw_ctl_done & ~ddp.i.valid),
@@ -511,7 +521,13 @@ class RnicCore(wiring.Component):
         # source: the data port's sender (SOURCE), else the tx_ulpdu port and the DDP/RDMAP
         # transmit path, switched at ULPDU boundaries (the port first when both start one)
         dpt = stream.Signature(MpaTxBeat(width=W, connections=N)).create()
-        src = self.tx_ulpdu
+        # (the port through a register slice, which ENABLE gates like the switch: its valid
+        # came from the user's logic into the switch and the framer's input in one cycle)
+        d.submodules.tx_ulpdu_slice = txu_slice = StreamSlice(self.tx_ulpdu.payload.shape())
+        d.d.comb += [txu_slice.i.payload.eq(self.tx_ulpdu.payload),
+                     txu_slice.i.valid.eq(self.tx_ulpdu.valid & gate),
+                     self.tx_ulpdu.ready.eq(txu_slice.i.ready & gate)]
+        src = txu_slice.o
         in_ulpdu = Signal()                      # a ULPDU of the port or of DdpTx is under way
         held = Signal()                          # ... of DdpTx
         pick = Signal()                          # DdpTx feeds the framer this cycle
@@ -777,11 +793,13 @@ class RnicCore(wiring.Component):
             (rx_length, ev_end & ((ev_error == int(RxError.TOO_LONG)) | (ev_error == int(RxError.TOO_SHORT)))),
             (err_count, cap_ev),
         ]
+        clear = Signal()                         # CTRL.CLEAR_COUNTERS, registered (timing)
+        d.d.sync += clear.eq(r.ctrl.clear_counters)
         for counter, inc in counters:
             # the increment is registered first (the counter runs one cycle behind its
             # events): handshakes and decodes feeding a 32/64-bit adder were critical paths
             inc_r = Signal(len(inc), name=f"{counter.name}_inc")
-            with d.If(r.ctrl.clear_counters):
+            with d.If(clear):
                 d.d.sync += [counter.eq(0), inc_r.eq(0)]
             with d.Else():
                 d.d.sync += [counter.eq(counter + inc_r), inc_r.eq(inc)]
@@ -796,12 +814,15 @@ class RnicCore(wiring.Component):
         # ---------------------------------------------------------------- data port: TX
         bus = self.s_axil
         dp_data_addr = REGMAP["DP_TX_DATA"].addr >> 2
-        d.d.comb += [
+        # a write to DP_TX_DATA goes into the FIFO one cycle after its handshake (registered:
+        # the handshake and the address decode come from the bus master); the SEND pulse of
+        # a later write comes later still
+        d.d.sync += [
             tx_fifo.w_data.eq(bus.wdata),
             tx_fifo.w_en.eq(bus.awvalid & bus.awready & bus.wvalid & bus.wready
                             & (bus.awaddr[2:REGMAP.addr_width] == dp_data_addr)),
-            r.dp_tx_status.free.eq(self.dp_depth - tx_fifo.level),
         ]
+        d.d.comb += r.dp_tx_status.free.eq(self.dp_depth - tx_fifo.level)
         t_busy = Signal()
         t_conn = Signal(cb)
         t_len = Signal(16)
@@ -876,7 +897,7 @@ class RnicCore(wiring.Component):
         skip = Signal(16)
         consumed = Signal(16)
         head_valid = rx_stat.r_rdy & ~skipping
-        d.d.comb += [
+        d.d.sync += [                            # registered views (see the CQ's)
             r.dp_rx_status.valid.eq(head_valid),
             r.dp_rx_status.crc.eq(Mux(head_valid, head.crc, 0)),
             r.dp_rx_status.error.eq(Mux(head_valid, head.error, 0)),
@@ -901,6 +922,7 @@ class RnicCore(wiring.Component):
             d.d.sync += consumed.eq(consumed + 1)
 
         self._elaborate_ddp(m, d, r, ddp, dtx, ready=ready, term_take=term_take, tev_pend=tev_pend,
+                            host_reads=host_reads,
                             sweeping=sweeping, rxc=rxc, txc=txc, rrq=rrq, rr_done=rr_done)
         return m
 
@@ -918,7 +940,7 @@ class RnicCore(wiring.Component):
         wiring.connect(d, s.o, port)
         return s.i
 
-    def _elaborate_ddp(self, m, d, r, ddp, dtx, *, ready, term_take, tev_pend, sweeping,
+    def _elaborate_ddp(self, m, d, r, ddp, dtx, *, ready, term_take, tev_pend, host_reads, sweeping,
                        rxc, txc, rrq, rr_done):
         """The register side of the DDP/RDMAP receive path: STag table writes, receive
         buffer posts, IRD releases, and the CQ / RRQ / TERM queues read by the host."""
@@ -968,7 +990,6 @@ class RnicCore(wiring.Component):
         with d.Elif(wr.ready):
             d.d.sync += sq_pend.eq(0)
         d.d.comb += [wr.valid.eq(sq_pend), r.sq_status.busy.eq(sq_pend), r.sq_status.full.eq(sq_pend)]
-        host_reads = r.dp_ctrl.host_reads
 
         # receive buffer posts: RQ_CMD.POST latches; RQ_STATUS.BUSY until taken
         rp = ddp.rq_post
@@ -1002,7 +1023,9 @@ class RnicCore(wiring.Component):
         # (HOST_READS 0) or into the queue as an SQ/RDMA_READ entry (HOST_READS 1)
         cq_l = _CqEntry(connections=N)
         d.submodules.cq_fifo = cqf = SyncFIFOBuffered(width=cq_l.size, depth=self.cq_depth)
-        rdd = dtx.read_done
+        # (into the transmit path through a register slice: the valid is a decode of the
+        # receive path's completion and HOST_READS)
+        rdd = self._slice_into(d, "dtx_read_done_slice", dtx.read_done)
         to_tx = Signal()
         d.d.comb += to_tx.eq((rxc.payload.opcode == 2) & ~host_reads)
         tx_e = Signal(cq_l)
@@ -1031,7 +1054,14 @@ class RnicCore(wiring.Component):
         cq = ce.rx
         rresp = Signal()                         # the head is an RDMA Read Response (opcode 2)
         d.d.comb += rresp.eq(~ce.tx & (cq.opcode == 2))
-        d.d.comb += [
+        # The CQ, RRQ, TERM and data port views (the queue heads as registers) are registered
+        # (timing: the FIFOs' outputs and these decodes went into the register bank's read
+        # mux). They follow a pop one cycle later; the bank samples them no earlier than 3
+        # cycles after the pop's write handshake (the write response, then a read address
+        # handshake, then the bank's registered read address), so a read that follows the
+        # pop's response sees the next head.
+        d.d.comb += cqf.r_en.eq(r.cq_cmd.pop)
+        d.d.sync += [
             r.cq_status.valid.eq(cqf.r_rdy),
             r.cq_wr_id.wr_id.eq(Mux(rresp, 0, cq.wr_id)),
             r.cq_info.opcode.eq(Mux(rresp, int(SqOpcode.RDMA_READ), cq.opcode)),
@@ -1046,7 +1076,6 @@ class RnicCore(wiring.Component):
             r.cq_stag.stag.eq(Mux(rresp, cq.stag, 0)),
             r.cq_to_lo.to.eq(Mux(rresp, cq.to[:32], 0)),
             r.cq_to_hi.to.eq(Mux(rresp, cq.to[32:], 0)),
-            cqf.r_en.eq(r.cq_cmd.pop),
         ]
 
         # inbound Read Request queue
@@ -1058,14 +1087,13 @@ class RnicCore(wiring.Component):
             rrq.ready.eq(Mux(host_reads, rrf.w_rdy, dtx.rrq.ready)),
         ]
         rr = Signal(rr_l)
-        d.d.comb += rr.eq(Mux(rrf.r_rdy, rrf.r_data, 0))
-        d.d.comb += [
+        d.d.comb += [rr.eq(Mux(rrf.r_rdy, rrf.r_data, 0)), rrf.r_en.eq(r.rrq_cmd.pop)]
+        d.d.sync += [
             r.rrq_status.valid.eq(rrf.r_rdy), r.rrq_status.conn.eq(rr.conn),
             r.rrq_msn.msn.eq(rr.msn), r.rrq_sink_stag.stag.eq(rr.sink_stag),
             r.rrq_sink_to_lo.to.eq(rr.sink_to[:32]), r.rrq_sink_to_hi.to.eq(rr.sink_to[32:]),
             r.rrq_size.size.eq(rr.size), r.rrq_src_stag.stag.eq(rr.src_stag),
             r.rrq_src_to_lo.to.eq(rr.src_to[:32]), r.rrq_src_to_hi.to.eq(rr.src_to[32:]),
-            rrf.r_en.eq(r.rrq_cmd.pop),
         ]
 
         # Terminate queue (a report is taken only when the context pipeline can take its event,
@@ -1085,17 +1113,16 @@ class RnicCore(wiring.Component):
             tmf.w_data.eq(ddp.term.payload), tmf.w_en.eq(term_take),
         ]
         tm = Signal(tm_l)
-        d.d.comb += tm.eq(Mux(tmf.r_rdy, tmf.r_data, 0))
-        d.d.comb += [
+        d.d.comb += [tm.eq(Mux(tmf.r_rdy, tmf.r_data, 0)), tmf.r_en.eq(r.term_cmd.pop)]
+        d.d.sync += [
             r.term_status.valid.eq(tmf.r_rdy), r.term_status.received.eq(tm.received),
             r.term_status.len.eq(tm.tlen), r.term_status.conn.eq(tm.conn),
             r.term_info.layer.eq(tm.layer), r.term_info.etype.eq(tm.etype), r.term_info.ecode.eq(tm.ecode),
-            tmf.r_en.eq(r.term_cmd.pop),
         ]
         for k in range(TERM_BYTES // 4):
             octets = [Mux(tm.tlen > 4 * k + j, tm.term[8 * (4 * k + j):8 * (4 * k + j + 1)], 0)
                       for j in range(4)]
-            d.d.comb += getattr(r, f"term_data{k}").data.eq(Cat(*octets))
+            d.d.sync += getattr(r, f"term_data{k}").data.eq(Cat(*octets))
 
         m.d.comb += self.irq.eq((r.int_enable.err & r.err_status.pending)
                                 | (r.int_enable.cq & cqf.r_rdy)
