@@ -257,8 +257,10 @@ class RnicCore(wiring.Component):
       write), and so does the STag table. Stop traffic (and let every
       placement write complete) before a soft reset.
     * CTRL.ENABLE = 0 (the reset value) or STATUS.READY = 0 hold the framer
-      and deframer inputs (back-pressure on ``tx_ulpdu``/``rx_wire`` and on
-      the data port); outputs drain.
+      and deframer inputs (back-pressure on ``tx_ulpdu``/``rx_wire``, on the
+      data port and on the DDP/RDMAP transmit path); the beat or two already
+      in the register slices in front of the framer and deframer, and the
+      outputs, drain.
     * The data port (registers DP_*, see :mod:`host.regmap`): LOOPBACK
       feeds the framer's output into the deframer (``tx_wire`` is then
       never valid and ``rx_wire`` never ready); SOURCE takes the framer's
@@ -388,7 +390,12 @@ class RnicCore(wiring.Component):
         # Register slices on every stream between the data-path blocks and the glue, for
         # timing: each block's ready/valid came out of deep logic and went into the other's.
         ddp_i = self._slice_into(d, "ddp_i_slice", ddp.i)          # latency +1 on each
-        dctl = self._slice_into(d, "ddp_ctl_slice", ddp.ctl)
+        # (control streams, rare and some wide: one register each, half rate)
+        dctl = self._slice_into(d, "ddp_ctl_slice", ddp.ctl, full_rate=False)
+        dterm = self._slice_out_of(d, "ddp_term_slice", ddp.term, full_rate=False)
+        fc = self._slice_into(d, "framer_cfg_slice", framer.cfg, full_rate=False)
+        dc = self._slice_into(d, "deframer_cfg_slice", deframer.cfg, full_rate=False)
+        tc = self._slice_into(d, "dtx_cfg_slice", dtx.cfg, full_rate=False)
         dto = self._slice_out_of(d, "dtx_o_slice", dtx.o)
         rxc = self._slice_out_of(d, "ddp_cq_slice", ddp.cq)
         txc = self._slice_out_of(d, "dtx_cq_slice", dtx.cq)
@@ -443,7 +450,6 @@ class RnicCore(wiring.Component):
                          ctx_pend.eq(1)]
 
         # framer / deframer configuration: the sweep's zeros, or the latched COMMIT
-        fc, dc = framer.cfg, deframer.cfg
         with d.If(sweeping):
             d.d.comb += [
                 fc.valid.eq(~sw_tx_done), fc.payload.conn.eq(sweep_conn),
@@ -476,7 +482,6 @@ class RnicCore(wiring.Component):
                 d.d.sync += ctl_pend.eq(0)
 
         # the transmit path: cfg (restart) from the sweep or the latched COMMIT
-        tc = dtx.cfg
         with d.If(sweeping):
             d.d.comb += [tc.valid.eq(~sw_txc_done), tc.payload.conn.eq(sweep_conn),
                          tc.payload.mulpdu.eq(TX_SWEEP_MULPDU)]
@@ -536,8 +541,7 @@ class RnicCore(wiring.Component):
         # and the sources' payloads ran into the framer's input logic)
         d.submodules.framer_i_slice = fsl = StreamSlice(framer.i.payload.shape())
         fin = fsl.i
-        d.d.comb += [framer.i.payload.eq(fsl.o.payload), framer.i.valid.eq(fsl.o.valid & gate),
-                     fsl.o.ready.eq(framer.i.ready & gate)]
+        wiring.connect(d, fsl.o, framer.i)      # (ENABLE gates the slice's input)
         d.d.comb += [
             fin.payload.eq(Mux(source, dpt.payload, Mux(pick, dto.payload, src.payload))),
             fin.valid.eq(Mux(source, dpt.valid, Mux(pick, dto.valid, src.valid)) & gate),
@@ -626,10 +630,8 @@ class RnicCore(wiring.Component):
             rsi.valid.eq(Mux(loopback, s_valid, rxw.valid) & gate),
             rxw.ready.eq(~loopback & rsi.ready & gate),
             s_out_ready.eq(Mux(loopback, rsi.ready & gate, tx.ready)),
-            deframer.i.payload.eq(rx_slice.o.payload),
-            deframer.i.valid.eq(rx_slice.o.valid & gate),
-            rx_slice.o.ready.eq(deframer.i.ready & gate),
         ]
+        wiring.connect(d, rx_slice.o, deframer.i)  # (ENABLE gates the slice's input)
         rx_octets = Signal(64)
 
         # output register R (so that the deframer can be held for a context write)
@@ -751,7 +753,7 @@ class RnicCore(wiring.Component):
             d.d.comb += [ctx_wp.en.eq(w_kind != A_NONE), ctx_wp.addr.eq(w_conn), ctx_wp.data.eq(new)]
 
         # error capture: the receive path's error reports while it is in use, else the deframer's
-        trep = ddp.term
+        trep = dterm
         term_take = Signal()
         cap_ev = Signal()
         cap_in_conn = Signal(cb)
@@ -922,25 +924,26 @@ class RnicCore(wiring.Component):
             d.d.sync += consumed.eq(consumed + 1)
 
         self._elaborate_ddp(m, d, r, ddp, dtx, ready=ready, term_take=term_take, tev_pend=tev_pend,
+                            dterm=dterm,
                             host_reads=host_reads,
                             sweeping=sweeping, rxc=rxc, txc=txc, rrq=rrq, rr_done=rr_done)
         return m
 
     @staticmethod
-    def _slice_out_of(d, name, port):
+    def _slice_out_of(d, name, port, *, full_rate=True):
         """A :class:`StreamSlice` behind a block's output stream ``port``; returns its output."""
-        d.submodules[name] = s = StreamSlice(port.payload.shape())
+        d.submodules[name] = s = StreamSlice(port.payload.shape(), full_rate=full_rate)
         wiring.connect(d, port, s.i)
         return s.o
 
     @staticmethod
-    def _slice_into(d, name, port):
+    def _slice_into(d, name, port, *, full_rate=True):
         """A :class:`StreamSlice` in front of a block's input stream ``port``; returns its input."""
-        d.submodules[name] = s = StreamSlice(port.payload.shape())
+        d.submodules[name] = s = StreamSlice(port.payload.shape(), full_rate=full_rate)
         wiring.connect(d, s.o, port)
         return s.i
 
-    def _elaborate_ddp(self, m, d, r, ddp, dtx, *, ready, term_take, tev_pend, host_reads, sweeping,
+    def _elaborate_ddp(self, m, d, r, ddp, dtx, *, ready, term_take, tev_pend, dterm, host_reads, sweeping,
                        rxc, txc, rrq, rr_done):
         """The register side of the DDP/RDMAP receive path: STag table writes, receive
         buffer posts, IRD releases, and the CQ / RRQ / TERM queues read by the host."""
@@ -948,7 +951,10 @@ class RnicCore(wiring.Component):
 
         # STag table row writes (both the receive path's table and the transmit path's copy):
         # STAG_CMD.COMMIT latches the row; STAG_STATUS.BUSY until both took it
-        sw, tsw = ddp.stag_w, dtx.stag_w
+        sw = ddp.stag_w
+        # (into the transmit path through a register: its table works out the region's end
+        # from the payload, after a multiplexer here)
+        tsw = self._slice_into(d, "dtx_stag_slice", dtx.stag_w, full_rate=False)
         stag_pend = Signal()
         stag_pend_tx = Signal()
         row = Signal(StagWrite(stags=self.stags, connections=N))
@@ -1022,7 +1028,12 @@ class RnicCore(wiring.Component):
         # receive path's; a Read Response completion goes to the transmit path's read_done
         # (HOST_READS 0) or into the queue as an SQ/RDMA_READ entry (HOST_READS 1)
         cq_l = _CqEntry(connections=N)
-        d.submodules.cq_fifo = cqf = SyncFIFOBuffered(width=cq_l.size, depth=self.cq_depth)
+        # one entry more than cq_depth: the writers look at a registered room flag (timing:
+        # the FIFO's level compare fed both completion slices' ready), which is conservative
+        # by one entry
+        d.submodules.cq_fifo = cqf = SyncFIFOBuffered(width=cq_l.size, depth=self.cq_depth + 1)
+        cq_room = Signal()
+        d.d.sync += cq_room.eq(cqf.level < self.cq_depth)
         # (into the transmit path through a register slice: the valid is a decode of the
         # receive path's completion and HOST_READS)
         rdd = self._slice_into(d, "dtx_read_done_slice", dtx.read_done)
@@ -1038,11 +1049,12 @@ class RnicCore(wiring.Component):
         d.d.comb += rx_e.rx.eq(rxc.payload)
         d.d.comb += [
             cqf.w_data.eq(Mux(txc.valid, tx_e, rx_e)),
-            cqf.w_en.eq(txc.valid | (rxc.valid & ~to_tx)),
-            txc.ready.eq(cqf.w_rdy),
+            # (a receive completion waits while an invalidation is pending: not written then)
+            cqf.w_en.eq(cq_room & (txc.valid | (rxc.valid & ~to_tx & ~inv_pend))),
+            txc.ready.eq(cq_room),
             rdd.valid.eq(rxc.valid & to_tx),
             rdd.payload.conn.eq(rxc.payload.conn), rdd.payload.length.eq(rxc.payload.length),
-            rxc.ready.eq(Mux(to_tx, rdd.ready, cqf.w_rdy & ~txc.valid & ~inv_pend)),
+            rxc.ready.eq(Mux(to_tx, rdd.ready, cq_room & ~txc.valid & ~inv_pend)),
         ]
         # a Send with Invalidate invalidated an STag in the receive path's table: the same row
         # of the transmit path's copy is written invalid (one at a time, after host writes)
@@ -1103,14 +1115,14 @@ class RnicCore(wiring.Component):
         d.submodules.term_fifo = tmf = SyncFIFOBuffered(width=tm_l.size, depth=self.term_depth)
         tt_pend = Signal()
         with d.If(term_take):
-            d.d.sync += [tt_pend.eq(1), dtx.term.payload.eq(ddp.term.payload)]
+            d.d.sync += [tt_pend.eq(1), dtx.term.payload.eq(dterm.payload)]
         with d.Elif(dtx.term.ready):
             d.d.sync += tt_pend.eq(0)
         d.d.comb += dtx.term.valid.eq(tt_pend)
         d.d.comb += [
-            ddp.term.ready.eq(tmf.w_rdy & ~tev_pend & ~sweeping & ~tt_pend),
-            term_take.eq(ddp.term.valid & ddp.term.ready),
-            tmf.w_data.eq(ddp.term.payload), tmf.w_en.eq(term_take),
+            dterm.ready.eq(tmf.w_rdy & ~tev_pend & ~sweeping & ~tt_pend),
+            term_take.eq(dterm.valid & dterm.ready),
+            tmf.w_data.eq(dterm.payload), tmf.w_en.eq(term_take),
         ]
         tm = Signal(tm_l)
         d.d.comb += [tm.eq(Mux(tmf.r_rdy, tmf.r_data, 0)), tmf.r_en.eq(r.term_cmd.pop)]

@@ -31,21 +31,35 @@ class StreamSlice(wiring.Component):
     i : In(stream.Signature(shape))
     o : Out(stream.Signature(shape))
 
+    full_rate : bool
+        ``True`` (default): the skid buffer above. ``False``: one register only
+        (half the flip-flops), ``i.ready`` = not ``o.valid``: one beat every two
+        cycles, for control streams whose payload is wide and whose beats are rare.
+
     Latency one cycle (a beat taken at ``i`` is on ``o`` in the next cycle);
-    throughput one beat per cycle while ``o.ready`` is high; order and payloads kept.
-    When ``o`` stalls, the one beat already accepted is held in a second register
-    and ``i.ready`` falls in the next cycle; nothing is lost or duplicated. The slice
-    does not look at the payload (packet boundaries pass untouched).
+    throughput one beat per cycle while ``o.ready`` is high (``full_rate``); order
+    and payloads kept. When ``o`` stalls, the one beat already accepted is held in a
+    second register and ``i.ready`` falls in the next cycle; nothing is lost or
+    duplicated. The slice does not look at the payload (packet boundaries pass
+    untouched).
     """
 
-    def __init__(self, shape):
+    def __init__(self, shape, *, full_rate=True):
         self.shape = shape
+        self.full_rate = bool(full_rate)
         Shape.cast(shape)                        # raises a TypeError for a non-shape
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
 
     def elaborate(self, platform):
         m = Module()
         i, o = self.i, self.o
+        if not self.full_rate:
+            m.d.comb += i.ready.eq(~o.valid)
+            with m.If(i.valid & ~o.valid):
+                m.d.sync += [o.valid.eq(1), o.payload.eq(i.payload)]
+            with m.Elif(o.ready):
+                m.d.sync += o.valid.eq(0)
+            return m
         skid_valid = Signal()
         skid = Signal(self.shape)
         m.d.comb += i.ready.eq(~skid_valid)

@@ -14,8 +14,8 @@ from hdl.stream_slice import StreamSlice
 LAYOUT = data.StructLayout({"data": unsigned(16), "last": unsigned(1)})
 
 
-def _run(p_valid, p_ready, n_beats, seed):
-    dut = StreamSlice(LAYOUT)
+def _run(p_valid, p_ready, n_beats, seed, full_rate=True):
+    dut = StreamSlice(LAYOUT, full_rate=full_rate)
     rng = random.Random(seed)
     sent = [{"data": rng.randrange(1 << 16), "last": rng.randrange(2)} for _ in range(n_beats)]
     got = []
@@ -61,6 +61,35 @@ def test_one_beat_per_cycle():
     n = 200
     cycles = _run(1.0, 1.0, n, seed=7)
     assert cycles <= n + 2, f"{n} beats took {cycles} cycles"
+
+
+@pytest.mark.parametrize("p_valid, p_ready", [(1.0, 1.0), (1.0, 0.5), (0.3, 0.7)])
+def test_half_rate_order_and_no_loss(p_valid, p_ready):
+    n = 300
+    cycles = _run(p_valid, p_ready, n, seed=int(p_valid * 10 + p_ready * 100) + 1, full_rate=False)
+    if p_valid == p_ready == 1.0:                 # one beat every two cycles, no slower
+        assert 2 * n - 1 <= cycles <= 2 * n + 2, f"{n} beats took {cycles} cycles"
+
+
+def test_half_rate_ready_is_a_register():
+    dut = StreamSlice(LAYOUT, full_rate=False)
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.o.ready, 0)
+        await ctx.tick()                          # the beat is taken: ready falls
+        seen.append(ctx.get(dut.i.ready))
+        ctx.set(dut.o.ready, 1)                   # taken at o: ready rises only after the edge
+        seen.append(ctx.get(dut.i.ready))
+        await ctx.tick()
+        seen.append(ctx.get(dut.i.ready))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [0, 0, 1]
 
 
 def test_ready_does_not_depend_on_output_ready_combinationally():
