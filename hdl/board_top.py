@@ -605,13 +605,19 @@ class BoardRegisters(wiring.Component):
                     m.d.sync += self.gen_conn_mask[:8].eq(bus.wdata[16:24])
                 with m.If(bus.wstrb[3]):
                     m.d.sync += self.gen_conn_mask[8:].eq(bus.wdata[24:32])
+        # reads: the address is registered, the word selected in the next cycle (timing)
         go_r = Signal()
-        m.d.comb += [go_r.eq(bus.arvalid & ~bus.rvalid), bus.arready.eq(go_r)]
+        r_pend = Signal()
+        r_index = Signal.like(index_r)
+        m.d.comb += [go_r.eq(bus.arvalid & ~bus.rvalid & ~r_pend), bus.arready.eq(go_r)]
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
+        m.d.sync += r_pend.eq(go_r)
         with m.If(go_r):
+            m.d.sync += r_index.eq(index_r)
+        with m.If(r_pend):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
-            with m.Switch(index_r):
+            with m.Switch(r_index):
                 for i, w in enumerate(words):
                     with m.Case(i):
                         m.d.sync += [bus.rdata.eq(w), bus.rresp.eq(RESP_OKAY)]

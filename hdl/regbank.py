@@ -134,11 +134,12 @@ class RegisterBank(wiring.Component):
     outputs are high, and ``bvalid`` is high in the next cycle (1 cycle from
     handshake to response), held until ``bready``. Read channel: ``arready``
     is high while ``arvalid`` and no read is under way; ``rdata``/``rvalid``
-    follow three cycles later (the address, then the read data mux in two
-    register levels), held until ``rready``. The channels are independent: a
-    read and a write can be served in the same cycle (the read sees the
-    written value). Throughput: one write every 2 cycles and one read every 4
-    cycles when the master's ready/valid are always high.
+    follow four cycles later (the address, then the read data mux in three
+    register levels; RO inputs are sampled in the cycle after the handshake),
+    held until ``rready``. The channels are independent: a read and a write
+    can be served in the same cycle (the read sees the written value).
+    Throughput: one write every 2 cycles and one read every 5 cycles when the
+    master's ready/valid are always high.
     """
 
     def __init__(self, *, width, connections, stags=256, regmap=REGMAP):
@@ -217,17 +218,19 @@ class RegisterBank(wiring.Component):
                     m.d.sync += value.eq((value & ~clears[(r.name, f.name)]) | self._port(r, f, "_set"))
 
         # ---- read channel
-        # Three register levels, for timing: the accept cycle registers the word address (the
+        # Four register levels, for timing: the accept cycle registers the word address (the
         # master's address and handshake then feed no decode); the next cycle each group of
-        # GROUP registers (same word address >> GROUP_BITS) selects its member into a group
-        # register (the core's RO inputs, some straight from block RAM outputs, go through
-        # one 16:1 mux only); the cycle after, the group is selected into rdata. Reads answer
-        # three cycles after the address handshake.
+        # 2**GROUP_BITS registers (same word address >> GROUP_BITS) selects its member by the
+        # low address bits into a group register (the core's RO inputs go through one 16:1
+        # mux only); the cycle after, each set of 2**SET_BITS groups selects its group into a
+        # set register; the cycle after that, the set is selected into rdata. Reads answer
+        # four cycles after the address handshake.
         rd_go = Signal()
         rd_s1 = Signal()                        # the address is registered: select members
-        rd_s2 = Signal()                        # the members are registered: select the group
+        rd_s2 = Signal()                        # the members are registered: select groups
+        rd_s3 = Signal()                        # the groups are registered: select the set
         m.d.comb += [
-            rd_go.eq(bus.arvalid & ~bus.rvalid & ~rd_s1 & ~rd_s2),
+            rd_go.eq(bus.arvalid & ~bus.rvalid & ~rd_s1 & ~rd_s2 & ~rd_s3),
             bus.arready.eq(rd_go),
         ]
         with m.If(bus.rvalid & bus.rready):
@@ -235,35 +238,49 @@ class RegisterBank(wiring.Component):
         word = Signal(amap.addr_width - 2)
         with m.If(rd_go):
             m.d.sync += word.eq(bus.araddr[word_bits])
+        gb, sb = self.GROUP_BITS, self.SET_BITS
         groups = {}
         for r in amap:
-            groups.setdefault((r.addr >> 2) >> self.GROUP_BITS, []).append(r)
-        group_sel = Signal(len(word) - self.GROUP_BITS)   # (the whole upper word: unmapped too)
+            groups.setdefault((r.addr >> 2) >> gb, []).append(r)
+        sets = {}
+        for g in groups:
+            sets.setdefault(g >> sb, []).append(g)
         group_data = {g: Signal(32, name=f"rd_group{g}") for g in groups}
         group_hit = {g: Signal(name=f"rd_hit{g}") for g in groups}
-        member = word[:self.GROUP_BITS]
-        m.d.sync += [rd_s1.eq(rd_go), rd_s2.eq(rd_s1)]
+        set_data = {t: Signal(32, name=f"rd_set{t}") for t in sets}
+        set_hit = {t: Signal(name=f"rd_set_hit{t}") for t in sets}
+        group_sel = Signal(len(word) - gb)      # (the whole upper word: unmapped too)
+        set_sel = Signal(len(word) - gb - sb)
+        m.d.sync += [rd_s1.eq(rd_go), rd_s2.eq(rd_s1), rd_s3.eq(rd_s2)]
         with m.If(rd_s1):
-            # each group selects by the word's low bits only (a 16:1 mux; which group is
-            # meant is decided in the next cycle)
-            m.d.sync += group_sel.eq(word >> self.GROUP_BITS)
+            m.d.sync += group_sel.eq(word >> gb)
             for g, regs in groups.items():
                 m.d.sync += [group_data[g].eq(0), group_hit[g].eq(0)]
-                with m.Switch(member):
+                with m.Switch(word[:gb]):
                     for r in regs:
-                        with m.Case((r.addr >> 2) & ((1 << self.GROUP_BITS) - 1)):
+                        with m.Case((r.addr >> 2) & ((1 << gb) - 1)):
                             m.d.sync += [group_data[g].eq(self._read_value(r)), group_hit[g].eq(1)]
         with m.If(rd_s2):
+            m.d.sync += set_sel.eq(group_sel >> sb)
+            for t, members in sets.items():
+                m.d.sync += [set_data[t].eq(0), set_hit[t].eq(0)]
+                with m.Switch(group_sel[:sb]):
+                    for g in members:
+                        with m.Case(g & ((1 << sb) - 1)):
+                            m.d.sync += [set_data[t].eq(group_data[g]), set_hit[t].eq(group_hit[g])]
+        with m.If(rd_s3):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
-            with m.Switch(group_sel):
-                for g in groups:
-                    with m.Case(g):
-                        m.d.sync += [bus.rdata.eq(group_data[g]),
-                                     bus.rresp.eq(Mux(group_hit[g], RESP_OKAY, RESP_SLVERR))]
+            with m.Switch(set_sel):
+                for t in sets:
+                    with m.Case(t):
+                        m.d.sync += [bus.rdata.eq(set_data[t]),
+                                     bus.rresp.eq(Mux(set_hit[t], RESP_OKAY, RESP_SLVERR))]
         return m
 
     #: Registers per group of the read data's first mux level (log2).
     GROUP_BITS = 4
+    #: Groups per set of the second level (log2).
+    SET_BITS = 3
 
     def _read_value(self, r):
         parts = []

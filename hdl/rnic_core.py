@@ -755,10 +755,12 @@ class RnicCore(wiring.Component):
         # error capture: the receive path's error reports while it is in use, else the deframer's
         trep = dterm
         term_take = Signal()
+        # the captured event, registered (timing: the Terminate handshake ran into the
+        # capture registers' enables); ERR_* follow one cycle later
         cap_ev = Signal()
         cap_in_conn = Signal(cb)
         cap_in_info = Signal(16)
-        d.d.comb += [
+        d.d.sync += [
             cap_ev.eq(Mux(use_ddp, term_take & ~trep.payload.received, ev_err)),
             cap_in_conn.eq(Mux(use_ddp, trep.payload.conn, ev_conn)),
             cap_in_info.eq(Mux(use_ddp, Cat(trep.payload.ecode, trep.payload.etype, trep.payload.layer),
@@ -1122,7 +1124,16 @@ class RnicCore(wiring.Component):
         d.d.comb += [
             dterm.ready.eq(tmf.w_rdy & ~tev_pend & ~sweeping & ~tt_pend),
             term_take.eq(dterm.valid & dterm.ready),
-            tmf.w_data.eq(dterm.payload), tmf.w_en.eq(term_take),
+            tmf.w_en.eq(term_take),
+        ]
+        # the queue stores the payload with the octets beyond its length zeroed, so that the
+        # TERM_DATA views only select (timing)
+        tm_in = Signal(tm_l)
+        d.d.comb += [
+            tm_in.eq(dterm.payload),
+            tm_in.term.eq(Cat(*(Mux(dterm.payload.tlen > i, dterm.payload.term[8 * i:8 * i + 8], 0)
+                                for i in range(TERM_BYTES)))),
+            tmf.w_data.eq(tm_in),
         ]
         tm = Signal(tm_l)
         d.d.comb += [tm.eq(Mux(tmf.r_rdy, tmf.r_data, 0)), tmf.r_en.eq(r.term_cmd.pop)]
@@ -1132,9 +1143,7 @@ class RnicCore(wiring.Component):
             r.term_info.layer.eq(tm.layer), r.term_info.etype.eq(tm.etype), r.term_info.ecode.eq(tm.ecode),
         ]
         for k in range(TERM_BYTES // 4):
-            octets = [Mux(tm.tlen > 4 * k + j, tm.term[8 * (4 * k + j):8 * (4 * k + j + 1)], 0)
-                      for j in range(4)]
-            d.d.sync += getattr(r, f"term_data{k}").data.eq(Cat(*octets))
+            d.d.sync += getattr(r, f"term_data{k}").data.eq(tm.term[32 * k:32 * k + 32])
 
         m.d.comb += self.irq.eq((r.int_enable.err & r.err_status.pending)
                                 | (r.int_enable.cq & cqf.r_rdy)
