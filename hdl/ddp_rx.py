@@ -11,8 +11,8 @@ Layouts of the host-facing ports: :class:`StagWrite`, :class:`RqPost`,
 :class:`TermReport`; the memory port is :class:`AXI4WriteSignature`.
 """
 
-from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal, Value, unsigned
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2, exact_log2
@@ -20,7 +20,7 @@ from amaranth.utils import bits_for, ceil_log2, exact_log2
 from .beat import WIDTHS, conn_bits
 from .mpa_config import RxError
 from .mpa_rx import RX_ABORTED, MpaRxBeat
-from .synth_hints import SyncFIFOBuffered, no_rw_collision, one_hot
+from .synth_hints import no_rw_collision, one_hot
 
 __all__ = [
     "AXI4WriteSignature", "StagWrite", "RqPost", "ConnCtl", "RrDone", "Completion",
@@ -70,7 +70,7 @@ E_RO_UNSPECIFIED = error_word(0, 2, 0xFF)
 E_LLP_CRC = error_word(2, 0, 2)
 E_LLP_MARKER = error_word(2, 0, 3)
 
-# DdpRx's DEC verdict (worked out in the last HDR cycle)
+# DdpRx's DEC verdict (bits of ``dec_go``, from the flags registered in the HDR cycles)
 _DEC_DONE, _DEC_FAIL, _DEC_TCHK, _DEC_TFIN, _DEC_ULOAD, _DEC_UCHK = range(6)
 
 
@@ -297,7 +297,10 @@ class _RegFIFO(Elaboratable):
         for k in range(self.depth):
             with m.If(self.rp == k):
                 m.d.comb += self.r_data.eq(self.entries[k])
-            with m.If(do_w & (self.wp == k)):
+            # the entry at the write pointer holds no word unless the FIFO is full, so it takes
+            # whatever is offered (timing: its enable does not wait for ``w_en``; only the
+            # pointer and the level do)
+            with m.If(self.w_rdy & (self.wp == k)):
                 m.d.sync += self.entries[k].eq(self.w_data)
         with m.If(do_w):
             m.d.sync += self.wp.eq(self.wp + 1)
@@ -305,6 +308,15 @@ class _RegFIFO(Elaboratable):
             m.d.sync += self.rp.eq(self.rp + 1)
         m.d.sync += self.level.eq(self.level + do_w - do_r)
         return m
+
+
+class _WriteRequest:
+    """``addr``, ``data``, ``en`` of a memory write, registered in front of its write port."""
+
+    def __init__(self, *, addr, data, en):
+        self.addr = Signal(addr)
+        self.data = Signal(data)
+        self.en = Signal(en)
 
 
 def _be(byte_sigs):
@@ -394,34 +406,64 @@ class DdpRx(wiring.Component):
     ``ctl``. Per-segment overhead about ``ceil(18/W) + 8`` cycles (HDR takes at least
     three cycles: one more at W = 16, two more at W = 32; one more for an untagged segment,
     UACT; one more for an inbound RDMA Read Request or Terminate, RBV, and two more for a
-    Read Request with a non-zero size, SWAIT and SWAIT2).
+    Read Request with a non-zero size, SWAIT and SWAIT2). Host requests: a STag table
+    write takes three cycles (IDLE, STW0, STW1), a receive buffer post three (IDLE, POST0,
+    POST), an IRD release four (IDLE, RRD0, RRD1, RRD), a restart two plus the control
+    buffer's rows (IDLE, CTL, CLR).
 
     *Pipeline registers* (for timing; none of them changes the AXI, completion or report
-    order, and none adds latency to a Write or a Send's placement): DEC's checks (context,
-    entry and header octets 0..13) are worked out in the last HDR cycle and registered, DEC
-    only acts on the verdict; a Send's completion is decided from registered copies of the
-    receive-queue entry (block RAM) in DRAIN2, one cycle per completed Send; the connection context is read at a
-    registered address (the connection of the request IDLE takes), so its row is taken in
-    the second HDR cycle and a post / Read Response completion waits one cycle (POST0,
-    RRD0); ``writes_idle`` (no write in flight) is a register, one cycle late; the checks
-    of a Read Request or Terminate read back from the control buffer are registered in RBV
-    before RBCHK acts on them; an untagged segment's offset checks (six compares against
-    its message state) are registered in UCHK and UACT acts on them. The STag table (block RAM) is read
-    with the STag field of the header (octets 2..5: the tagged STag and the Invalidate STag
-    alike) from the second-to-last HDR cycle on; the row is in the register ``row_q`` from
-    DEC on, where TCHK's checks are worked out and registered (TCHK acts on them; the
-    sums they compare are registered a cycle earlier still), and
-    checked in ICHK (the source STag of a Read Request: read in RBCHK, registered in
-    SWAIT, checked in SCHK). The payload length ``n_q``, the message end
-    ``endv`` and the control-buffer row base of the connection are registered copies of
-    values that are constant during a segment. The check states set the placer up
-    unconditionally and already read the first slot row, so that only the next state
-    depends on the checks. The placer reads the slot buffer through two stages (the read
-    port, then ``cur``; the byte rotator sees only registers): one row per cycle at full
-    rate, with the same first-write latency as a single stage. No bypass is needed: the
-    processor handles one segment at a time, the STag table is written only in IDLE
-    (``stag_w``) and UFIN (invalidation), never between the read of a row and its check,
-    and the control buffer is read only in RB, where nothing writes it.
+    order, and none adds latency to a Write or a Send's placement):
+
+    * Input: ``i.ready`` is a register (a skid register ``sk`` takes the beat offered while
+      the ingest stage stalls); the queue of complete ULPDUs is read into a head register
+      while it is empty, so IDLE's request arbiter only clears that register.
+    * DEC's checks (context, entry and header octets 0..13) are worked out from registers
+      and registered, DEC only acts on the registered flags: those on ``ent`` and octets
+      0..1 (MPA verdict, length, versions, opcode) from the second-to-last HDR cycle on,
+      with their priority (one error code) registered in the last HDR cycle; the others
+      (stopped, QN, the MSN difference) in the last HDR cycle. The compares of a QN 0
+      segment's MSN difference with the receive queue's count are registered in DEC and
+      acted on in ULOAD, a QN 1 / QN 2 segment's MSN check in UCHK: the order of the
+      checks is the model's, and a segment failing one of them reaches ERR one cycle
+      later than in DEC.
+    * The connection context is read at a registered address (the connection of the
+      request IDLE takes), so its row is taken in the second HDR cycle and a post / IRD
+      release waits one cycle (POST0, RRD0); the release's decremented count is
+      registered in RRD1. Context and control-buffer writes are registered in front of
+      the memories' write ports (done at the end of the cycle after the request: the
+      context's in CLR / IDLE, where nothing reads it; the control buffer's before RB). A
+      STag table write's region end (a 64-bit sum) is registered in STW0, the row written
+      in STW1.
+    * ``writes_idle`` (no write in flight) and ``aw_quiet_q`` (every write has left on AW;
+      it gates ``term.valid``) are registers, one cycle late and never early.
+    * A Send's completion is decided from registered copies of the receive-queue entry
+      (block RAM) in DRAIN2, one cycle per completed Send; the checks of a Read Request or
+      Terminate read back from the control buffer are registered in RBV before RBCHK acts
+      on them; an untagged segment's offset checks (six compares against its message
+      state) are registered in UCHK and UACT acts on them; UFIN's new message state (the
+      receive-queue entry or the QN 1 / QN 2 state) is registered from UACT on, so the
+      write ports see registers.
+    * The STag table (block RAM) is read with the STag field of the header (octets 2..5:
+      the tagged STag and the Invalidate STag alike) from the second-to-last HDR cycle on;
+      the row is in the register ``row_q`` from DEC on, where TCHK's checks are worked out
+      and registered (TCHK acts on them, ICHK on the first two; the sums they compare are
+      registered a cycle earlier still); the source STag of a Read Request is read in
+      RBCHK, registered in SWAIT, its checks registered one by one in SWAIT2 and acted on
+      in SCHK.
+    * The payload length ``n_q`` and ``n_nz`` (``n != 0``), the message end ``endv``, the
+      control-buffer row base of the connection, the first slot row, the remaining octets
+      and the words of each kind of placement are registered copies of values that are
+      constant during a segment. The check states set the placer up unconditionally and
+      already read the first slot row, and assign the error registers (read only in ERR)
+      unconditionally, so that only the next state depends on the checks.
+    * The placer reads the slot buffer through two stages (the read port, then ``cur``; the
+      byte rotator sees only registers): one row per cycle at full rate, with the same
+      first-write latency as a single stage.
+
+    No bypass is needed: the processor handles one segment at a time, the STag table is
+    written only in STW1 (``stag_w``) and UFIN (invalidation), never between the read of
+    a row and its check, and the control buffer is read only in RB, where no write is
+    pending.
     """
 
     def __init__(self, *, width=8, connections=16, stags=256, slots=4, slot_bytes=2048,
@@ -477,7 +519,9 @@ class DdpRx(wiring.Component):
         # so that the STag is in ``hdr`` in the second-to-last HDR cycle (STag table read
         # address: the row is in ``row_q`` in DEC, for TCHK's verdict), and at least one more than the rows holding octets 0..13 and than the cycle taking
         # the context (``hk == 1``), so that DEC's checks can be worked out from registers in
-        # the last HDR cycle (one cycle more than the rows only at W >= 16)
+        # the last HDR cycle (one cycle more than the rows only at W >= 16), and at least three,
+        # so that the checks on ``ent`` and octets 0..1 (in place from the second HDR cycle
+        # on) and their priority are registered one after the other before DEC
         HDR_END = max(HR, -(-6 // W) + 2, -(-14 // W) + 1, 3)
         CROWS = _CTL_BYTES // W       # control-buffer rows per connection
         entry_l = _Entry(slots=N, connections=C)
@@ -491,10 +535,11 @@ class DdpRx(wiring.Component):
         # simulation semantics below stay as declared. Why no used read meets a write:
         # ``slotbuf``: the ingest writes only free or open slots, the processor reads only
         # complete slots it owns (the rows it reads for an entry without a slot are unused);
-        # ``ctx``: written in CTL, POST, RRD, DONE; rows used are read in HDR (hk 0), POST0,
-        # RRD0; ``stag``: written in IDLE and UFIN; rows used are read in the last two HDR
-        # cycles, DEC, UCHK and RBCHK; ``rq``: written in POST and UFIN; rows used are read in
-        # DEC and DRAIN0; ``ctlbuf``: read only in RB, where nothing writes it. ``inctx`` is
+        # ``ctx``: written in CLR and IDLE (the registered requests of CTL, POST, RRD, DONE);
+        # rows used are read in HDR (hk 0), POST0, RRD0; ``stag``: written in STW1 and UFIN;
+        # rows used are read in the last two HDR cycles, DEC, UCHK and RBCHK; ``rq``: written
+        # in POST and UFIN; rows used are read in DEC and DRAIN0; ``ctlbuf``: read only in RB,
+        # where no write is pending (the requests of PLACE, CLR, QCLR). ``inctx`` is
         # read and written in the same cycle for back-to-back beats of a connection and keeps
         # its transparency.
         slotbuf = no_rw_collision(Memory(shape=8 * W, depth=N * ROWS, init=[]))
@@ -509,8 +554,8 @@ class DdpRx(wiring.Component):
 
         ctxm = no_rw_collision(Memory(shape=ctx_l, depth=C, init=[]))
         m.submodules.ctx = ctxm
-        cx_wr = ctxm.write_port()
-        cx_rd = ctxm.read_port(domain="sync", transparent_for=(cx_wr,))
+        cx_wp = ctxm.write_port()
+        cx_rd = ctxm.read_port(domain="sync", transparent_for=(cx_wp,))
 
         stagm = no_rw_collision(Memory(shape=row_l, depth=S, init=[]))
         m.submodules.stag = stagm
@@ -524,13 +569,30 @@ class DdpRx(wiring.Component):
 
         ctlm = no_rw_collision(Memory(shape=8 * W, depth=C * CROWS, init=[]))
         m.submodules.ctlbuf = ctlm
-        cb_wr = ctlm.write_port(granularity=8)
+        cb_wp = ctlm.write_port(granularity=8)
         # (not transparent: it reads only in RB, where nothing writes the control buffer;
         # a bypass would put the write address compare into the read data path)
         cb_rd = ctlm.read_port(domain="sync")
 
-        # entries of complete ULPDUs, in order of their last beats
-        ready = SyncFIFOBuffered(width=entry_l.size, depth=N + 4)
+        # The context and control-buffer writes are registered in front of the write ports
+        # (timing: the write data are multiplexed by the state from several sources, the
+        # placer's byte rotator among them, and distributed RAM / block RAM inputs are slow):
+        # a write requested on ``cx_wr`` / ``cb_wr`` in one cycle happens at the end of the
+        # next. No read is affected: the context is written (requested) in CTL, POST, RRD and
+        # DONE, which go to CLR or IDLE, where nothing reads it, and it is read for the next
+        # request (HDR, POST0, RRD0) at the end of the cycle after IDLE at the earliest; the
+        # control buffer is read only in RB, after UFIN, and written by the placer (PLACE),
+        # CLR and QCLR.
+        cx_wr = _WriteRequest(addr=len(cx_wp.addr), data=ctx_l, en=1)
+        cb_wr = _WriteRequest(addr=len(cb_wp.addr), data=8 * W, en=len(cb_wp.en))
+        m.d.sync += [cx_wp.addr.eq(cx_wr.addr), cx_wp.data.eq(cx_wr.data), cx_wp.en.eq(cx_wr.en),
+                     cb_wp.addr.eq(cb_wr.addr), cb_wp.data.eq(cb_wr.data), cb_wp.en.eq(cb_wr.en)]
+
+        # entries of complete ULPDUs, in order of their last beats (a FIFO with a
+        # combinational read of its storage; the processor takes its head from the register
+        # ``q_head`` below, so that the request arbiter is not in front of the FIFO's
+        # pointers and output)
+        ready = fifo.SyncFIFO(width=entry_l.size, depth=N + 4)
         m.submodules.ready = ready
 
         # AXI AW / W FIFOs; the AW one carries side band for checkers (conn, tagged, lanes)
@@ -584,12 +646,32 @@ class DdpRx(wiring.Component):
         s1_valid = Signal()
         s1 = Signal(MpaRxBeat(width=W, connections=C))
         s1_go = Signal()
-        m.d.comb += self.i.ready.eq(~s1_valid | s1_go)
-        m.d.comb += [ic_rd.addr.eq(self.i.payload.conn), ic_rd.en.eq(self.i.ready)]
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [s1.eq(self.i.payload), s1_valid.eq(1)]
-        with m.Elif(s1_go):
-            m.d.sync += s1_valid.eq(0)
+        # ``i.ready`` is a register (timing: ``s1_go`` depends on the ingest context read, the
+        # free slots and the queue, and the stage in front of the block must not wait for it):
+        # a beat taken while ``s1`` stalls waits in the skid register ``sk`` and goes to ``s1``
+        # first; ``i.ready`` is low while it waits. No latency is added (a beat goes straight
+        # to ``s1`` while ``sk`` is empty), and after a stall the input is back at one beat per
+        # cycle once ``sk`` has drained.
+        sk_v = Signal()
+        sk = Signal(MpaRxBeat(width=W, connections=C))
+        s1_adv = Signal()          # ``s1`` takes the next beat (``sk``'s, else the input's)
+        nb = Signal(MpaRxBeat(width=W, connections=C))
+        m.d.comb += [
+            self.i.ready.eq(~sk_v),
+            s1_adv.eq(~s1_valid | s1_go),
+            nb.eq(Mux(sk_v, sk.as_value(), self.i.payload.as_value())),
+            ic_rd.addr.eq(nb.conn), ic_rd.en.eq(s1_adv),
+        ]
+        # (``sk`` loads every beat offered while it is empty: its enable waits for nothing)
+        with m.If(~sk_v):
+            m.d.sync += sk.eq(self.i.payload)
+        m.d.sync += sk_v.eq(~s1_adv & (sk_v | self.i.valid))
+        # two decodes of the beat in ``s1`` are registered with it (timing: ``s1_go``)
+        s1_nz = Signal()           # s1.n != 0
+        s1_err = Signal()          # an error or status beat that queues an entry
+        with m.If(s1_adv):
+            m.d.sync += [s1.eq(nb), s1_valid.eq(sk_v | self.i.valid), s1_nz.eq(nb.n != 0),
+                         s1_err.eq((nb.error != 0) & (nb.error != RX_ABORTED))]
 
         ictx = _InCtx(slots=N, rows=ROWS)(ic_rd.data)
         nctx = Signal(_InCtx(slots=N, rows=ROWS))
@@ -602,7 +684,7 @@ class DdpRx(wiring.Component):
         push = Signal()
         need_slot = Signal()
         m.d.comb += [
-            need_slot.eq((s1.n != 0) & s1.first & ~ictx.open),
+            need_slot.eq(s1_nz & s1.first & ~ictx.open),
             s1_go.eq(s1_valid & (~need_slot | have_free) & (~push | ready.w_rdy)),
             ready.w_data.eq(ent_in.as_value()),
             ready.w_en.eq(s1_go & push),
@@ -618,10 +700,10 @@ class DdpRx(wiring.Component):
             sb_wr.data.eq(s1.data),
             ent_in.conn.eq(s1.conn), ent_in.err.eq(s1.error),
         ]
-        with m.If(s1.n == 0):
+        with m.If(~s1_nz):
             # status or abort beat: ends an open ULPDU (its slot goes with the entry)
             m.d.comb += [
-                push.eq(ictx.open | ((s1.error != 0) & (s1.error != RX_ABORTED))),
+                push.eq(ictx.open | s1_err),
                 ent_in.slot.eq(ictx.slot), ent_in.has_slot.eq(ictx.open),
                 ent_in.len.eq(0), nctx.open.eq(0),
             ]
@@ -663,14 +745,16 @@ class DdpRx(wiring.Component):
         m.d.comb += hlen.eq(Mux(T, 14, 18))
         n = Signal(17)             # payload octets (valid once len >= hlen)
         m.d.comb += n.eq(ent.len - hlen)
-        # ``n_q``/``endv`` registered for timing (the subtraction and the MO addition stay
-        # out of the checks and the placer set-up): ``ent`` and ``hdr`` do not change from
-        # DEC to the end of the segment, so from the cycle after DEC on ``n_q == n`` and
-        # ``endv == h_mo + n``. DEC itself uses ``n``.
+        # ``n_q``/``n_nz``/``endv`` registered for timing (the subtraction, the zero test and
+        # the MO addition stay out of the checks, the placer set-up and the next-state
+        # logic): ``ent`` and octet 0 (T, hence ``hlen``) are in place from the second HDR
+        # cycle on, so ``n_q == n`` and ``n_nz == (n != 0)`` from the third HDR cycle to the
+        # end of the segment; ``endv == h_mo + n`` from the cycle after DEC on (the header's
+        # last row is in place in DEC).
         n_q = Signal(17)
         m.d.sync += n_q.eq(n)
         n_nz = Signal()
-        m.d.comb += n_nz.eq(n_q != 0)
+        m.d.sync += n_nz.eq(ent.len != hlen)
 
         einfo = Signal(16)
         emd = Signal()             # report carries M (segment length) and D (DDP header)
@@ -687,13 +771,14 @@ class DdpRx(wiring.Component):
         mlmo = Signal(32)
         mlend = Signal(33)
         endv = Signal(33)
-        m.d.sync += endv.eq(h_mo + n)
+        m.d.sync += endv.eq(h_mo + n_q)
         qn_now = Signal(2)         # QN of the segment (0, 1, 2) once checked
         ridx = Signal(DB + CB)     # rq entry index of the segment
         msgbuf = Signal(8 * 64)    # read back QN 1 / QN 2 message
         mb = [msgbuf[8 * k:8 * k + 8] for k in range(64)]
         rcnt = Signal(range(64 // W + 2))
-        rb_code = Signal(16)       # RBV's verdict on the message read back (0: good)
+        rb_code = Signal(16)       # RBV's verdict on the message read back: its error
+        rb_bad = Signal()          # (if ``rb_bad``)
         rb_size_nz = Signal()
         drain_go = Signal()        # DRAIN1's verdict: the head entry is complete
 
@@ -738,12 +823,25 @@ class DdpRx(wiring.Component):
         # buffer's read data. A formal harness may replace both by free signals
         # (``_formal_ingest = (r_rdy, r_data, slot_data)``): the processor and the
         # placement are then checked against every possible ingest behaviour.
-        q_rdy, q_data, sb_data = ready.r_rdy, ready.r_data, sb_rd.data
+        # The head of the queue is a register (timing: the request arbiter of IDLE, which
+        # waits for the other requests' valid signals, then only clears ``q_head_v``; the
+        # FIFO is read only while the register is empty): the same latency as a buffered
+        # FIFO, and one idle cycle between two takes, which the processor never uses.
+        q_head_v = Signal()
+        q_head = Signal(entry_l.size)
+        q_take = Signal()
+        m.d.comb += ready.r_en.eq(~q_head_v)
+        with m.If(~q_head_v):
+            m.d.sync += [q_head.eq(ready.r_data), q_head_v.eq(ready.r_rdy)]
+        with m.Elif(q_take):
+            m.d.sync += q_head_v.eq(0)
+        q_rdy, q_data, sb_data = q_head_v, q_head, sb_rd.data
         if getattr(self, "_formal_ingest", None) is not None:
             q_rdy, q_data, sb_data = self._formal_ingest
         ent_head = entry_l(q_data)
         lat = Signal(RqPost(connections=C))    # latched post / ctl / rr_done request
         lat_ird = Signal(14)
+        rrd_rrc = Signal(14)
         clr = Signal(range(CROWS + 1))
         clr_base = Signal(range(CROWS + 1))
         clr_n = Signal(range(CROWS + 1))
@@ -753,7 +851,14 @@ class DdpRx(wiring.Component):
         # CTL to the end of CLR (QCLR, where ``lat.conn == ent.conn``, uses ``ent_cb``)
         ent_cb = Signal(range(C * CROWS + 1))
         lat_cb = Signal(range(C * CROWS + 1))
-        m.d.sync += [ent_cb.eq(ent.conn * CROWS), lat_cb.eq(lat.conn * CROWS)]
+        # (shifts and adds: a multiplier would take a DSP block, slower than the adders)
+        def times_crows(v):
+            return sum(v << b for b in range(bits_for(CROWS)) if CROWS >> b & 1)
+        m.d.sync += [ent_cb.eq(times_crows(ent.conn)), lat_cb.eq(times_crows(lat.conn))]
+        # the first row of the segment's QN 1 / QN 2 message buffer, likewise (``qn_now`` is
+        # stable from the cycle after DEC on; RB reads it)
+        rb_base = Signal(range(C * CROWS + 1))
+        m.d.sync += rb_base.eq(ent_cb + Mux(qn_now == 1, 0, _QN2_BASE // W))
 
         # slot read port default: header rows
         m.d.comb += [sb_rd.en.eq(0), sb_rd.addr.eq(Cat(Const(0, RB), ent.slot))]
@@ -761,8 +866,15 @@ class DdpRx(wiring.Component):
         # control-buffer port defaults
         m.d.comb += [cb_wr.en.eq(0)]
 
-        def fail(code, md=1):
+        def verdict(code, md=1):
+            """The error a check state reports if it goes to ERR. Assigned in every cycle of
+            the state, whatever the checks say (timing: the error registers' enables are the
+            state only; ERR is the only reader and every way to it sets them)."""
             m.d.sync += [einfo.eq(code), emd.eq(md)]
+
+        def fail(code=None, md=1):
+            if code is not None:
+                verdict(code, md)
             m.next = "ERR"
 
         # placement set-up; done unconditionally in the check states (the placer registers
@@ -773,15 +885,18 @@ class DdpRx(wiring.Component):
         # buffer's read address, which must not wait for the header register's fan-out and
         # the address adder. Tagged: from TO (stable from the last HDR cycle on); untagged:
         # from the buffer address and MO (stable from UCHK on).
-        def first_row_of(lo):
+        # (``hl``: the header length of the kind of segment, a constant: 14 tagged, 18 untagged)
+        def first_row_of(lo, hl):
             sum_ = Signal(6, name="p_s")
             row = Signal(max(7, RB + 1), name="p_first_row")
-            m.d.comb += [sum_.eq(hlen + W - lo), row.eq(sum_[LW:] - 1)]
+            m.d.comb += [sum_.eq(hl + W - lo), row.eq(sum_[LW:] - 1)]
             return sum_, row
 
         if LW:
             t_lo = h_to[:LW]
-            u_lo = (Mux(qn_now == 0, e.addr[:LW], Mux(qn_now == 1, 0, _QN2_BASE % W)) + h_mo[:LW])[:LW]
+            # (the QN 1 / QN 2 message buffers start at a row boundary: 0 and _QN2_BASE)
+            assert _QN2_BASE % W == 0
+            u_lo = (Mux(qn_now == 0, e.addr[:LW], 0) + h_mo[:LW])[:LW]
         else:
             t_lo = u_lo = Const(0, 1)
         t_first_row = Signal(max(7, RB + 1))
@@ -791,21 +906,39 @@ class DdpRx(wiring.Component):
         u_addr = Signal(AW)
         m.d.sync += u_addr.eq(Mux(qn_now == 0, (e.addr[:AW] + h_mo)[:AW],
                                   Mux(qn_now == 1, 0, _QN2_BASE) + h_mo[:7]))
-        m.d.sync += [t_first_row.eq(first_row_of(t_lo)[1]), u_first_row.eq(first_row_of(u_lo)[1])]
+        m.d.sync += [t_first_row.eq(first_row_of(t_lo, 14)[1]), u_first_row.eq(first_row_of(u_lo, 18)[1])]
+        # the octets from the first output word's start to the end, and the words, registered
+        # likewise (``place_pairs``: valid in TCHK, and in UACT and ICHK); ``n_w`` (``n_q + W -
+        # 1``, from DEC on) keeps them one adder deep
+        n_w = Signal(18)
+        m.d.sync += n_w.eq(n_q + (W - 1))
+        place_pairs = []
 
-        def place_regs(addr, to_axi, first_row):
+        def place_sums(lo, kind):
+            rem = Signal(18, name=f"{kind}_rem")
+            words = Signal(bits_for(ROWS + 2), name=f"{kind}_words")
+            for reg, value in ((rem, lo + n_q), (words, (lo + n_w) >> LW)):
+                comb = Signal(len(reg), name=f"{reg.name}_c")
+                m.d.comb += comb.eq(value)
+                m.d.sync += reg.eq(comb)
+                place_pairs.append((reg, comb, kind == "t"))
+            return rem, words
+        t_sums = place_sums(t_lo, "t")
+        u_sums = place_sums(u_lo, "u")
+
+        def place_regs(addr, to_axi, first_row, sums, hl):
             n = n_q
             lo = addr[:LW] if LW else Const(0, 1)
-            s, _ = first_row_of(lo)
+            s, _ = first_row_of(lo, hl)
+            rem, words = sums
             m.d.sync += [
                 p_axi.eq(to_axi),
                 p_addr.eq(Cat(Const(0, LW), addr[LW:AW])),
                 p_start.eq(addr[:AW]), p_end.eq(addr[:AW] + n),
                 p_lo.eq(lo), p_r.eq(s[:LW] if LW else 0),
-                p_rem.eq(lo + n), p_first_word.eq(1),
+                p_rem.eq(rem), p_first_word.eq(1),
                 p_row.eq(first_row[:RB + 1] + 1),
-                p_reads.eq((lo + n + W - 1) >> LW),
-                p_words.eq((lo + n + W - 1) >> LW),
+                p_reads.eq(words), p_words.eq(words),
                 p_rv.eq(1), p_dv.eq(0), p_load.eq(1),
             ]
             m.d.comb += [sb_rd.en.eq(1), sb_rd.addr.eq(Cat(first_row[:RB], ent.slot))]
@@ -828,109 +961,119 @@ class DdpRx(wiring.Component):
 
         # DEC's checks (in the order of host.sink.Sink): they read only ``ent``, the context
         # ``c`` and octets 0..13 of the header, which are all in place in the last HDR cycle
-        # and do not change until the segment ends. Each condition (a compare, the MSN
-        # subtraction) is worked out every cycle and registered (``dec_pairs``), so in DEC the
-        # registered conditions are those of the segment and only their priority (below) is
-        # in front of DEC's next state and error registers.
-        d_msn = Signal(32)
-        m.d.comb += d_msn.eq(h_msn - c.rbase)
-        dec_cond = dict(
-            done=c.stopped | (ent.err == RX_ABORTED), crc=ent.err == RxError.CRC,
-            marker=ent.err == RxError.MARKER, err=ent.err != 0,
+        # and do not change until the segment ends. Each condition is worked out every cycle
+        # from registers and registered, so that in DEC only a short priority of registered
+        # flags is in front of the next state (timing), in three groups:
+        #
+        # * ``dec_early`` (the verdict on ``ent`` and octets 0..1: CRC / marker / status,
+        #   length, DDP and RDMAP versions, opcode): their operands are in place from the
+        #   second HDR cycle on, so they are registered one cycle earlier still, and their
+        #   priority (``pre_*``: one error code) is registered in the last HDR cycle;
+        # * ``dec_pairs`` (stopped / aborted, QN compares) and ``dec_msn_pairs`` (the MSN
+        #   difference ``d_msn``, the QN 1 / QN 2 MSN compares, the receive-queue entry
+        #   index), registered in the last HDR cycle;
+        # * the compares of ``d_msn`` with the receive queue's count (QN 0), registered in DEC
+        #   and acted on in ULOAD (the state DEC goes to for every untagged QN 0 segment with
+        #   no earlier error), and the QN 1 / QN 2 MSN check, acted on in UCHK (the state DEC
+        #   goes to for every untagged QN 1 / QN 2 segment with no earlier error): the order of
+        #   the checks and the codes are those of the model; a failing segment reaches ERR one
+        #   cycle later than it would in DEC, and no segment is placed later.
+        def registered(conds, prefix):
+            flags, pairs = {}, []
+            for name, value in conds.items():
+                comb = Signal(len(Value.cast(value)), name=f"{prefix}_{name}_c")
+                reg = Signal(len(Value.cast(value)), name=f"{prefix}_{name}")
+                m.d.comb += comb.eq(value)
+                m.d.sync += reg.eq(comb)
+                flags[name] = reg
+                pairs.append((reg, comb))
+            return flags, pairs
+
+        aflag, dec_early = registered(dict(
+            crc=ent.err == RxError.CRC, marker=ent.err == RxError.MARKER, err=ent.err != 0,
             # (longer than a slot without ``ovf``: only with beats of more than W octets,
             # which the deframer never sends)
             len=ent.ovf | (ent.len < hlen) | (ent.len > ROWS * W),
             dv=dv != 1, rv=rv != 1, opcode=opcode[3] | (((opcode == 0) | (opcode == 2)) != T),
-            n_nz=n != 0, qn_gt2=h_qn > 2, qn_op=h_qn != Mux(opcode == 1, 1, Mux(opcode == 7, 2, 0)),
-            qn0=h_qn == 0, msn_lt=d_msn < c.count, msn_eq=d_msn == c.count,
-            qmsn=h_msn != Mux(h_qn == 1, c.q1.msn, c.q2.msn), q1=h_qn == 1,
-        )
-        dflag = {}
-        dec_pairs = []
-        for name, value in dec_cond.items():
-            comb = Signal(name=f"dec_{name}_c")
-            reg = Signal(name=f"dec_{name}")
-            m.d.comb += comb.eq(value)
-            dflag[name] = reg
-            dec_pairs.append((reg, comb))
-        dec_ridx = Signal(DB + CB)  # receive-queue entry of an untagged QN 0 segment
-        dec_ridx_c = Signal(DB + CB)
-        m.d.comb += dec_ridx_c.eq(Cat((c.head + d_msn)[:DB], ent.conn) if DB else ent.conn)
-        dec_pairs.append((dec_ridx, dec_ridx_c))
-        m.d.sync += [r.eq(v) for r, v in dec_pairs]
-        dec_q1 = dflag["q1"]       # QN 1 (else QN 2) for _DEC_UCHK
-
-        # the verdict, from the registered conditions (valid in DEC)
-        dec_kind = Signal(3)
-        dec_code = Signal(16)
-        dec_md = Signal()
-        dec_ed = Signal()
-
-        def dec_fail(code, md=1):
-            m.d.comb += [dec_kind.eq(_DEC_FAIL), dec_code.eq(code), dec_md.eq(md)]
-
-        with m.If(dflag["done"]):
-            m.d.comb += dec_kind.eq(_DEC_DONE)
-        with m.Elif(dflag["crc"]):
-            dec_fail(E_LLP_CRC, 0)
-        with m.Elif(dflag["marker"]):
-            dec_fail(E_LLP_MARKER, 0)
-        with m.Elif(dflag["err"]):
-            dec_fail(E_DDP_CATASTROPHIC, 0)
-        with m.Elif(dflag["len"]):
-            dec_fail(E_DDP_CATASTROPHIC)
+        ), "dec")
+        pre_code_c = Signal(16)
+        with m.If(aflag["crc"]):
+            m.d.comb += pre_code_c.eq(E_LLP_CRC)
+        with m.Elif(aflag["marker"]):
+            m.d.comb += pre_code_c.eq(E_LLP_MARKER)
+        with m.Elif(aflag["err"] | aflag["len"]):
+            m.d.comb += pre_code_c.eq(E_DDP_CATASTROPHIC)
+        with m.Elif(aflag["dv"]):
+            m.d.comb += pre_code_c.eq(Mux(T, E_DDP_T_VERSION, E_DDP_U_VERSION))
+        with m.Elif(aflag["rv"]):
+            m.d.comb += pre_code_c.eq(E_RO_VERSION)
         with m.Else():
-            m.d.comb += dec_ed.eq(1)
-            with m.If(dflag["dv"]):
-                dec_fail(Mux(T, E_DDP_T_VERSION, E_DDP_U_VERSION))
-            with m.Elif(dflag["rv"]):
-                dec_fail(E_RO_VERSION)
-            with m.Elif(dflag["opcode"]):
-                dec_fail(E_RO_OPCODE)
-            with m.Elif(T):
-                m.d.comb += dec_kind.eq(Mux(dflag["n_nz"], _DEC_TCHK, _DEC_TFIN))
-            with m.Elif(dflag["qn_gt2"]):
-                dec_fail(E_DDP_U_QN)
-            with m.Elif(dflag["qn_op"]):
-                dec_fail(E_RO_OPCODE)
-            with m.Elif(dflag["qn0"]):
-                with m.If(dflag["msn_lt"]):
-                    m.d.comb += dec_kind.eq(_DEC_ULOAD)
-                with m.Elif(dflag["msn_eq"]):
-                    dec_fail(E_DDP_U_NO_BUFFER)
-                with m.Else():
-                    dec_fail(E_DDP_U_MSN_RANGE)
-            with m.Elif(dflag["qmsn"]):
-                dec_fail(E_DDP_U_MSN_RANGE)
-            with m.Else():
-                m.d.comb += dec_kind.eq(_DEC_UCHK)
+            m.d.comb += pre_code_c.eq(E_RO_OPCODE)
+        pflag, pre_pairs = registered(dict(
+            bad=Cat(*aflag.values()).any(), code=pre_code_c,
+            # M and D (the segment length and the DDP header) go with every error but the
+            # MPA ones (CRC, marker, status); D not with a length error either
+            md=~(aflag["crc"] | aflag["marker"] | aflag["err"]),
+            ed=~(aflag["crc"] | aflag["marker"] | aflag["err"] | aflag["len"]),
+        ), "pre")
+
+        d_msn_c = Signal(32)
+        m.d.comb += d_msn_c.eq(h_msn - c.rbase)
+        dflag, dec_pairs = registered(dict(
+            done=c.stopped | (ent.err == RX_ABORTED),
+            qn_gt2=h_qn > 2, qn_op=h_qn != Mux(opcode == 1, 1, Mux(opcode == 7, 2, 0)),
+            qn0=h_qn == 0, q1=h_qn == 1,
+        ), "dec")
+        dec_pairs = dec_early + pre_pairs + dec_pairs
+        # (the MSN checks' operands, kept apart for a formal harness: only untagged segments
+        # use them)
+        dflag_msn, dec_msn_pairs = registered(dict(
+            q1_ne=h_msn != c.q1.msn, q2_ne=h_msn != c.q2.msn, d_msn=d_msn_c,
+            # receive-queue entry of an untagged QN 0 segment (only the low bits of the sum)
+            ridx=(Cat((c.head[:DB] + h_msn[:DB] - c.rbase[:DB])[:DB], ent.conn) if DB
+                  else ent.conn),
+        ), "dec")
+        dflag.update(dflag_msn)
+        dec_q1 = dflag["q1"]       # QN 1 (else QN 2) for UCHK
+        dec_ridx = dflag["ridx"]
+        # the MSN of a QN 0 segment against the receive queue (valid from the cycle after DEC)
+        mflag, msn_pairs = registered(dict(
+            lt=dflag["d_msn"] < c.count, eq=dflag["d_msn"] == c.count), "msn")
+
+        # DEC's verdict, from the registered flags
+        dec_go = Signal(6)         # one-hot: _DEC_DONE .. _DEC_UCHK
+        with m.If(dflag["done"]):
+            m.d.comb += dec_go[_DEC_DONE].eq(1)
+        with m.Elif(pflag["bad"]):
+            m.d.comb += dec_go[_DEC_FAIL].eq(1)
+        with m.Elif(T):
+            m.d.comb += [dec_go[_DEC_TCHK].eq(n_nz), dec_go[_DEC_TFIN].eq(~n_nz)]
+        with m.Elif(dflag["qn_gt2"] | dflag["qn_op"]):
+            m.d.comb += dec_go[_DEC_FAIL].eq(1)
+        with m.Elif(dflag["qn0"]):
+            m.d.comb += dec_go[_DEC_ULOAD].eq(1)
+        with m.Else():
+            m.d.comb += dec_go[_DEC_UCHK].eq(1)
+        dec_code = Mux(pflag["bad"], pflag["code"], Mux(dflag["qn_gt2"], E_DDP_U_QN, E_RO_OPCODE))
 
         # TCHK's checks (tagged segment against its STag row), worked out every cycle from
         # registers and registered: in DEC ``row_q`` already holds the segment's row (the
         # table is read from the second-to-last HDR cycle on), ``n_q`` its payload length,
         # and none of them changes until the segment ends, so TCHK acts on DEC's verdict.
         # The adder is a cycle ahead: ``endt_q`` (end of the tagged range) from the last HDR
-        # cycle, where ``h_to`` and ``n`` are in place; the row holds the end of its region.
+        # cycle, where ``h_to`` and ``n_q`` are in place; the row holds the end of its region.
         # So DEC only compares.
         endt_q = Signal(65)
         to_hi_q = Signal()
-        m.d.sync += [endt_q.eq(h_to + n),
+        m.d.sync += [endt_q.eq(h_to + n_q),
                      to_hi_q.eq((h_to[AW:64] != 0) if AW < 64 else 0)]
         # the compares (with TO below 2**AW, ``endt_q`` is below 2**(AW+1)), registered in
-        # DEC (``tchk_pairs``); TCHK's verdict is their priority
-        tchk_cmp = dict(
+        # DEC (``tchk_pairs``); TCHK's verdict is their priority. ICHK uses the first two
+        # (the row of the Invalidate STag, the same header field).
+        tflag, tchk_pairs = registered(dict(
             invalid=~row_q.valid | (row_q.stag != h_stag), other_conn=row_q.conn != ent.conn,
             no_write=~row_q.rw, wrap=endt_q[64],
-            bounds=to_hi_q | (h_to[:AW] < row_q.base) | (endt_q[:AW + 1] > row_q.end))
-        tflag = {}
-        tchk_pairs = []
-        for name, value in tchk_cmp.items():
-            comb = Signal(name=f"tchk_{name}_c")
-            reg = Signal(name=f"tchk_{name}")
-            m.d.comb += comb.eq(value)
-            m.d.sync += reg.eq(comb)
-            tflag[name] = reg
-            tchk_pairs.append((reg, comb))
+            bounds=to_hi_q | (h_to[:AW] < row_q.base) | (endt_q[:AW + 1] > row_q.end)), "tchk")
         tchk_code = Signal(16)
         with m.If(tflag["invalid"]):
             m.d.comb += tchk_code.eq(E_DDP_T_INVALID_STAG)
@@ -949,19 +1092,16 @@ class DdpRx(wiring.Component):
         # that in UACT, which acts on the verdict, only their priority is in front of the
         # next state. The operands stay put until the segment ends, so UFIN uses two of the
         # flags for the new message state too.
-        uchk_cmp = dict(mo_ge_cap=h_mo >= mcap, end_gt_cap=endv > mcap, mo_gt_cap=h_mo > mcap,
-                        mo_gt_lmo=h_mo > mlmo, end_gt_lend=endv > mlend, maxmo_gt=mmaxmo > h_mo,
-                        maxend_gt=mmaxend > endv)
-        uflag = {}
-        uchk_pairs = []
-        for name, value in uchk_cmp.items():
-            comb = Signal(name=f"uchk_{name}_c")
-            reg = Signal(name=f"uchk_{name}")
-            m.d.comb += comb.eq(value)
-            m.d.sync += reg.eq(comb)
-            uflag[name] = reg
-            uchk_pairs.append((reg, comb))
+        uflag, uchk_pairs = registered(dict(
+            mo_ge_cap=h_mo >= mcap, end_gt_cap=endv > mcap, mo_gt_cap=h_mo > mcap,
+            mo_gt_lmo=h_mo > mlmo, end_gt_lend=endv > mlend, maxmo_gt=mmaxmo > h_mo,
+            maxend_gt=mmaxend > endv), "uchk")
         uchk_bad = Signal(16)
+        uchk_fail = Signal()       # uchk_bad != 0, as a sum of products of the flags
+        m.d.comb += uchk_fail.eq((n_nz & (uflag["mo_ge_cap"] | uflag["end_gt_cap"]))
+                                 | (~n_nz & Lb & uflag["mo_gt_cap"])
+                                 | ((n_nz | Lb) & mlv & (uflag["mo_gt_lmo"] | uflag["end_gt_lend"]))
+                                 | (Lb & ((many & uflag["maxmo_gt"]) | uflag["maxend_gt"])))
         with m.If(n_nz & uflag["mo_ge_cap"]):
             m.d.comb += uchk_bad.eq(E_DDP_U_MO)
         with m.Elif(n_nz & uflag["end_gt_cap"]):
@@ -973,6 +1113,33 @@ class DdpRx(wiring.Component):
         with m.Elif(Lb & ((many & uflag["maxmo_gt"]) | uflag["maxend_gt"])):
             m.d.comb += uchk_bad.eq(E_DDP_U_MO)
 
+        # UFIN's new message state (the receive-queue entry for QN 0, the queue state for
+        # QN 1/2), worked out every cycle and registered (timing: the block RAM's write data
+        # and the context register see only registers): its operands are in place from UACT
+        # on (the offset flags are registered in UCHK) and UFIN comes at least a cycle later.
+        note = n_nz | Lb
+        nmaxmo = Mux(many & uflag["maxmo_gt"], mmaxmo, h_mo)
+        nmaxend = Mux(uflag["maxend_gt"], mmaxend, endv)
+        inv = (opcode == 4) | (opcode == 6)
+        ufin_e_c = Signal(rqe_l)
+        m.d.comb += ufin_e_c.eq(e)
+        with m.If(note):
+            m.d.comb += [ufin_e_c.any.eq(1), ufin_e_c.max_mo.eq(nmaxmo), ufin_e_c.max_end.eq(nmaxend)]
+        with m.If(Lb):
+            m.d.comb += [ufin_e_c.lv.eq(1), ufin_e_c.l_mo.eq(h_mo), ufin_e_c.l_end.eq(endv),
+                         ufin_e_c.done.eq(1), ufin_e_c.opcode.eq(opcode), ufin_e_c.inval.eq(inv),
+                         ufin_e_c.inval_stag.eq(Mux(inv, h_inval, 0))]
+        ufin_q_c = Signal(_QState())
+        m.d.comb += ufin_q_c.eq(Mux(qn_now == 1, c.q1.as_value(), c.q2.as_value()))
+        with m.If(note):
+            m.d.comb += [ufin_q_c.any.eq(1), ufin_q_c.max_mo.eq(nmaxmo), ufin_q_c.max_end.eq(nmaxend)]
+        with m.If(Lb):
+            m.d.comb += [ufin_q_c.lv.eq(1), ufin_q_c.l_mo.eq(h_mo), ufin_q_c.l_end.eq(endv)]
+        ufin_e = Signal(rqe_l)
+        ufin_q = Signal(_QState())
+        ufin_inv = Signal()        # a Send with Invalidate completes its message
+        m.d.sync += [ufin_e.eq(ufin_e_c), ufin_q.eq(ufin_q_c), ufin_inv.eq(Lb & inv)]
+
         # a posted buffer inside the bus address space: worked out from ``lat`` (latched in
         # IDLE) in POST0 and registered, POST only uses the flag
         post_end = Signal(65)
@@ -981,9 +1148,10 @@ class DdpRx(wiring.Component):
         m.d.sync += post_fit.eq((post_end <= (1 << AW)) & (lat.addr < (1 << AW)))
 
         # SCHK's checks (an inbound Read Request's source STag, TO and size, from the message
-        # read back, against the row in ``row_q``), worked out every cycle and registered:
-        # valid in SCHK (the row is in ``row_q`` in SWAIT2). The message is in place from RBV
-        # on, so the sum ``ends`` (registered) is valid from RBCHK on.
+        # read back, against the row in ``row_q``), worked out every cycle and registered
+        # one by one: valid in SCHK (the row is in ``row_q`` in SWAIT2), where only their
+        # priority is in front of the next state. The message is in place from RBV on, so
+        # the sum ``ends`` (registered) is valid from RBCHK on.
         src_to = _be(mb[20:28])
         src_stag = _be(mb[16:20])
         src_size = _be(mb[12:16])
@@ -993,46 +1161,64 @@ class DdpRx(wiring.Component):
                      src_hi_zero.eq((src_to[AW:64] == 0) if AW < 64 else 1)]
         # TOs src_to .. ends - 1 inside the row (with src_to below 2**AW, ``ends`` is the sum
         # in the bus address width plus one bit)
-        s_ok = Signal()
-        m.d.comb += s_ok.eq(src_hi_zero & (src_to[:AW] >= row_q.base) & (ends <= row_q.end))
-        schk_code_c = Signal(16)
-        with m.If(~row_q.valid | (row_q.stag != src_stag)):
-            m.d.comb += schk_code_c.eq(E_RP_INVALID_STAG)
-        with m.Elif(row_q.conn != ent.conn):
-            m.d.comb += schk_code_c.eq(E_RP_NOT_ASSOC)
-        with m.Elif(~row_q.rr):
-            m.d.comb += schk_code_c.eq(E_RP_ACCESS)
-        with m.Elif(ends[64]):
-            m.d.comb += schk_code_c.eq(E_RP_TO_WRAP)
-        with m.Elif(~s_ok):
-            m.d.comb += schk_code_c.eq(E_RP_BOUNDS)
+        sflag, schk_pairs = registered(dict(
+            invalid=~row_q.valid | (row_q.stag != src_stag), other_conn=row_q.conn != ent.conn,
+            no_read=~row_q.rr, wrap=ends[64],
+            bounds=~src_hi_zero | (src_to[:AW] < row_q.base) | (ends > row_q.end)), "schk")
         schk_code = Signal(16)
-        m.d.sync += schk_code.eq(schk_code_c)
+        with m.If(sflag["invalid"]):
+            m.d.comb += schk_code.eq(E_RP_INVALID_STAG)
+        with m.Elif(sflag["other_conn"]):
+            m.d.comb += schk_code.eq(E_RP_NOT_ASSOC)
+        with m.Elif(sflag["no_read"]):
+            m.d.comb += schk_code.eq(E_RP_ACCESS)
+        with m.Elif(sflag["wrap"]):
+            m.d.comb += schk_code.eq(E_RP_TO_WRAP)
+        with m.Elif(sflag["bounds"]):
+            m.d.comb += schk_code.eq(E_RP_BOUNDS)
+
+        # STag table writes (``stag_w``): the request is latched in IDLE, the end of the region
+        # (a 64-bit sum) registered in STW0 and the row written in STW1 (timing: neither the
+        # sum nor the request arbiter is in front of the block RAM's write port)
+        sw_lat = Signal(StagWrite(stags=S, connections=C))
+        sw_end = Signal(65)
+        m.d.sync += sw_end.eq(sw_lat.base + sw_lat.length)
+        wrow = Signal(row_l)
+        m.d.comb += [
+            wrow.stag.eq(sw_lat.stag), wrow.base.eq(sw_lat.base[:AW]), wrow.end.eq(sw_end[:AW + 1]),
+            # a region outside the bus address space never matches
+            wrow.valid.eq(sw_lat.valid & (sw_end <= (1 << AW)) & (sw_lat.base < (1 << AW))),
+            wrow.rr.eq(sw_lat.remote_read), wrow.rw.eq(sw_lat.remote_write), wrow.conn.eq(sw_lat.conn),
+        ]
+        # the write ports' data and address are chosen by the state only (timing: no check is
+        # in front of them; the enables say whether a write happens): the STag table is
+        # written in STW1 and UFIN (invalidation), the receive queue in POST and UFIN
+        irow = Signal(row_l)
+        m.d.comb += [irow.eq(row), irow.valid.eq(0),
+                     st_wr.addr.eq(h_inval), st_wr.data.eq(irow),
+                     rq_wr.addr.eq(ridx), rq_wr.data.eq(ufin_e)]
+
+        # the report queue may take the report once every write issued has left on AW:
+        # registered (timing: ``term.valid`` goes to the host side's logic), one cycle late and
+        # never early (low in the cycle after a push)
+        aw_quiet_q = Signal()
+        m.d.sync += aw_quiet_q.eq(aw_quiet & ~w_push)
 
         with m.FSM(name="proc") as fsm:
             with m.State("IDLE"):
-                m.d.sync += rd_conn.eq(req_conn)
+                # the head of the queue is loaded whether or not it is taken, and its first
+                # slot row read (timing: only the next state and ``q_take`` wait for the
+                # arbiter; nothing reads ``ent`` or ``hk`` outside a segment)
+                m.d.sync += [rd_conn.eq(req_conn), ent.eq(ent_head), hk.eq(0)]
+                m.d.comb += [sb_rd.en.eq(1), sb_rd.addr.eq(Cat(Const(0, RB), ent_head.slot))]
                 with m.If(self.ctl.valid):
                     m.d.comb += [req_conn.eq(ctl_p.conn), self.ctl.ready.eq(1)]
                     m.d.sync += [lat.conn.eq(ctl_p.conn), lat_ird.eq(ctl_p.ird)]
                     m.next = "CTL"
                 with m.Elif(self.stag_w.valid & writes_idle):
-                    sw = self.stag_w.payload
-                    m.d.comb += [
-                        self.stag_w.ready.eq(1), st_wr.en.eq(1),
-                        st_wr.addr.eq(sw.index),
-                    ]
-                    wrow = Signal(row_l, name="wrow")
-                    sw_end = Signal(65, name="sw_end")
-                    m.d.comb += [
-                        sw_end.eq(sw.base + sw.length),
-                        wrow.stag.eq(sw.stag), wrow.base.eq(sw.base[:AW]), wrow.end.eq(sw_end[:AW + 1]),
-                        # a region outside the bus address space never matches
-                        wrow.valid.eq(sw.valid & (sw_end <= (1 << AW))
-                                      & (sw.base < (1 << AW))), wrow.rr.eq(sw.remote_read),
-                        wrow.rw.eq(sw.remote_write), wrow.conn.eq(sw.conn),
-                        st_wr.data.eq(wrow),
-                    ]
+                    m.d.comb += self.stag_w.ready.eq(1)
+                    m.d.sync += sw_lat.eq(self.stag_w.payload)
+                    m.next = "STW0"
                 with m.Elif(self.rq_post.valid & writes_idle):
                     m.d.comb += [req_conn.eq(post_p.conn), self.rq_post.ready.eq(1)]
                     m.d.sync += lat.eq(post_p)
@@ -1042,10 +1228,16 @@ class DdpRx(wiring.Component):
                     m.d.sync += lat.conn.eq(self.rr_done.payload.conn)
                     m.next = "RRD0"
                 with m.Elif(q_rdy):
-                    m.d.comb += [req_conn.eq(ent_head.conn), ready.r_en.eq(1),
-                                 sb_rd.en.eq(1), sb_rd.addr.eq(Cat(Const(0, RB), ent_head.slot))]
-                    m.d.sync += [ent.eq(ent_head), hk.eq(0)]
+                    m.d.comb += [req_conn.eq(ent_head.conn), q_take.eq(1)]
                     m.next = "HDR"
+
+            # a STag table row: the sum ``sw_end`` is registered here, the row written in STW1
+            with m.State("STW0"):
+                m.next = "STW1"
+
+            with m.State("STW1"):
+                m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(sw_lat.index), st_wr.data.eq(wrow)]
+                m.next = "IDLE"
 
             with m.State("CTL"):
                 m.d.comb += [cx_wr.en.eq(1), cx_wr.addr.eq(lat.conn)]
@@ -1070,30 +1262,36 @@ class DdpRx(wiring.Component):
                 m.next = "POST"
 
             with m.State("RRD0"):
-                m.next = "RRD"
+                m.next = "RRD1"
 
             with m.State("POST"):
                 cc = ctx_l(cx_rd.data)
+                ne = Signal(rqe_l, name="post_entry")
+                nc = Signal(ctx_l, name="post_ctx")
+                m.d.comb += [
+                    ne.addr.eq(lat.addr), ne.length.eq(lat.length), ne.id.eq(lat.id),
+                    rq_wr.addr.eq(Cat((cc.head + cc.count)[:DB], lat.conn) if DB else lat.conn),
+                    rq_wr.data.eq(ne),
+                    cx_wr.addr.eq(lat.conn), nc.eq(cc), nc.count.eq(cc.count + 1), cx_wr.data.eq(nc),
+                ]
                 # a buffer that wraps the 64-bit address space is refused like a full queue
                 with m.If((cc.count < D) & post_fit):
-                    ne = Signal(rqe_l, name="post_entry")
-                    m.d.comb += [
-                        ne.addr.eq(lat.addr), ne.length.eq(lat.length), ne.id.eq(lat.id),
-                        rq_wr.en.eq(1),
-                        rq_wr.addr.eq(Cat((cc.head + cc.count)[:DB], lat.conn) if DB else lat.conn),
-                        rq_wr.data.eq(ne),
-                        cx_wr.en.eq(1), cx_wr.addr.eq(lat.conn),
-                    ]
-                    nc = Signal(ctx_l, name="post_ctx")
-                    m.d.comb += [nc.eq(cc), nc.count.eq(cc.count + 1), cx_wr.data.eq(nc)]
+                    m.d.comb += [rq_wr.en.eq(1), cx_wr.en.eq(1)]
                 with m.Else():
                     m.d.comb += self.rq_overflow.eq(1)
                 m.next = "IDLE"
 
+            with m.State("RRD1"):
+                # the decremented count is registered (timing: the context memory's write
+                # data sees no subtraction); RRD writes it
+                cc = ctx_l(cx_rd.data)
+                m.d.sync += rrd_rrc.eq(Mux(cc.rrc == 0, 0, cc.rrc - 1))
+                m.next = "RRD"
+
             with m.State("RRD"):
                 cc = ctx_l(cx_rd.data)
                 nc = Signal(ctx_l, name="rrd_ctx")
-                m.d.comb += [nc.eq(cc), nc.rrc.eq(cc.rrc - (cc.rrc != 0)),
+                m.d.comb += [nc.eq(cc), nc.rrc.eq(rrd_rrc),
                              cx_wr.en.eq(1), cx_wr.addr.eq(lat.conn), cx_wr.data.eq(nc)]
                 m.next = "IDLE"
 
@@ -1111,53 +1309,56 @@ class DdpRx(wiring.Component):
                     m.next = "DEC"
 
             with m.State("DEC"):
-                # acts on the verdict worked out in the last HDR cycle (``dec_*``). The
+                # acts on the flags registered in the last HDR cycle (``dec_go``). The
                 # untagged set-up is done whatever the verdict (timing: the wide registers'
                 # enables do not wait for the verdict): the queue number, the receive-queue
                 # entry (read here; ULOAD takes it) and the QN 1 / QN 2 message state, which
                 # ULOAD replaces by the receive buffer's for QN 0. A tagged or failed segment
                 # uses none of them.
                 q = Signal(_QState(), name="q_sel")
-                m.d.comb += [q.eq(Mux(dec_q1, c.q1, c.q2)), rq_rd.addr.eq(dec_ridx)]
+                m.d.comb += [q.eq(Mux(dec_q1, c.q1.as_value(), c.q2.as_value())), rq_rd.addr.eq(dec_ridx)]
+                verdict(dec_code, pflag["md"])
                 m.d.sync += [
-                    ed.eq(dec_ed), er.eq(0),
+                    ed.eq(pflag["ed"]), er.eq(0),
                     qn_now.eq(Mux(dflag["qn0"], 0, Mux(dec_q1, 1, 2))), ridx.eq(dec_ridx),
                     mcap.eq(Mux(dec_q1, _QN1_CAP, _QN2_CAP)),
                     many.eq(q.any), mmaxmo.eq(q.max_mo), mmaxend.eq(q.max_end),
                     mlv.eq(q.lv), mlmo.eq(q.l_mo), mlend.eq(q.l_end),
                 ]
-                with m.Switch(dec_kind):
-                    with m.Case(_DEC_DONE):
-                        m.next = "DONE"
-                    with m.Case(_DEC_FAIL):
-                        fail(dec_code, dec_md)
-                    with m.Case(_DEC_TCHK):
-                        m.next = "TCHK"
-                    with m.Case(_DEC_TFIN):
-                        m.next = "TFIN"
-                    with m.Case(_DEC_ULOAD):
-                        m.next = "ULOAD"
-                    with m.Case(_DEC_UCHK):
-                        m.next = "UCHK"
+                for kind, state in ((_DEC_DONE, "DONE"), (_DEC_FAIL, "ERR"), (_DEC_TCHK, "TCHK"),
+                                    (_DEC_TFIN, "TFIN"), (_DEC_ULOAD, "ULOAD"), (_DEC_UCHK, "UCHK")):
+                    with m.If(dec_go[kind]):
+                        m.next = state
 
             with m.State("ULOAD"):
+                # a QN 0 segment: acts on the MSN compares registered in DEC (``msn_*``)
                 m.d.sync += [
                     e.eq(rd_e), mcap.eq(rd_e.length), many.eq(rd_e.any), mmaxmo.eq(rd_e.max_mo),
                     mmaxend.eq(rd_e.max_end), mlv.eq(rd_e.lv), mlmo.eq(rd_e.l_mo),
                     mlend.eq(rd_e.l_end),
                 ]
-                m.next = "UCHK"
+                verdict(Mux(mflag["eq"], E_DDP_U_NO_BUFFER, E_DDP_U_MSN_RANGE))
+                with m.If(mflag["lt"]):
+                    m.next = "UCHK"
+                with m.Else():
+                    fail()
 
             with m.State("UCHK"):
                 # the ``uchk_flags`` (registered every cycle) settle here: their operands were
-                # loaded in DEC or ULOAD
-                m.next = "UACT"
+                # loaded in DEC or ULOAD. A QN 1 / QN 2 segment's MSN is checked here (the
+                # compares registered in the last HDR cycle).
+                verdict(E_DDP_U_MSN_RANGE)
+                with m.If((qn_now != 0) & Mux(dec_q1, dflag["q1_ne"], dflag["q2_ne"])):
+                    fail()
+                with m.Else():
+                    m.next = "UACT"
 
             with m.State("UACT"):
                 # acts on the offset checks registered in UCHK
-                place_regs(u_addr, qn_now == 0, u_first_row)
-                with m.If(uchk_bad != 0):
-                    fail(uchk_bad)
+                place_regs(u_addr, qn_now == 0, u_first_row, u_sums, 18)
+                verdict(uchk_bad)
+                with m.If(uchk_fail):
+                    fail()
                 with m.Elif((qn_now == 0) & Lb & ((opcode == 4) | (opcode == 6))):
                     m.next = "ICHK"
                 with m.Elif(n_nz):
@@ -1166,12 +1367,13 @@ class DdpRx(wiring.Component):
                     m.next = "UFIN"
 
             with m.State("ICHK"):
-                place_regs(u_addr, 1, u_first_row)
+                # acts on TCHK's first two compares (registered every cycle; ``row_q`` holds
+                # the Invalidate STag's row from DEC on)
+                place_regs(u_addr, 1, u_first_row, u_sums, 18)
                 m.d.sync += row.eq(row_q)
-                with m.If(~row_q.valid | (row_q.stag != h_inval)):
-                    fail(E_RO_CANNOT_INV)
-                with m.Elif(row_q.conn != ent.conn):
-                    fail(E_RP_CANNOT_INV)
+                verdict(Mux(tflag["invalid"], E_RO_CANNOT_INV, E_RP_CANNOT_INV))
+                with m.If(tflag["invalid"] | tflag["other_conn"]):
+                    fail()
                 with m.Elif(n_nz):
                     m.next = "PLACE"
                 with m.Else():
@@ -1179,9 +1381,10 @@ class DdpRx(wiring.Component):
 
             with m.State("TCHK"):
                 # acts on the verdict registered in DEC (``tchk_code``)
-                place_regs(h_to[:AW], 1, t_first_row)
-                with m.If(tchk_code != 0):
-                    fail(tchk_code)
+                place_regs(h_to[:AW], 1, t_first_row, t_sums, 14)
+                verdict(tchk_code)
+                with m.If(Cat(*tflag.values()).any()):
+                    fail()
                 with m.Else():
                     m.next = "PLACE"
 
@@ -1264,37 +1467,19 @@ class DdpRx(wiring.Component):
                     m.next = "DONE"
 
             with m.State("UFIN"):
-                note = n_nz | Lb
-                nmaxmo = Mux(many & uflag["maxmo_gt"], mmaxmo, h_mo)
-                nmaxend = Mux(uflag["maxend_gt"], mmaxend, endv)
+                # writes the new message state registered from UACT on (``ufin_*``); the write
+                # ports' data and address default to UFIN's
                 with m.If(qn_now == 0):
-                    ne = Signal(rqe_l, name="ufin_entry")
-                    m.d.comb += [ne.eq(e), rq_wr.en.eq(1), rq_wr.addr.eq(ridx), rq_wr.data.eq(ne)]
-                    with m.If(note):
-                        m.d.comb += [ne.any.eq(1), ne.max_mo.eq(nmaxmo), ne.max_end.eq(nmaxend)]
+                    m.d.comb += [rq_wr.en.eq(1), st_wr.en.eq(ufin_inv)]
                     with m.If(Lb):
-                        inv = (opcode == 4) | (opcode == 6)
-                        m.d.comb += [ne.lv.eq(1), ne.l_mo.eq(h_mo), ne.l_end.eq(endv),
-                                     ne.done.eq(1), ne.opcode.eq(opcode), ne.inval.eq(inv),
-                                     ne.inval_stag.eq(Mux(inv, h_inval, 0))]
-                        with m.If(inv):
-                            irow = Signal(row_l, name="inv_row")
-                            m.d.comb += [irow.eq(row), irow.valid.eq(0), st_wr.en.eq(1),
-                                         st_wr.addr.eq(h_inval), st_wr.data.eq(irow)]
                         m.next = "DRAIN0"
                     with m.Else():
                         m.next = "DONE"
                 with m.Else():
-                    nq = Signal(_QState(), name="ufin_q")
-                    m.d.comb += nq.eq(Mux(qn_now == 1, c.q1, c.q2))
-                    with m.If(note):
-                        m.d.comb += [nq.any.eq(1), nq.max_mo.eq(nmaxmo), nq.max_end.eq(nmaxend)]
-                    with m.If(Lb):
-                        m.d.comb += [nq.lv.eq(1), nq.l_mo.eq(h_mo), nq.l_end.eq(endv)]
                     with m.If(qn_now == 1):
-                        m.d.sync += c.q1.eq(nq)
+                        m.d.sync += c.q1.eq(ufin_q)
                     with m.Else():
-                        m.d.sync += c.q2.eq(nq)
+                        m.d.sync += c.q2.eq(ufin_q)
                     with m.If(Lb):
                         m.d.sync += rcnt.eq(0)
                         m.next = "RB"
@@ -1331,8 +1516,7 @@ class DdpRx(wiring.Component):
             with m.State("RB"):
                 # read back the message buffer of QN 1 (32 octets) / QN 2 (64 octets)
                 nrows = Mux(qn_now == 1, 32 // W, 64 // W)
-                base = ent_cb + Mux(qn_now == 1, 0, _QN2_BASE // W)
-                m.d.comb += [cb_rd.en.eq(1), cb_rd.addr.eq(base + rcnt)]
+                m.d.comb += [cb_rd.en.eq(1), cb_rd.addr.eq(rb_base + rcnt)]
                 for k in range(64 // W):
                     with m.If(rcnt == k + 1):
                         m.d.sync += msgbuf[8 * W * k:8 * W * (k + 1)].eq(cb_rd.data)
@@ -1354,20 +1538,17 @@ class DdpRx(wiring.Component):
                 expect = Signal(7, name="term_expect")
                 m.d.comb += expect.eq(4 + Mux(tm | td, 2, 0) + Mux(td, hl, 0) + Mux(tr, 28, 0))
                 with m.If(qn_now == 1):
-                    with m.If(mlen != _QN1_CAP):
-                        m.d.sync += rb_code.eq(E_RO_UNSPECIFIED)
-                    with m.Elif(c.rrc >= c.ird):
-                        m.d.sync += rb_code.eq(E_RO_CATA_STREAM)
-                    with m.Else():
-                        m.d.sync += rb_code.eq(0)
+                    m.d.sync += [rb_code.eq(Mux(mlen != _QN1_CAP, E_RO_UNSPECIFIED, E_RO_CATA_STREAM)),
+                                 rb_bad.eq((mlen != _QN1_CAP) | (c.rrc >= c.ird))]
                 with m.Else():
-                    m.d.sync += rb_code.eq(Mux((td & (mlen <= 6)) | (mlen != expect),
-                                               E_RO_UNSPECIFIED, 0))
+                    m.d.sync += [rb_code.eq(E_RO_UNSPECIFIED),
+                                 rb_bad.eq((td & (mlen <= 6)) | (mlen != expect))]
                 m.d.sync += rb_size_nz.eq(rr_size != 0)
                 m.next = "RBCHK"
 
             with m.State("RBCHK"):
                 m.d.comb += stag_idx.eq(_be(mb[16:20]))
+                verdict(rb_code)
                 with m.If(qn_now == 1):
                     m.d.sync += [
                         rr_p.conn.eq(ent.conn), rr_p.msn.eq(c.q1.msn),
@@ -1377,15 +1558,15 @@ class DdpRx(wiring.Component):
                     ]
                     # R (the Read Request header) goes with RDMAP errors from here on
                     m.d.sync += er.eq(n_q == _QN1_CAP)
-                    with m.If(rb_code != 0):
-                        fail(rb_code)
+                    with m.If(rb_bad):
+                        fail()
                     with m.Elif(rb_size_nz):
                         m.next = "SWAIT"
                     with m.Else():
                         m.next = "RRPUSH"
                 with m.Else():
-                    with m.If(rb_code != 0):
-                        fail(rb_code)
+                    with m.If(rb_bad):
+                        fail()
                     with m.Else():
                         m.d.sync += [
                             tr_p.conn.eq(ent.conn), tr_p.received.eq(1),
@@ -1399,12 +1580,13 @@ class DdpRx(wiring.Component):
                 m.next = "SWAIT2"
 
             with m.State("SWAIT2"):
-                # SCHK's checks are worked out from ``row_q`` and registered (``schk_code``)
+                # SCHK's checks are worked out from ``row_q`` and registered (``schk_*``)
                 m.next = "SCHK"
 
             with m.State("SCHK"):
-                with m.If(schk_code != 0):
-                    fail(schk_code)
+                verdict(schk_code)
+                with m.If(Cat(*sflag.values()).any()):
+                    fail()
                 with m.Else():
                     m.next = "RRPUSH"
 
@@ -1428,8 +1610,8 @@ class DdpRx(wiring.Component):
             with m.State("TRECV"):
                 # a received Terminate (``tr_p`` loaded in RBCHK) or an error report (loaded in
                 # ERR): every write already issued leaves first
-                m.d.comb += self.term.valid.eq(aw_quiet)
-                with m.If(aw_quiet & self.term.ready):
+                m.d.comb += self.term.valid.eq(aw_quiet_q)
+                with m.If(aw_quiet_q & self.term.ready):
                     m.d.sync += c.stopped.eq(1)
                     m.next = "DONE"
 
@@ -1486,11 +1668,12 @@ class DdpRx(wiring.Component):
             ent=ent, e=e, ridx=ridx, qn_now=qn_now, h_stag=h_stag, rd_row=row_q, st_rd_row=rd_row,
             rd_e=rd_e,
             st_wr=st_wr, rq_wr=rq_wr, row_l=row_l, rqe_l=rqe_l, n=n, mcap=mcap, h_mo=h_mo,
-            stag_idx=stag_idx, D=D, DB=DB, SB=SB, AW=AW, LW=LW, c=c, hk=hk, lat=lat, rd_conn=rd_conn, cx_wr=cx_wr, writes_idle=writes_idle,
+            stag_idx=stag_idx, D=D, DB=DB, SB=SB, AW=AW, LW=LW, c=c, hk=hk, lat=lat, rd_conn=rd_conn, cx_wr=cx_wp, writes_idle=writes_idle,
             outstanding=outstanding, wf=wf, dec_pairs=dec_pairs, tchk=tchk_pairs, HDR_END=HDR_END,
             tchk_parts=(endt_q, to_hi_q), schk_parts=(ends, src_hi_zero), h_to=h_to, uchk=uchk_pairs, endv=endv,
             cx_rd=cx_rd, ctx_l=ctx_l, tr_p=tr_p, p_reads=p_reads, p_dv=p_inflight, n_q=n_q, hlen=hlen, ROWS=ROWS,
-            entry_l=entry_l,
+            entry_l=entry_l, n_w=n_w, dec_early=dec_early, dec_msn=dec_msn_pairs, msn=msn_pairs, n_nz=n_nz, schk=schk_pairs,
+            aw_quiet_q=aw_quiet_q, sw_lat=sw_lat, sw_end=sw_end, place=place_pairs,
         )
         self._aw_fifo_out = aw_out
         self._awf = awf

@@ -13,7 +13,7 @@ What is proven, and how (assertion names below):
   ``push_*``): by BMC to depth ``DEPTH`` = 18 cycles from reset (steps 0 .. 17), lemmas
   left out;
 * non-vacuity: a cover run (``mode cover``, depth 18, same harness and assumption)
-  reaches a tagged AW handshake (step 13) and an untagged one (step 17).
+  reaches a tagged AW handshake (step 15) and an untagged one (step 17).
 
 ``buffer`` (untagged writes), ``strobes`` and ``post`` are checked to depth 18 only: the
 induction of ``buffer`` with its lemmas (receive-queue memory against the posts, the
@@ -64,10 +64,11 @@ Properties:
 The connection and first/last lanes of a write travel with the AW entry in the block's
 AW FIFO as side band (``aw_conn`` is also a port); the checker trusts that label.
 
-Depth of the BMC: with the free ingest a segment is taken from the queue at cycle 2
-(after a STag write at cycle 1: the registered "no write in flight" flag is low after
-reset) or 5 (after a post and its context read), its header is read in 5 cycles and it
-is validated; the first AW handshake of a tagged segment is at step 13 and of an
+Depth of the BMC: with the free ingest a segment is taken from the queue at cycle 4
+(after a STag write taken at cycle 1 -- the registered "no write in flight" flag is low
+after reset -- and written to the table in the next two cycles) or 5 (after a post and
+its context read), its header is read in 5 cycles and it
+is validated; the first AW handshake of a tagged segment is at step 15 and of an
 untagged one at step 17 (the cover traces). So depth 18 covers a whole one-word tagged
 segment (arrival, validation, write on the bus) and the first write of an untagged one;
 longer segments, several segments in a row and error -> report -> further segments lie
@@ -78,7 +79,12 @@ tests/hdl/test_ddp_rx.py, covers them).
 The lemmas (``lemma_*``) state the block's internal invariants: the STag / receive-queue
 / context memories against the shadows, every queued AW FIFO entry, the placer's
 registers (address, remaining octets, words, first lane against the placement range),
-the FSM's per-state facts. Those in ``REGION`` and ``STOP`` are proven with them.
+the FSM's per-state facts, the block's pipeline registers against what they copy (the
+registered checks of DEC, TCHK, UCHK, the placer's set-up sums, a STag table write
+latched until STW1, a context write registered in front of the memory, the registered
+"every write has left on AW"). Those in ``REGION`` and ``STOP`` are proven with them
+(``lemma_dec_msn``, the MSN checks' operands, is left out of both: only untagged
+segments use it, and with it the inductions take far longer).
 """
 
 import os
@@ -223,11 +229,27 @@ class Harness(Elaboratable):
 
         for k in range(S):
             m.d.comb += Assert(~sfit[k] | ((sbase[k] + slen[k]) <= (1 << AW)), "lemma_shadow_fit")
-        # the STag memory: a valid row is the host's registration
+        # the STag memory: a valid row is the host's registration (but the row being written:
+        # the DUT latches the request at the handshake and writes the row two cycles later,
+        # in STW1; meanwhile its latch holds the registration)
+        sw_lat, sw_end = f["sw_lat"], f["sw_end"]
+        stw = Signal()
+        m.d.comb += stw.eq(st("STW0", "STW1"))
         for k in range(S):
             r = mst[k]
-            m.d.comb += Assert(~r.valid | (sv[k] & sfit[k] & (r.rw == srw[k]) & (r.conn == sconn[k])
-                                           & (r.base == sbase[k]) & (r.end == sbase[k] + slen[k])), "lemma_table")
+            with m.If(~stw | (sw_lat.index != k)):
+                m.d.comb += Assert(~r.valid | (sv[k] & sfit[k] & (r.rw == srw[k]) & (r.conn == sconn[k])
+                                               & (r.base == sbase[k]) & (r.end == sbase[k] + slen[k])),
+                                   "lemma_table")
+            with m.If(stw & (sw_lat.index == k)):
+                m.d.comb += Assert((sv[k] == sw_lat.valid) & (srw[k] == sw_lat.remote_write)
+                                   & (sconn[k] == sw_lat.conn) & (sbase[k] == sw_lat.base[:AW])
+                                   & (slen[k] == sw_lat.length)
+                                   & (sfit[k] == ((sw_lat.base[AW:] == 0)
+                                                  & ((sw_lat.base[:AW] + sw_lat.length) <= (1 << AW)))),
+                                   "lemma_stw")
+        with m.If(fsm.ongoing("STW1")):
+            m.d.comb += Assert(sw_end == sw_lat.base + sw_lat.length, "lemma_stw")
 
         # -- receive buffers: the rows of the receive-queue memory ---------------------
         R = C * D
@@ -276,17 +298,23 @@ class Harness(Elaboratable):
         def stopped_of(conn, name):
             return sel(stopped, conn, 1, name)
 
-        # the context memory's stopped bits follow the reports and restarts
+        # the context memory's stopped bits follow the reports and restarts (a write is
+        # requested in CTL / DONE and done at the end of the next cycle, in CLR / IDLE, where
+        # the write port holds it)
         c_reg = f["c"]
         cx_rd = ctx_l(f["cx_rd"].data)
+        cx_wp = f["cx_wr"]
+        m.d.comb += Assert(~cx_wp.en | st("IDLE", "CLR"), "lemma_cx_wr")
         for cn in range(C):
             in_done = fsm.ongoing("DONE") & (ent.conn == cn)
             in_ctl = fsm.ongoing("CTL") & (lat.conn == cn)
-            m.d.comb += Assert(Mux(in_done, c_reg.stopped, Mux(in_ctl, 0, mcx[cn].stopped)) == stopped[cn],
+            pend = cx_wp.en & (cx_wp.addr == cn)
+            mem = Mux(pend, ctx_l(cx_wp.data).stopped, mcx[cn].stopped)
+            m.d.comb += Assert(Mux(in_done, c_reg.stopped, Mux(in_ctl, 0, mem)) == stopped[cn],
                                "lemma_ctx_stopped")
         # the context read address: the connection of the request being handled
         rd_conn = f["rd_conn"]
-        with m.If(st("POST0", "RRD0", "POST", "RRD")):
+        with m.If(st("POST0", "RRD0", "POST", "RRD1", "RRD")):
             m.d.comb += Assert(rd_conn == lat.conn, "lemma_rd_conn")
         with m.If(st("HDR")):
             m.d.comb += Assert(rd_conn == ent.conn, "lemma_rd_conn")
@@ -326,6 +354,9 @@ class Harness(Elaboratable):
         with m.If(f["writes_idle"]):
             m.d.comb += Assert((f["outstanding"] == 0) & (awf.level == 0) & (f["wf"].level == 0),
                                "lemma_writes_idle")
+        # the registered "every write has left on AW" (it gates the report) never claims it early
+        with m.If(f["aw_quiet_q"]):
+            m.d.comb += Assert((awf.level == 0) & (f["wf"].level == 0), "lemma_aw_quiet")
 
         def safe(v, name):
             """The checks on one AW entry ``v`` (layout aw_l): lanes, region/buffer, not stopped."""
@@ -358,10 +389,28 @@ class Harness(Elaboratable):
         rd_row, rd_e = f["rd_row"], f["rd_e"]
         # the STag row under check is the memory's row: on the read port in DEC (address
         # presented in the last HDR cycle), in the DUT's register ``row_q`` in TCHK
-        # DEC acts on the verdict registered in the last HDR cycle: the segment's
+        # DEC acts on the flags registered in the last HDR cycle: the segment's (those of the
+        # first group, on ``ent`` and octets 0..1, are registered a cycle earlier still and
+        # their priority in the last HDR cycle)
+        last_hdr = Signal()
+        m.d.comb += last_hdr.eq(fsm.ongoing("HDR") & (hk == f["HDR_END"] - 1))
         with m.If(fsm.ongoing("DEC")):
             for r, v in f["dec_pairs"]:
                 m.d.comb += Assert(r == v, "lemma_dec_verdict")
+            # (the MSN checks' operands: used by untagged segments only, so not among the
+            # lemmas of ``region`` and ``stop``; with them the induction takes far longer)
+            for r, v in f["dec_msn"]:
+                m.d.comb += Assert(r == v, "lemma_dec_msn")
+        with m.If(last_hdr):
+            for r, v in f["dec_early"]:
+                m.d.comb += Assert(r == v, "lemma_dec_early")
+        # ULOAD acts on the MSN compares registered in DEC
+        with m.If(fsm.ongoing("ULOAD")):
+            for r, v in f["msn"]:
+                m.d.comb += Assert(r == v, "lemma_msn")
+        # the registered ``n != 0`` (its operands are in place from the second HDR cycle on)
+        with m.If(last_hdr | st("DEC", "ULOAD", "UCHK", "UACT", "ICHK", "TCHK", "PLACE", "TFIN", "UFIN")):
+            m.d.comb += Assert(f["n_nz"] == (n != 0), "lemma_n_nz")
         # (read from the second-to-last HDR cycle on: on the port in the last HDR cycle, in
         # ``row_q`` from DEC on, where TCHK's verdict is worked out)
         with m.If(fsm.ongoing("HDR") & (hk == f["HDR_END"] - 1)):
@@ -374,6 +423,10 @@ class Harness(Elaboratable):
         with m.If(fsm.ongoing("TCHK")):
             for r, v in f["tchk"]:
                 m.d.comb += Assert(r == v, "lemma_tchk_verdict")
+        # the placer's set-up sums, registered a cycle ahead (tagged: TCHK, untagged: UACT, ICHK)
+        for r, v, tagged in f["place"]:
+            with m.If(fsm.ongoing("TCHK") if tagged else st("UACT", "ICHK")):
+                m.d.comb += Assert(r == v, "lemma_place_sums")
         # UACT acts on UCHK's registered offset compares
         with m.If(fsm.ongoing("UACT")):
             for r, v in f["uchk"]:
@@ -388,8 +441,10 @@ class Harness(Elaboratable):
             m.d.comb += Assert((endt_q == h_to + n) & (to_hi_q == ((h_to[AW:64] != 0) if AW < 64 else 0)),
                                "lemma_endt")
         # the placer is set up from the registered payload length ``n_q``
-        with m.If(st("DEC", "UCHK", "UACT", "ICHK", "TCHK")):
+        with m.If(last_hdr | st("DEC", "ULOAD", "UCHK", "UACT", "ICHK", "TCHK")):
             m.d.comb += Assert(f["n_q"] == n, "lemma_n_q")
+        with m.If(st("DEC", "ULOAD", "UCHK", "UACT", "ICHK", "TCHK")):
+            m.d.comb += Assert(f["n_w"] == n + W - 1, "lemma_n_q")
         with m.If(fsm.ongoing("TCHK")):
             cur_row = sel(mst, f["h_stag"][:max(SB, 1)], row_l, "tchk_row")
             m.d.comb += Assert(T & (n != 0) & (rd_row.as_value() == cur_row.as_value()), "lemma_tchk_read")
@@ -517,13 +572,13 @@ def _tail(res):
 
 
 #: assertions of the unbounded proof of ``region`` (tagged writes) and its lemmas
-REGION = {"lemma_writes_idle", "lemma_dec_verdict", "lemma_endt", "lemma_uchk_verdict", "lemma_endv", "lemma_hdr_read", "lemma_dec_row", "lemma_tchk_verdict", "lemma_table", "lemma_shadow_fit", "lemma_dec_read", "lemma_tchk_read", "lemma_n_q", "lemma_tagged",
+REGION = {"lemma_writes_idle", "lemma_place_sums", "lemma_dec_verdict", "lemma_dec_early", "lemma_n_nz", "lemma_stw", "lemma_endt", "lemma_uchk_verdict", "lemma_endv", "lemma_hdr_read", "lemma_dec_row", "lemma_tchk_verdict", "lemma_table", "lemma_shadow_fit", "lemma_dec_read", "lemma_tchk_read", "lemma_n_q", "lemma_tagged",
           "lemma_untagged", "lemma_len",
           "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_region", "lemma_queued_lanes", "lemma_reads",
           "lemma_end", "lemma_n", "lemma_aligned", "lemma_first", "lemma_later", "lemma_lo", "lemma_rem",
           "lemma_words", "lemma_region", "push_region", "push_lanes", "region", "lanes"}
 #: assertions of the unbounded proof of ``stop`` and its lemmas
-STOP = {"lemma_writes_idle", "lemma_dec_verdict", "lemma_rd_conn", "lemma_ctx_stopped", "lemma_cx_rd", "lemma_cx_rd_hdr", "lemma_hk", "lemma_c_stopped", "lemma_running",
+STOP = {"lemma_writes_idle", "lemma_aw_quiet", "lemma_cx_wr", "lemma_dec_verdict", "lemma_dec_early", "lemma_rd_conn", "lemma_ctx_stopped", "lemma_cx_rd", "lemma_cx_rd_hdr", "lemma_hk", "lemma_c_stopped", "lemma_running",
         "lemma_trecv_conn", "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_stop", "lemma_not_stopped",
         "push_stop", "stop"}
 
