@@ -191,7 +191,9 @@ class DdpTx(wiring.Component):
     stag_w : In(stream(StagWrite))
         TX copy of the STag table (same writes as ``DdpRx.stag_w``; a remote invalidation,
         ``DdpRx.cq`` with ``invalidated``, must be written here too as a row with
-        ``valid = 0``). Only the Read Responder looks at it.
+        ``valid = 0``). Only the Read Responder looks at it. A write lands in the table 2
+        cycles after it is taken (through two registers); ``ready`` is low for a cycle when
+        both hold a write while the FSM reads the table (DECIDE).
     rrq : In(stream(ReadRequestOut))
         Validated inbound RDMA Read Requests (``DdpRx.rrq``), queued per connection.
     rr_done : Out(stream(RrDone))
@@ -263,13 +265,18 @@ class DdpTx(wiring.Component):
     A connection's turn is IDLE (pick), W_LOAD (context memory read at the registered
     connection), LOAD (the context arrives), SCHED (queue heads
     read at the context's pointers and registered), DECIDE (what to send, from registers
-    only; the segment's length, L flag, memory address and TO for both queue heads are
-    computed here and registered), then the SEG state that loads the emitter and the AR
-    side; a segment's first beat is offered in the cycle after it, 6 cycles after the turn
-    starts, when it is header-only or its header fills the first beat, else when the
-    first memory word arrives (AR issued in the same cycle). The first segment of a Read
-    Response takes 4 more cycles for the source check (STag row registered, the region's
-    end, the checks, then the decision). The context is written back in the first emit cycle
+    only; the segment's L flag, octets left, room, memory address and TO for both queue
+    heads are computed here and registered), PREP (the emitter's and the AR side's start
+    values computed from those, per head, and registered), then the SEG state that loads
+    the emitter and the AR side (register copies only); a segment's first beat is offered
+    in the cycle after it, 7 cycles after the turn starts, when it is header-only or its
+    header fills the first beat, else when the first memory word arrives (AR issued in the
+    same cycle). The first segment of a Read Response takes 3 more cycles for the source
+    check (STag row registered in PREP, the region's end and the row's compares, the
+    in-region compare, then the decision); a failed check starts its Terminate one cycle
+    after the decision. A Read Request and a Terminate of ``term`` need no PREP: the Read
+    Request starts in SEG_RREQ right after DECIDE, the Terminate in TERM.
+    The context is written back in the first emit cycle
     (it is updated for after the segment when the segment starts: the segment always
     goes out whole), so the turn ends with the last beat; a signaled completion takes one
     more cycle (``cq``). While payload flows ``o`` moves one beat per cycle (the header is
@@ -277,16 +284,19 @@ class DdpTx(wiring.Component):
     limited only by ``o.ready`` and the R channel; the AR side keeps bursts in flight for
     the whole segment (a 32-word R FIFO). The emitter's per-beat conditions (memory word
     needed, last beat, header and length masks) are registers computed one beat ahead,
-    so that ``o.valid`` is one gate of registers. Between segments there are about 6
+    so that ``o.valid`` is one gate of registers. Between segments there are about 7
     cycles of control plus the memory latency: measured with cocotbext-axi's AxiRamRead
     (no pauses), one connection of 6000-octet RDMA Writes at MULPDU 1460, ``o`` carries
     at least 0.95 / 0.9 / 0.8 / 0.65 beats per cycle at W = 4 / 8 / 16 / 32 (the test's
     bounds; prefetching the next segment is the remaining work). ``o`` carries whole
     ULPDUs, never interleaved; ``first``/``last`` delimit one ULPDU.
 
-    ``cq`` offers a completion 1 cycle after the ULPDU's last beat (Send, Write) or 3
-    cycles after ``read_done`` is taken (Read); ``rr_done`` is queued with the last beat
-    of the Read Response (into its FIFO). ``cfg`` is taken 2 cycles after IDLE picks it,
+    ``cq`` offers a completion 1 cycle after the ULPDU's last beat (Send, Write) or 4
+    cycles after ``read_done`` is taken (Read: the outstanding Read's entry registered,
+    then the length compare registered); ``rr_done`` is queued with the last beat
+    of the Read Response (into its FIFO). IDLE arbitrates among registered copies of the
+    request streams' ``valid``: a request is picked at the earliest in the cycle after its
+    ``valid`` rises. ``cfg`` is taken 2 cycles after IDLE picks it,
     ``wr``, ``rrq``, ``read_done`` and ``term`` 3 cycles after (the context is read at the
     registered connection, then registered; ``ready`` is high for one cycle); a post
     (``wr``, ``rrq``) takes 4 cycles in all, its context written back in the cycle it is
@@ -348,14 +358,14 @@ class DdpTx(wiring.Component):
         # writes: ``ctx`` is written in RRQ, POST, EMIT, WB and the rows used are read in the
         # W_* states;
         # ``sq`` / ``rrq_mem`` are written in POST / RRQ and read for use in LOAD; ``rd`` is
-        # written in SEG_RREQ and read for use in RDONE and FLUSH_RD. The STag table is
-        # written whenever ``stag_w`` is valid, so its reads may meet a write: it keeps
-        # Amaranth's read-before-write semantics (a row half old, half new could pass a check).
+        # written in SEG_RREQ and read for use in RDONE and FLUSH_RD. The STag table's row is
+        # read for use in DECIDE (at rqe.src_stag, its data registered in PREP_RR), and its
+        # writes wait while the FSM is in DECIDE (below).
         ctxm = no_rw_collision(Memory(shape=ctx_l, depth=C, init=[]))
         sqm = no_rw_collision(Memory(shape=wr_l, depth=C * SQD, init=[]))
         rqm = no_rw_collision(Memory(shape=rq_l, depth=C * RQD, init=[]))
         rdm = no_rw_collision(Memory(shape=rd_l, depth=C * OD, init=[]))
-        stm = Memory(shape=row_l, depth=S, init=[])
+        stm = no_rw_collision(Memory(shape=row_l, depth=S, init=[]))
         m.submodules.ctx = ctxm
         m.submodules.sq = sqm
         m.submodules.rrq_mem = rqm
@@ -384,15 +394,36 @@ class DdpTx(wiring.Component):
         m.submodules.active = active
 
         # ---------------------------------------------------------------- STag table writes
-        m.d.comb += self.stag_w.ready.eq(1)
-        sw = self.stag_w.payload
+        # The write goes through two registers, the write as taken, then the row with the
+        # region's end (base + length) in place of its valid bit, and lands in the table two
+        # cycles after it is taken (timing: the payload comes from a mux of two sources
+        # outside the block, and the valid bit is a 64-bit adder and a compare: only the
+        # compare of the registered end is in front of the block RAM's data input). The row
+        # waits while the FSM is in DECIDE, the cycle whose read of the table is used, so
+        # that the table needs no logic for a read meeting a write (a row half old, half new
+        # could pass a check; timing: that logic sat behind the block RAM's output):
+        # ``ready`` is low for that cycle when both registers are full.
+        st_busy = Signal()             # the FSM is in DECIDE
+        sw = Signal(StagWrite(stags=S, connections=C), name="sw_q")
+        sw_v = Signal()
         wrow = Signal(row_l)
-        m.d.comb += [
-            wrow.stag.eq(sw.stag), wrow.base.eq(sw.base[:AW]), wrow.length.eq(sw.length),
-            wrow.valid.eq(sw.valid & ((sw.base + sw.length) <= (1 << AW))),
-            wrow.rr.eq(sw.remote_read), wrow.conn.eq(sw.conn),
-            st_wr.addr.eq(sw.index[:SB]), st_wr.data.eq(wrow), st_wr.en.eq(self.stag_w.valid),
-        ]
+        wrow_i = Signal(SB)
+        wrow_v = Signal()
+        wrow_ok = Signal()             # the write's valid bit
+        wrow_end = Signal(65)          # base + length (the row is valid if <= 2**AW)
+        w_adv = Signal()               # the row register takes sw_q
+        m.d.comb += [w_adv.eq(~(wrow_v & st_busy)), self.stag_w.ready.eq(w_adv | ~sw_v)]
+        with m.If(self.stag_w.ready):
+            m.d.sync += [sw.eq(self.stag_w.payload), sw_v.eq(self.stag_w.valid)]
+        with m.If(w_adv):
+            m.d.sync += [
+                wrow.stag.eq(sw.stag), wrow.base.eq(sw.base[:AW]), wrow.length.eq(sw.length),
+                wrow_ok.eq(sw.valid), wrow_end.eq(sw.base + sw.length),
+                wrow.rr.eq(sw.remote_read), wrow.conn.eq(sw.conn),
+                wrow_i.eq(sw.index[:SB]), wrow_v.eq(sw_v),
+            ]
+        m.d.comb += [wrow.valid.eq(wrow_ok & (wrow_end <= (1 << AW))),
+                     st_wr.addr.eq(wrow_i), st_wr.data.eq(wrow), st_wr.en.eq(wrow_v & ~st_busy)]
 
         # ---------------------------------------------------------------- AXI read side
         axi = self.m_axi
@@ -418,9 +449,9 @@ class DdpTx(wiring.Component):
         ar_set = Signal()
         ar_set_addr = Signal(AW)
         ar_set_words = Signal(18)
+        ar_set_to4k = Signal.like(to4k)
         with m.If(ar_set):
-            m.d.sync += [ar_addr.eq(ar_set_addr), ar_left.eq(ar_set_words),
-                         to4k.eq((4096 - ar_set_addr[:12]) >> LW)]
+            m.d.sync += [ar_addr.eq(ar_set_addr), ar_left.eq(ar_set_words), to4k.eq(ar_set_to4k)]
         with m.Elif(axi.arvalid & axi.arready):
             with m.If(b_left):
                 # the segment's last burst: ar_addr and to4k are reloaded before they matter
@@ -495,66 +526,64 @@ class DdpTx(wiring.Component):
             with m.If(last_beat):
                 m.d.sync += [emitting.eq(0), cq_after.eq(0), push_rrd.eq(0)]
 
-        # Parameters of the next payload segment (SEG_SQ / SEG_RR), registers loaded in DECIDE;
-        # what the emitter and the AR side need of them is computed here once, outside the
-        # FSM, so that no state decode sits in front of these adders (timing)
-        seg_rr = Signal()              # the Read Response's (else the SQ head's) registers below
-        sq_n, rr_n = Signal(32), Signal(32)
-        sq_nz, rr_nz = Signal(), Signal()
-        sq_addr, rr_addr = Signal(AW), Signal(AW)
-        sq_last, rr_last = Signal(), Signal()
-        sq_to, rr_to = Signal(64), Signal(64)
-        seg_hl = Signal(8)             # header octets
-        seg_n = Signal(32)             # payload octets
-        seg_nz = Signal()              # seg_n != 0
-        seg_addr = Signal(AW)          # host address of the payload
-        m.d.comb += [seg_n.eq(Mux(seg_rr, rr_n, sq_n)), seg_nz.eq(Mux(seg_rr, rr_nz, sq_nz)),
-                     seg_addr.eq(Mux(seg_rr, rr_addr, sq_addr))]
-        seg_lo = Signal(max(LW, 1))
-        seg_rot = Signal(max(LW, 1))   # rotator amount: (lo - hl) mod W      } registers, from
-        seg_k = Signal(8)              # header-only beats before word 0    } the low address
-        seg_t = Signal(signed(20))     # t of the first beat: 1 - seg_k      } bits in DECIDE
-        seg_endw = Signal(18)
-        seg_words = Signal(18)
-        seg_tot = Signal(17)
-        m.d.comb += [
-            seg_lo.eq(seg_addr[:LW] if LW else 0),
-            # endw + 1 as its own adder (not chained after endw)
-            seg_endw.eq((seg_lo + seg_n - 1) >> LW), seg_words.eq((seg_lo + seg_n + (W - 1)) >> LW),
-            seg_tot.eq(seg_hl + seg_n),
-        ]
+        # Parameters of the next payload segment of either queue head (SEG_SQ / SEG_RR), in
+        # two register stages so that no cycle of a segment start does more than one step
+        # (timing: the start was a head select, adders and compares and the load of the
+        # emitter in one cycle). DECIDE registers per head: the segment is the message's last,
+        # the octets left of the message (a last segment's payload, at most MULPDU octets:
+        # the low 16 bits), the segment room, whether nothing is left, the payload address,
+        # the TO, and from the low address bits the rotator amount and the header-only beats.
+        # In the cycle after DECIDE (PREP_SQ / PREP_RR) the emitter's and the AR side's start
+        # values are computed from these, per head (no select of the head in front of the
+        # adders and compares), and registered (``_prep`` below); the segment start (go_*)
+        # only copies registers.
+        def _head(name):
+            return dict(
+                last=Signal(name=f"{name}_last"), rem=Signal(16, name=f"{name}_rem"),
+                room=Signal(16, name=f"{name}_room"), eqoff=Signal(name=f"{name}_eqoff"),
+                addr=Signal(AW, name=f"{name}_addr"), to=Signal(64, name=f"{name}_to"),
+                rot=Signal(max(LW, 1), name=f"{name}_rot"),
+                # lo - 1, lo + W - 1, W - lo: registered so that the second stage has one adder
+                lo_m1=Signal(signed(LW + 2), name=f"{name}_lo_m1"), lo_w=Signal(LW + 1, name=f"{name}_lo_w"),
+                w_lo=Signal(LW + 1, name=f"{name}_w_lo"),
+                k=Signal(8, name=f"{name}_k"),
+                # second stage (``_prep``)
+                n=Signal(16, name=f"{name}_n"), nz=Signal(name=f"{name}_nz"),
+                tot=Signal(17, name=f"{name}_tot"), t=Signal(signed(20), name=f"{name}_t"),
+                lastw=Signal(signed(20), name=f"{name}_lastw"),
+                pre=Signal(name=f"{name}_pre"), need=Signal(name=f"{name}_need"),
+                last_beat=Signal(name=f"{name}_lb"),
+                hmask=Signal(W, name=f"{name}_hmask"), tmask=Signal(W, name=f"{name}_tmask"),
+                words=Signal(18, name=f"{name}_words"), to4k=Signal.like(to4k, name=f"{name}_to4k"),
+            )
+        hsq, hrr = _head("sq"), _head("rr")
+        sq_last, sq_to, rr_last, rr_to = hsq["last"], hsq["to"], hrr["last"], hrr["to"]
 
-        def start_segment(conn, hdr_bytes, hl=None):
-            """Set up one ULPDU: ``hl`` octets from ``hdr_bytes``; without ``hl`` the payload
-            segment of the ``seg_*`` registers (``seg_hl`` octets of header, then ``seg_n``
-            octets at ``seg_addr``)."""
-            payload = hl is None
-            if payload:
-                hl = seg_hl
-            elif isinstance(hl, int):
-                hl = Const(hl, 8)
-            hv = Signal(8 * _HMAX, name="seg_hdr")
-            m.d.comb += hv.eq(Cat(*hdr_bytes))
-            m.d.sync += [hsh.eq(hv), hrem.eq(hl), e_first.eq(1), e_conn.eq(conn), emitting.eq(1),
-                         hmask.eq(Cat(*[hl > b for b in range(W)])),
-                         wbp.eq(1)]
-            if not payload:
-                m.d.sync += [tot.eq(hl), e_len.eq(hl), rot.eq(0), t.eq(0), lastw.eq(-1), pre.eq(0),
-                             need.eq(0), last_beat.eq(hl <= W),
-                             tmask.eq(Cat(*[hl > b for b in range(W)]))]
-                return
-            nz = seg_nz
-            # the first beat's flags from seg_n directly, not after the adders (timing):
-            # need = 0 <= t <= endw with t = 1 - k; tot = hl + n
-            m.d.sync += [tot.eq(seg_tot), e_len.eq(seg_tot), rot.eq(seg_rot), t.eq(seg_t),
-                         lastw.eq(Mux(nz, seg_endw, -1)), pre.eq((seg_k == 0) & nz),
-                         need.eq(nz & ((seg_k == 1) | ((seg_k == 0) & (seg_n > (W - seg_lo))))),
-                         last_beat.eq(seg_n <= (W - seg_hl)),
-                         tmask.eq(Cat(*[seg_n > (b - seg_hl) for b in range(W)]))]
-            m.d.comb += ar_set.eq(1)
-
-        m.d.comb += [ar_set_addr.eq(Cat(Const(0, LW), seg_addr[LW:AW])),
-                     ar_set_words.eq(Mux(seg_nz, seg_words, 0))]
+        def _prep(h, hl, tagged=None):
+            """Second stage of head ``h``: its header is ``hl`` octets, or ``hl[0]`` if
+            ``tagged`` else ``hl[1]`` (constants: the compares against them fold)."""
+            def by_hl(f):
+                return f(hl) if tagged is None else Mux(tagged, f(hl[0]), f(hl[1]))
+            n = Signal(16, name=f"{h['n'].name}_d")
+            nz = Signal(name=f"{h['nz'].name}_d")
+            endw = Signal(18, name=f"{h['n'].name}_endw")
+            k = h["k"]
+            m.d.comb += [n.eq(Mux(h["last"], h["rem"], h["room"])), nz.eq(~(h["last"] & h["eqoff"])),
+                         endw.eq((n + h["lo_m1"]) >> LW)]
+            m.d.sync += [
+                h["n"].eq(n), h["nz"].eq(nz),
+                h["tot"].eq(n + by_hl(lambda v: Const(v, 8))),
+                h["t"].eq(1 - k),
+                h["lastw"].eq(Mux(nz, endw, -1)),
+                h["pre"].eq((k == 0) & nz),
+                # need = 0 <= t <= endw with t = 1 - k
+                h["need"].eq(nz & ((k == 1) | ((k == 0) & (n > h["w_lo"])))),
+                h["last_beat"].eq(by_hl(lambda v: n <= W - v)),
+                h["tmask"].eq(by_hl(lambda v: Cat(*[n > b - v for b in range(W)]))),
+                h["hmask"].eq(by_hl(lambda v: Const(sum(1 << b for b in range(W) if v > b), W))),
+                h["words"].eq(Mux(nz, (n + h["lo_w"]) >> LW, 0)),
+                h["to4k"].eq((4096 - Cat(Const(0, LW), h["addr"][LW:12])) >> LW),
+            ]
 
         def untagged_hdr(last, opcode, inval, qn, msn, mo):
             return ([Const(0x01, 8) | (last << 6), Const(0x40, 8) | opcode]
@@ -572,10 +601,14 @@ class DdpTx(wiring.Component):
         load_conn = Signal(CB)
         ld_c = Signal()                # c <= the context read (the cycle after IDLE's pick)
         go_sq = Signal()               # in SEG_SQ
+        go_sqt = Signal()              # in SEG_SQ, a tagged segment (RDMA Write)
+        go_squ = Signal()              # in SEG_SQ, an untagged segment (Send)
         go_rr = Signal()               # in SEG_RR
         go_rreq = Signal()             # in SEG_RREQ
         go_term = Signal()             # in TERM, and it sends a Terminate
-        go_chk = Signal()              # in RRCHK2, and the check failed (Terminate)
+        go_chk = Signal()              # in RRCHK_TERM (the check failed: Terminate)
+        go_pay = Signal()              # go_sq | go_rr: a payload segment starts
+        go_any = Signal()              # one of the go_* flags
         rrq_hold = Signal()            # the Read Request queue of rrq's connection is full
         c = Signal(ctx_l)              # context of the connection being served
         conn = Signal(CB)
@@ -597,6 +630,17 @@ class DdpTx(wiring.Component):
                      rrdf.w_en.eq(e_done & push_rrd)]
         m.d.comb += [cx_wr.en.eq(0), cx_wr.addr.eq(conn), cx_wr.data.eq(c)]
         m.d.comb += [sq_wr.en.eq(0), rq_wr.en.eq(0), rd_wr.en.eq(0)]
+        # the queue memories' write addresses and data do not depend on the state, only their
+        # enables do (timing: a state decode was in front of the block RAM address inputs)
+        ent = Signal(rd_l, name="rd_entry")
+        m.d.comb += [
+            sq_wr.addr.eq(qaddr(conn, (c.sq_head + c.sq_count)[:max(SQB, 1)], SQB)),
+            sq_wr.data.eq(self.wr.payload),
+            rq_wr.addr.eq(qaddr(conn, (c.rr_head + c.rr_count)[:max(RQB, 1)], RQB)),
+            rq_wr.data.eq(self.rrq.payload),
+            ent.wr_id.eq(wre.wr_id), ent.length.eq(wre.length), ent.signaled.eq(wre.signaled),
+            rd_wr.addr.eq(qaddr(conn, (c.rd_head + c.nreads)[:max(OB, 1)], OB)), rd_wr.data.eq(ent),
+        ]
         m.d.comb += [sq_rd.addr.eq(qaddr(conn, cxd.sq_head, SQB)),
                      rq_rd.addr.eq(qaddr(conn, cxd.rr_head, RQB)),
                      rd_rd.addr.eq(qaddr(conn, c.rd_head, OB)),
@@ -660,10 +704,37 @@ class DdpTx(wiring.Component):
         s_ends = Signal(65)            # src_to + size
         s_rend = Signal(AW + 33)       # row base + length
         s_lo_ok = Signal()             # src_to inside the address space and >= row base
+        s_bad0 = Signal()              # row invalid or another STag     } registered in RRCHK1
+        s_bad3 = Signal()              # row of another connection        } (timing: wide compares
+        s_bad2 = Signal()              # no remote read right             } in front of the
+        s_bad4 = Signal()              # src_to + size wraps              } priority of RRCHK)
         chk_fail = Signal()
         chk_code = Signal(8)
+        rr_chk = Signal()              # the Read Response's first non-empty segment: check first
+        rd_ok = Signal()               # Read completion: the length is the requested one
 
-        m.d.sync += [ld_c.eq(0), go_sq.eq(0), go_rr.eq(0), go_rreq.eq(0), go_term.eq(0), go_chk.eq(0)]
+        # the emitter's start values of both queue heads, from DECIDE's registers (see _prep)
+        _prep(hsq, (14, 18), tagged=op0)
+        _prep(hrr, 14)
+        # the same of a Terminate from ``term`` (its payload is stable while it waits)
+        t_hl = Signal(8)
+        t_hmask = Signal(W)
+        t_lb = Signal()
+        t_hlv = 18 + self.term.payload.tlen
+        m.d.sync += [t_hl.eq(t_hlv), t_hmask.eq(Cat(*[t_hlv > b for b in range(W)])), t_lb.eq(t_hlv <= W)]
+
+        # IDLE arbitrates among registered copies of the request streams' valid (timing: a
+        # valid from outside ran through the arbitration into the context address, the active
+        # FIFO's read side and the state register). A request is seen one cycle after its
+        # valid rises; the copy is cleared by the transfer (valid & ~ready), so a taken request
+        # is never picked again.
+        v_cfg, v_term, v_rdone, v_rrq, v_wr = (Signal(name=f"v_{n}")
+                                               for n in ("cfg", "term", "rdone", "rrq", "wr"))
+        m.d.sync += [v.eq(st.valid & ~st.ready) for v, st in ((v_cfg, self.cfg), (v_term, self.term),
+                     (v_rdone, self.read_done), (v_rrq, self.rrq), (v_wr, self.wr))]
+
+        m.d.sync += [ld_c.eq(0), go_sq.eq(0), go_sqt.eq(0), go_squ.eq(0), go_rr.eq(0), go_rreq.eq(0),
+                     go_term.eq(0), go_chk.eq(0), go_pay.eq(0), go_any.eq(0)]
         waits = {}                     # state after a W_* state -> whether it loads the context
         with m.FSM(name="tx") as fsm:
             with m.State("IDLE"):
@@ -674,15 +745,15 @@ class DdpTx(wiring.Component):
                     m.d.sync += conn.eq(nconn)
                     waits[state] = load
                     m.next = "W_" + state
-                with m.If(self.cfg.valid):
+                with m.If(v_cfg):
                     pick(self.cfg.payload.conn, "CFG", load=False)
-                with m.Elif(self.term.valid):
+                with m.Elif(v_term):
                     pick(self.term.payload.conn, "TERM_LD")
-                with m.Elif(self.read_done.valid):
+                with m.Elif(v_rdone):
                     pick(self.read_done.payload.conn, "RDONE_LD")
-                with m.Elif(self.rrq.valid & ~rrq_hold):
+                with m.Elif(v_rrq & ~rrq_hold):
                     pick(self.rrq.payload.conn, "RRQ_LD")
-                with m.Elif(self.wr.valid & (prefer_post | ~active.r_rdy)):
+                with m.Elif(v_wr & (prefer_post | ~active.r_rdy)):
                     pick(self.wr.payload.conn, "POST_LD")
                     m.d.sync += prefer_post.eq(0)
                 with m.Elif(active.r_rdy):
@@ -705,7 +776,8 @@ class DdpTx(wiring.Component):
 
             # *_LD and LOAD: the context arrives and is registered into c (ld_c, below the FSM)
             with m.State("TERM_LD"):
-                m.d.sync += go_term.eq(~cxd.stopped & ~self.term.payload.received)
+                sends = ~cxd.stopped & ~self.term.payload.received
+                m.d.sync += [go_term.eq(sends), go_any.eq(sends)]
                 m.next = "TERM"
 
             with m.State("TERM"):
@@ -739,9 +811,14 @@ class DdpTx(wiring.Component):
                 m.next = "RDONE3"
 
             with m.State("RDONE3"):
-                ok = rde.length == wre.length
-                complete(rde.wr_id, Mux(ok, TX_STATUS_SUCCESS, TX_STATUS_LOCAL_LENGTH), wre.length, 1,
-                         force=~ok | rde.signaled)
+                # the length compare registered (timing: a 32-bit compare in front of the
+                # completion registers)
+                m.d.sync += rd_ok.eq(rde.length == wre.length)
+                m.next = "RDONE4"
+
+            with m.State("RDONE4"):
+                complete(rde.wr_id, Mux(rd_ok, TX_STATUS_SUCCESS, TX_STATUS_LOCAL_LENGTH), wre.length, 1,
+                         force=~rd_ok | rde.signaled)
                 m.d.sync += [c.rd_head.eq(c.rd_head + 1), c.nreads.eq(c.nreads - 1)]
                 m.next = "CQ"
 
@@ -754,9 +831,7 @@ class DdpTx(wiring.Component):
                 with m.If(c.stopped):
                     m.d.comb += self.rrq.ready.eq(1)          # dropped
                 with m.Elif(c.rr_count < RQD):
-                    m.d.comb += [self.rrq.ready.eq(1), rq_wr.en.eq(1), acc.eq(1),
-                                 rq_wr.addr.eq(qaddr(conn, (c.rr_head + c.rr_count)[:max(RQB, 1)], RQB)),
-                                 rq_wr.data.eq(self.rrq.payload)]
+                    m.d.comb += [self.rrq.ready.eq(1), rq_wr.en.eq(1), acc.eq(1)]
                 with m.Else():
                     m.d.sync += rrq_hold.eq(1)
                 write_back(rr_inc=acc)
@@ -769,9 +844,7 @@ class DdpTx(wiring.Component):
                 # the context is written back here (with the work request counted)
                 acc = Signal(name="post_acc")
                 with m.If(c.sq_count < SQD):
-                    m.d.comb += [self.wr.ready.eq(1), sq_wr.en.eq(1), acc.eq(1),
-                                 sq_wr.addr.eq(qaddr(conn, (c.sq_head + c.sq_count)[:max(SQB, 1)], SQB)),
-                                 sq_wr.data.eq(self.wr.payload)]
+                    m.d.comb += [self.wr.ready.eq(1), sq_wr.en.eq(1), acc.eq(1)]
                 write_back(sq_inc=acc)
                 m.next = "IDLE"
 
@@ -796,7 +869,7 @@ class DdpTx(wiring.Component):
                 m.next = "DECIDE"
 
             with m.State("DECIDE"):
-                op = wre.opcode
+                m.d.comb += st_busy.eq(1)
                 # tagged messages never interleave on a stream (the receiver, host.sink and
                 # DdpRx, ties consecutive tagged segments to one message): a Write in progress
                 # holds off Read Responses and a Read Response in progress holds off Writes
@@ -806,49 +879,36 @@ class DdpTx(wiring.Component):
                 rr_ok = f_rr & ~wr_mid
                 rr_sel = Signal()
                 m.d.comb += rr_sel.eq(rr_ok & (~sq_ok | c.last_sq))
-                # the payload segment of either head, for SEG_SQ / SEG_RR (both segment rooms
-                # compared in parallel and the head selected late)
+                # the first stage of the payload segment of both heads, for PREP_* / SEG_*
+                # (the segment room is compared in parallel with the subtraction: rem <= room
+                # as length <= off + room; each head into its own registers, as yosys would
+                # share the two heads' adders behind a mux of their inputs if one register
+                # took either)
                 tagged = op0
-                rem = Signal(32)
-                last = Signal()
-                # (rem <= room as length <= off + room: no compare after the subtraction)
-                m.d.comb += [rem.eq(wre.length - c.sq_off),
-                             last.eq(Mux(tagged, wre.length <= lim14, wre.length <= lim18))]
-                rrem = Signal(32)
-                rlast = Signal()
-                m.d.comb += [rrem.eq(rqe.size - c.rr_off), rlast.eq(rqe.size <= rlim)]
                 # the rotator amount and the header-only beats from the low address bits
-                # alone (small adders), registered with the rest
-                # (for both heads, selected last)
-                n_hl = Signal(8)
-                n_rot = Signal(max(LW, 1))
-                n_k = Signal(8)
-                hls = []
-                for name, lo_v, hl_v in (("sq", wre.laddr[:LW] + c.sq_off[:LW], Mux(tagged, 14, 18)),
-                                         ("rr", rqe.src_to[:LW] + c.rr_off[:LW], Const(14, 8))):
-                    h_lo = Signal(max(LW, 1), name=f"{name}_lo")
-                    h_hl = Signal(8, name=f"{name}_hl")
-                    h_rot = Signal(max(LW, 1), name=f"{name}_rot")
-                    h_k = Signal(8, name=f"{name}_k")
+                # alone (small adders)
+                for h, lo_v, hl_v in ((hsq, wre.laddr[:LW] + c.sq_off[:LW], Mux(tagged, 14, 18)),
+                                      (hrr, rqe.src_to[:LW] + c.rr_off[:LW], Const(14, 8))):
+                    h_lo = Signal(max(LW, 1), name=f"{h['rot'].name[:2]}_lo")
+                    h_hl = Signal(8, name=f"{h['rot'].name[:2]}_hl")
+                    h_rot = Signal(max(LW, 1), name=f"{h['rot'].name}_d")
                     if LW:
                         m.d.comb += h_lo.eq(lo_v)
-                    m.d.comb += [h_hl.eq(hl_v), h_rot.eq((h_lo - h_hl)[:LW] if LW else 0),
-                                 h_k.eq((h_rot + h_hl - h_lo) >> LW)]
-                    hls.append((h_hl, h_rot, h_k))
-                (sq_hl_, sq_rot_, sq_k_), (rr_hl_, rr_rot_, rr_k_) = hls
-                m.d.comb += [n_hl.eq(Mux(rr_sel, rr_hl_, sq_hl_)), n_rot.eq(Mux(rr_sel, rr_rot_, sq_rot_)),
-                             n_k.eq(Mux(rr_sel, rr_k_, sq_k_))]
-                # (each head into its own registers: yosys would share the two heads' adders
-                # behind a mux of their inputs if one register took either)
+                    m.d.comb += [h_hl.eq(hl_v), h_rot.eq((h_lo - h_hl)[:LW] if LW else 0)]
+                    m.d.sync += [h["rot"].eq(h_rot), h["k"].eq((h_rot + h_hl - h_lo) >> LW),
+                                 h["lo_m1"].eq(h_lo - 1), h["lo_w"].eq(h_lo + (W - 1)),
+                                 h["w_lo"].eq(W - h_lo)]
                 m.d.sync += [
-                    seg_rr.eq(rr_sel), seg_hl.eq(n_hl),
-                    seg_rot.eq(n_rot), seg_k.eq(n_k), seg_t.eq(1 - n_k),
-                    sq_last.eq(last), sq_n.eq(Mux(last, rem, Mux(tagged, room14, room18))),
-                    sq_nz.eq(~(last & (wre.length == c.sq_off))),
-                    sq_addr.eq((wre.laddr + c.sq_off)[:AW]), sq_to.eq((wre.rto + c.sq_off)[:64]),
-                    rr_last.eq(rlast), rr_n.eq(Mux(rlast, rrem, room14)),
-                    rr_nz.eq(~(rlast & (rqe.size == c.rr_off))),
-                    rr_addr.eq((rqe.src_to + c.rr_off)[:AW]), rr_to.eq((rqe.sink_to + c.rr_off)[:64]),
+                    hsq["last"].eq(Mux(tagged, wre.length <= lim14, wre.length <= lim18)),
+                    hsq["rem"].eq((wre.length - c.sq_off)[:16]), hsq["room"].eq(Mux(tagged, room14, room18)),
+                    hsq["eqoff"].eq(wre.length == c.sq_off),
+                    hsq["addr"].eq((wre.laddr + c.sq_off)[:AW]), hsq["to"].eq((wre.rto + c.sq_off)[:64]),
+                    hrr["last"].eq(rqe.size <= rlim),
+                    hrr["rem"].eq((rqe.size - c.rr_off)[:16]), hrr["room"].eq(room14),
+                    hrr["eqoff"].eq(rqe.size == c.rr_off),
+                    hrr["addr"].eq((rqe.src_to + c.rr_off)[:AW]), hrr["to"].eq((rqe.sink_to + c.rr_off)[:64]),
+                    # (for PREP_RR: registered, not in front of the next state)
+                    rr_chk.eq(~c.rr_started & (rqe.size != 0)),
                 ]
                 with m.If(c.stopped):
                     with m.If(f_nreads):
@@ -860,23 +920,34 @@ class DdpTx(wiring.Component):
                         m.next = "WB"
                 with m.Elif(rr_sel):
                     m.d.sync += c.last_sq.eq(0)
-                    with m.If(~c.rr_started & (rqe.size != 0)):
-                        m.next = "RRCHK0"
-                    with m.Else():
-                        m.d.sync += go_rr.eq(1)
-                        m.next = "SEG_RR"
+                    m.next = "PREP_RR"
                 with m.Elif(sq_ok):
                     m.d.sync += c.last_sq.eq(1)
                     with m.If(opbad | (op1 & f_ord0)):
                         m.next = "SQ_DROP"
                     with m.Elif(op1):
-                        m.d.sync += go_rreq.eq(1)
+                        m.d.sync += [go_rreq.eq(1), go_any.eq(1)]
                         m.next = "SEG_RREQ"
                     with m.Else():
-                        m.d.sync += go_sq.eq(1)
-                        m.next = "SEG_SQ"
+                        m.next = "PREP_SQ"
                 with m.Else():
                     m.next = "WB"
+
+            with m.State("PREP_SQ"):
+                # the SQ head's second stage is registered (_prep)
+                m.d.sync += [go_sq.eq(1), go_sqt.eq(op0), go_squ.eq(~op0), go_pay.eq(1), go_any.eq(1)]
+                m.next = "SEG_SQ"
+
+            with m.State("PREP_RR"):
+                # the Read Response head's second stage is registered (_prep); and for the
+                # source check of a first segment, the STag row of rqe.src_stag (address
+                # stable since SCHED)
+                m.d.sync += [srow.eq(st_rd.data), s_ends.eq(rqe.src_to + rqe.size)]
+                with m.If(rr_chk):
+                    m.next = "RRCHK1"
+                with m.Else():
+                    m.d.sync += [go_rr.eq(1), go_pay.eq(1), go_any.eq(1)]
+                    m.next = "SEG_RR"
 
             with m.State("SQ_DROP"):
                 # the SQ head completes without being sent: FLUSHED (stopped) or BAD_REQUEST
@@ -889,8 +960,12 @@ class DdpTx(wiring.Component):
                 m.next = "FLUSH_RD2"
 
             with m.State("FLUSH_RD2"):
-                e = rd_l(rd_rd.data)
-                complete(e.wr_id, Mux(c.rterm, TX_STATUS_REMOTE_ERROR, TX_STATUS_FLUSHED), 0, 1)
+                # registered for timing (BRAM clk-to-out into the completion registers)
+                m.d.sync += rde.eq(rd_rd.data)
+                m.next = "FLUSH_RD3"
+
+            with m.State("FLUSH_RD3"):
+                complete(rde.wr_id, Mux(c.rterm, TX_STATUS_REMOTE_ERROR, TX_STATUS_FLUSHED), 0, 1)
                 m.d.sync += [c.rd_head.eq(c.rd_head + 1), c.nreads.eq(c.nreads - 1)]
                 m.next = "CQ"
 
@@ -904,62 +979,61 @@ class DdpTx(wiring.Component):
                     complete(wre.wr_id, TX_STATUS_SUCCESS, wre.length, wre.opcode, force=wre.signaled)
                     m.d.sync += cq_after.eq(wre.signaled)
                 with m.Else():
-                    m.d.sync += c.sq_off.eq(c.sq_off + sq_n)
+                    m.d.sync += c.sq_off.eq(c.sq_off + hsq["n"])
                 m.next = "EMIT"
 
             with m.State("SEG_RREQ"):
-                ent = Signal(rd_l, name="rd_entry")
-                m.d.comb += [ent.wr_id.eq(wre.wr_id), ent.length.eq(wre.length), ent.signaled.eq(wre.signaled),
-                             rd_wr.en.eq(1), rd_wr.addr.eq(qaddr(conn, (c.rd_head + c.nreads)[:max(OB, 1)], OB)),
-                             rd_wr.data.eq(ent)]
+                m.d.comb += rd_wr.en.eq(1)
                 m.d.sync += [c.nreads.eq(c.nreads + 1), c.msn1.eq(c.msn1 + 1)]
                 sq_pop()
                 m.next = "EMIT"
 
-            with m.State("RRCHK0"):
-                # STag row of rqe.src_stag (address stable since SCHED)
-                m.d.sync += [srow.eq(st_rd.data), s_ends.eq(rqe.src_to + rqe.size)]
-                m.next = "RRCHK1"
-
             with m.State("RRCHK1"):
-                # the region's end and the lower bound compare, registered (timing: an adder
-                # then a compare then the priority below)
+                # the region's end, the lower bound compare and the row's other checks,
+                # registered (timing: adders and wide compares in front of the priority below)
                 hi_zero = (rqe.src_to[AW:64] == 0) if AW < 64 else Const(1)
                 m.d.sync += [s_rend.eq(srow.base + srow.length),
-                             s_lo_ok.eq(hi_zero & (rqe.src_to[:AW] >= srow.base))]
+                             s_lo_ok.eq(hi_zero & (rqe.src_to[:AW] >= srow.base)),
+                             s_bad0.eq(~srow.valid | (srow.stag != rqe.src_stag)),
+                             s_bad3.eq(srow.conn != conn), s_bad2.eq(~srow.rr), s_bad4.eq(s_ends[64])]
                 m.next = "RRCHK"
 
             with m.State("RRCHK"):
                 in_space = s_lo_ok & (s_ends <= s_rend)
-                with m.If(~srow.valid | (srow.stag != rqe.src_stag)):
-                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(0)]
-                with m.Elif(srow.conn != conn):
-                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(3)]
-                with m.Elif(~srow.rr):
-                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(2)]
-                with m.Elif(s_ends[64]):
-                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(4)]
+                with m.If(s_bad0):
+                    m.d.sync += chk_code.eq(0)
+                with m.Elif(s_bad3):
+                    m.d.sync += chk_code.eq(3)
+                with m.Elif(s_bad2):
+                    m.d.sync += chk_code.eq(2)
+                with m.Elif(s_bad4):
+                    m.d.sync += chk_code.eq(4)
                 with m.Elif(~in_space):
-                    m.d.sync += [chk_fail.eq(1), go_chk.eq(1), chk_code.eq(1)]
+                    m.d.sync += chk_code.eq(1)
                 with m.Else():
-                    m.d.sync += [chk_fail.eq(0), chk_code.eq(0)]
+                    m.d.sync += chk_code.eq(0)
+                m.d.sync += chk_fail.eq(s_bad0 | s_bad3 | s_bad2 | s_bad4 | ~in_space)
                 m.next = "RRCHK2"
 
             with m.State("RRCHK2"):
                 with m.If(chk_fail):
-                    # (go_chk: the Terminate starts, below the FSM)
-                    m.d.sync += [c.stopped.eq(1), c.msn2.eq(c.msn2 + 1)]
-                    m.next = "EMIT"
+                    m.d.sync += [go_chk.eq(1), go_any.eq(1)]
+                    m.next = "RRCHK_TERM"
                 with m.Else():
-                    m.d.sync += go_rr.eq(1)
+                    m.d.sync += [go_rr.eq(1), go_pay.eq(1), go_any.eq(1)]
                     m.next = "SEG_RR"
+
+            with m.State("RRCHK_TERM"):
+                # (go_chk: the Terminate starts, below the FSM)
+                m.d.sync += [c.stopped.eq(1), c.msn2.eq(c.msn2 + 1)]
+                m.next = "EMIT"
 
             with m.State("SEG_RR"):
                 with m.If(rr_last):
                     rr_pop()
                     m.d.sync += push_rrd.eq(1)
                 with m.Else():
-                    m.d.sync += [c.rr_off.eq(c.rr_off + rr_n), c.rr_started.eq(1)]
+                    m.d.sync += [c.rr_off.eq(c.rr_off + hrr["n"]), c.rr_started.eq(1)]
                 m.next = "EMIT"
 
             with m.State("EMIT"):
@@ -990,37 +1064,72 @@ class DdpTx(wiring.Component):
         one_hot(fsm)
 
         # Segment starts. The FSM state that starts a segment (TERM, SEG_SQ, SEG_RREQ, SEG_RR,
-        # RRCHK2 with a failed check) has a one-hot flag register set on the way in, so that
-        # the wide header and emitter registers are loaded under a register rather than a
-        # decode of the state (timing)
-        with m.If(go_sq):
-            op = wre.opcode
-            inv = (op == 4) | (op == 6)
-            th = tagged_hdr(sq_last, op, wre.rstag, sq_to)
-            uh = untagged_hdr(sq_last, op, Mux(inv, wre.inv_stag, 0), 0, c.msn0, c.sq_off)
-            hdr = Signal(8 * _HMAX, name="sq_hdr")
-            m.d.comb += hdr.eq(Mux(sq_tagged, Cat(*pad(th)), Cat(*pad(uh))))
-            start_segment(conn, [hdr[8 * k:8 * k + 8] for k in range(_HMAX)])
-        with m.Elif(go_rr):
-            start_segment(conn, pad(tagged_hdr(rr_last, 2, rqe.sink_stag, rr_to)))
-        with m.Elif(go_rreq):
-            body = (_be(wre.lstag, 4) + _be(wre.laddr, 8) + _be(wre.length, 4)
-                    + _be(wre.rstag, 4) + _be(wre.rto, 8))
-            start_segment(conn, pad(untagged_hdr(1, 1, Const(0, 32), 1, c.msn1, Const(0, 32)) + body),
-                          _RREQ_HDR)
-        with m.Elif(go_term):
-            tp = self.term.payload
-            tb = [tp.term[8 * k:8 * k + 8] for k in range(TERM_BYTES)]
-            start_segment(conn, pad(untagged_hdr(1, 7, Const(0, 32), 2, c.msn2, Const(0, 32)) + tb),
-                          18 + tp.tlen)
-        with m.Elif(go_chk):
-            rhdr = untagged_hdr(1, 1, Const(0, 32), 1, rqe.msn, Const(0, 32))
-            body = (_be(rqe.sink_stag, 4) + _be(rqe.sink_to, 8) + _be(rqe.size, 4)
+        # RRCHK_TERM) has a one-hot flag register set on the way in, so that
+        # the wide header and emitter registers are loaded under registers rather than a
+        # decode of the state (timing). The flags are one-hot and a segment starts only while
+        # the emitter is idle, so every register takes an OR of the sources under their flags
+        # (no priority chain of the flags in front of the wide header register); the payload
+        # segments' values come from _prep's registers.
+        def onehot(*pairs):
+            v = 0
+            for flag, value in pairs:
+                v = v | Mux(flag, value, 0)
+            return v
+
+        def bits(pred):
+            return Const(sum(1 << b for b in range(W) if pred(b)), W)
+
+        op = wre.opcode
+        inv = (op == 4) | (op == 6)
+        tp = self.term.payload
+        th = tagged_hdr(sq_last, op, wre.rstag, sq_to)
+        uh = untagged_hdr(sq_last, op, Mux(inv, wre.inv_stag, 0), 0, c.msn0, c.sq_off)
+        rrh = tagged_hdr(rr_last, 2, rqe.sink_stag, rr_to)
+        rq_body = (_be(wre.lstag, 4) + _be(wre.laddr, 8) + _be(wre.length, 4)
+                   + _be(wre.rstag, 4) + _be(wre.rto, 8))
+        rreqh = untagged_hdr(1, 1, Const(0, 32), 1, c.msn1, Const(0, 32)) + rq_body
+        termh = (untagged_hdr(1, 7, Const(0, 32), 2, c.msn2, Const(0, 32))
+                 + [tp.term[8 * k:8 * k + 8] for k in range(TERM_BYTES)])
+        rhdr = untagged_hdr(1, 1, Const(0, 32), 1, rqe.msn, Const(0, 32))
+        chk_body = (_be(rqe.sink_stag, 4) + _be(rqe.sink_to, 8) + _be(rqe.size, 4)
                     + _be(rqe.src_stag, 4) + _be(rqe.src_to, 8))
-            term = [Const(0x01, 8), chk_code, Const(0xE0, 8), Const(0, 8), Const(0, 8),
-                    Const(_RREQ_HDR, 8)] + rhdr + body
-            start_segment(conn, pad(untagged_hdr(1, 7, Const(0, 32), 2, c.msn2, Const(0, 32)) + term),
-                          18 + 52)
+        chkh = (untagged_hdr(1, 7, Const(0, 32), 2, c.msn2, Const(0, 32))
+                + [Const(0x01, 8), chk_code, Const(0xE0, 8), Const(0, 8), Const(0, 8), Const(_RREQ_HDR, 8)]
+                + rhdr + chk_body)
+        hload = Signal(8 * _HMAX)
+        m.d.comb += hload.eq(onehot(*[(f, Cat(*pad(h))) for f, h in (
+            (go_sqt, th), (go_squ, uh), (go_rr, rrh), (go_rreq, rreqh), (go_term, termh), (go_chk, chkh))]))
+        CHK_HL = 18 + 52
+        tot_load = onehot((go_sq, hsq["tot"]), (go_rr, hrr["tot"]), (go_rreq, _RREQ_HDR), (go_term, t_hl),
+                          (go_chk, CHK_HL))
+        with m.If(go_any):
+            m.d.sync += [
+                hsh.eq(hload),
+                hrem.eq(onehot((go_sqt, 14), (go_squ, 18), (go_rr, 14), (go_rreq, _RREQ_HDR), (go_term, t_hl),
+                               (go_chk, CHK_HL))),
+                e_first.eq(1), e_conn.eq(conn), emitting.eq(1), wbp.eq(1),
+                hmask.eq(onehot((go_sq, hsq["hmask"]), (go_rr, hrr["hmask"]),
+                                (go_rreq, bits(lambda b: _RREQ_HDR > b)), (go_term, t_hmask),
+                                (go_chk, bits(lambda b: CHK_HL > b)))),
+                tot.eq(tot_load), e_len.eq(tot_load),
+                rot.eq(onehot((go_sq, hsq["rot"]), (go_rr, hrr["rot"]))),
+                t.eq(onehot((go_sq, hsq["t"]), (go_rr, hrr["t"]))),
+                lastw.eq(Mux(go_pay, onehot((go_sq, hsq["lastw"]), (go_rr, hrr["lastw"])), -1)),
+                pre.eq(onehot((go_sq, hsq["pre"]), (go_rr, hrr["pre"]))),
+                need.eq(onehot((go_sq, hsq["need"]), (go_rr, hrr["need"]))),
+                last_beat.eq(onehot((go_sq, hsq["last_beat"]), (go_rr, hrr["last_beat"]),
+                                    (go_rreq, int(_RREQ_HDR <= W)), (go_term, t_lb),
+                                    (go_chk, int(CHK_HL <= W)))),
+                tmask.eq(onehot((go_sq, hsq["tmask"]), (go_rr, hrr["tmask"]),
+                                (go_rreq, bits(lambda b: _RREQ_HDR > b)), (go_term, t_hmask),
+                                (go_chk, bits(lambda b: CHK_HL > b)))),
+            ]
+        # the AR side of a payload segment
+        m.d.comb += [ar_set.eq(go_pay),
+                     ar_set_addr.eq(Mux(go_rr, Cat(Const(0, LW), hrr["addr"][LW:AW]),
+                                        Cat(Const(0, LW), hsq["addr"][LW:AW]))),
+                     ar_set_words.eq(Mux(go_rr, hrr["words"], hsq["words"])),
+                     ar_set_to4k.eq(Mux(go_rr, hrr["to4k"], hsq["to4k"]))]
 
         # the context read in the cycle after IDLE picked a request goes straight into c
         # (after the FSM: no other assignment of c in those states; timing: BRAM clk-to-out
