@@ -15,6 +15,7 @@ from amaranth.utils import bits_for
 from .beat import WIDTHS, OctetBeat, conn_bits
 from .crc32c import CRC32C_INIT
 from .mpa_config import CrcStatus, MpaConfig, RxError
+from .synth_hints import no_rw_collision
 
 __all__ = ["MpaRxBeat", "MpaRxDeframer", "RX_ABORTED", "MpaRxAlignCtx", "MpaRxParseCtx",
            "MpaRxCrcCtx", "MpaRxOutCtx", "crc32c_word_model"]
@@ -140,9 +141,10 @@ class MpaRxOutCtx(data.StructLayout):
     ``carry``, ``cw``: ``cw`` (0..K+1) words of the current FPDU not yet output, markers
     removed; the ULPDU octets start at octet 2 of ``carry[0]`` (the ULPDU_Length word,
     or a word whose first 2 octets went out with the previous beat). ``opened``: a beat
-    of the current ULPDU was output (its ``last`` not yet). ``err``: an error was reported (drop everything).
-    ``complete``: the last ULPDU word of the current FPDU is in the carry; ``lastn``: its
-    content octets minus 1.
+    of the current ULPDU was output (its ``last`` not yet). ``err``: an error was
+    reported (drop everything). ``complete``: the last ULPDU word of the current FPDU is
+    in the carry; ``lastn``: its content octets minus 1. ``short``: ``complete &
+    ~lastn[1]`` (kept for the full beat decision, see the output stage).
     """
 
     def __init__(self, *, width):
@@ -150,7 +152,7 @@ class MpaRxOutCtx(data.StructLayout):
         super().__init__({
             "carry": unsigned(32 * (k + 1)), "cw": unsigned(bits_for(k + 1)),
             "opened": unsigned(1), "err": unsigned(1), "complete": unsigned(1),
-            "lastn": unsigned(2),
+            "lastn": unsigned(2), "short": unsigned(1),
         })
 
 
@@ -261,29 +263,18 @@ def _mpow_masks(c):
     return _MPOW_MASKS[c]
 
 
+def _mpow_const(value, c):
+    """M^c(value) for a constant (M: the CRC register update for a zero word)."""
+    for _ in range(c):
+        value = crc32c_word_model(value, 0)
+    return value
+
+
 def _parity_matrix(x, masks):
     bits = []
     for mask in masks:
         terms = [x[j] for j in range(32) if (mask >> j) & 1]
         acc = terms[0] if terms else Const(0, 1)
-        for t in terms[1:]:
-            acc = acc ^ t
-        bits.append(acc)
-    return Cat(*bits)
-
-
-def _crc32c_step(state, word):
-    """Combinational :func:`crc32c_word_model`: bit i = parity of ``(state ^ word) & mask_i``.
-
-    (Local on purpose: at the time of writing, ``hdl.crc32c.crc32c_step`` is right for
-    one step from ``CRC32C_INIT`` only; chained steps disagree with the ``crc32c``
-    package because its matrix treats the register as unreflected.)
-    """
-    x = state ^ word
-    bits = []
-    for mask in _crc_masks():
-        terms = [x[j] for j in range(32) if (mask >> j) & 1]
-        acc = terms[0]
         for t in terms[1:]:
             acc = acc ^ t
         bits.append(acc)
@@ -303,44 +294,124 @@ def _prefix_counts(m, name, bits):
     return out
 
 
-def _context_memory(m, name, layout, depth, *, load_en, load_addr, take, in_first, in_conn,
-                    conn, done, reg, extra=1):
-    """Context memory of one stage: (current context view, write port).
+#: A context memory with more rows than this is taken to be block RAM (as Yosys maps them
+#: on the ECP5), a smaller one distributed RAM (LUTs); see :func:`_context_memory`.
+_LUTRAM_MAX_ROWS = 64
 
-    The row of a beat is read one stage ahead, when the beat enters the stage before
-    (``load_en``, ``load_addr``), and registered when the stage takes the beat
-    (``take``), so that no memory output is on a logic path (block RAM outputs are
-    slow). The read port is transparent to the write port (a row written in the cycle
-    it is read gives the new value). Only the beat the stage processes right before
-    can write the row after it was read; so ``reg`` (the stage's own copy of the
-    context of the last beat it processed, ``done``) is used instead of the row for a
-    beat of the same connection, and for every beat but a segment's first (and
-    ``extra`` must hold to use the row). That choice is made when the beat is taken
-    (``in_first``, ``in_conn``; ``conn`` is the connection of the stage's beat).
+
+def _context_memory(m, name, layout, depth, *, load_en, load_addr, take, in_conn, valid, conn,
+                    done, nxt, load_pick=None, load_picked=None, own_loop=False):
+    """Context memory of one stage: returns ``cur``, the context register of the stage's beat.
+
+    The row of a beat is read one stage ahead, while the beat is in the stage before (it
+    enters it with ``load_en``, connection ``load_addr``; then ``in_conn``), and the
+    context is registered into ``cur`` when the stage takes the beat (``take``), so that
+    no memory output is on a logic path and the stage's loop (``cur`` -> its logic ->
+    ``nxt``, the context after the stage's beat ``conn``, done with ``done``) has no
+    multiplexer in front (timing). Every beat writes its context back, one cycle after
+    it is done, from a register (``{name}_h1``; timing: no context logic in front of the
+    memory's write port). ``load_addr`` may be a pair of connections (a, b), of which b
+    enters if ``load_pick``; ``load_picked`` is a register that says so once the beat is
+    in the stage before.
+
+    Block RAM (more than ``_LUTRAM_MAX_ROWS`` rows) is read once, when the beat enters
+    the stage before, and its output register holds the row until the take (one enable
+    pin per block). Distributed RAM is read in every cycle (timing: the enable of its
+    read data registers, one flip-flop per bit, would depend on the pipeline's
+    handshakes), through a port addressed with the connection entering and one with
+    ``in_conn``, for a beat that waited in the stage before (``{name}_load_d``: which one).
+
+    Either way a read misses the write-backs of the beats done in the two cycles before
+    it and in the cycle of the take (the stage holds one beat at a time): the stage keeps
+    its last three write-backs (``h1`` newest .. ``h3``) with their connections and
+    takes the context of the newest one of the beat's connection: ``nxt`` if the beat it
+    holds (``valid``; it is done if a beat is taken) is of that connection, else ``h1``,
+    ``h2``, ``h3``, else the row read. The read data is never used when the read collided
+    with a write of its row (that write-back is one of ``h1`` .. ``h3``): the memory is
+    marked :func:`~hdl.synth_hints.no_rw_collision`. Which one of ``h1`` .. ``h3`` and
+    the row it is, is compared one cycle ahead (``{name}_sel``; timing: no compare on
+    the way to ``cur``, the row read goes through one multiplexer level in front of the
+    choice of ``nxt``).
+
+    ``cur`` is loaded with ``Mux(same, nxt, fwd)`` on a take; with ``own_loop`` the
+    stage does it, and ``(cur, same, fwd)`` is returned.
     """
-    mem = Memory(shape=layout, depth=depth, init=[])
+    # no_rw_collision: a row read in the cycle it is written is replaced by h1..h3 (above)
+    mem = no_rw_collision(Memory(shape=layout, depth=depth, init=[]))
     m.submodules[name] = mem
     wr = mem.write_port()
-    rd = mem.read_port(domain="sync", transparent_for=(wr,))
-    rdreg = Signal(layout, name=f"{name}_rd")
-    last_valid = Signal(name=f"{name}_lvalid")
-    last_conn = Signal.like(conn, name=f"{name}_lconn")
-    use_reg = Signal(name=f"{name}_use")
+    if isinstance(load_addr, tuple):
+        conn_a, conn_b = load_addr
+        entering = Mux(load_pick, conn_b, conn_a)
+    else:
+        conn_a, conn_b = load_addr, None
+        entering = load_addr
+    load_d = Signal(name=f"{name}_load_d")         # the stage before loaded a beat at the
+    m.d.sync += load_d.eq(load_en)                  # last edge
+    if depth > _LUTRAM_MAX_ROWS:
+        rd = mem.read_port(domain="sync")
+        m.d.comb += [rd.addr.eq(entering), rd.en.eq(load_en)]
+        rd_data = rd.data.as_value()
+    else:
+        if conn_b is None:
+            rd_a = mem.read_port(domain="sync")
+            m.d.comb += rd_a.addr.eq(conn_a)
+            rd_new = rd_a.data.as_value()
+        else:
+            rd_a, rd_b = mem.read_port(domain="sync"), mem.read_port(domain="sync")
+            m.d.comb += [rd_a.addr.eq(conn_a), rd_b.addr.eq(conn_b)]
+            rd_new = Mux(load_picked, rd_b.data.as_value(), rd_a.data.as_value())
+        rd_old = mem.read_port(domain="sync")
+        m.d.comb += rd_old.addr.eq(in_conn)
+        rd_data = Mux(load_d, rd_new, rd_old.data.as_value())
     cur = Signal(layout, name=f"{name}_cur")
-    m.d.comb += [
-        rd.addr.eq(load_addr),
-        rd.en.eq(load_en),
-        cur.eq(Mux(use_reg & extra, rdreg.as_value(), reg.as_value())),
-    ]
-    with m.If(take):
-        m.d.sync += [
-            rdreg.eq(rd.data),
-            use_reg.eq(in_first & ~Mux(done, conn == in_conn,
-                                       last_valid & (last_conn == in_conn))),
-        ]
+    hist = [(Signal(layout, name=f"{name}_h{k}"), Signal.like(conn, name=f"{name}_hc{k}"),
+             Signal(name=f"{name}_hv{k}")) for k in (1, 2, 3)]
+    done_d = Signal(name=f"{name}_done_d")         # the stage finished a beat at the last edge
+    # timing: the write-back is registered (h1) and written in the next cycle
+    m.d.sync += done_d.eq(done)
     with m.If(done):
-        m.d.sync += [last_valid.eq(1), last_conn.eq(conn)]
-    return cur, wr
+        m.d.sync += [hist[0][0].eq(nxt), hist[0][1].eq(conn), hist[0][2].eq(1)]
+        for k in (1, 2):
+            m.d.sync += [hist[k][0].eq(hist[k - 1][0]), hist[k][1].eq(hist[k - 1][1]),
+                         hist[k][2].eq(hist[k - 1][2])]
+    m.d.comb += [wr.en.eq(done_d), wr.addr.eq(hist[0][1]), wr.data.eq(hist[0][0])]
+
+    # Which one of h1..h3 and the row read is the newest of the connection of the beat in
+    # the stage before, for the next cycle: compared for each way the registers compared
+    # may change (the stage finishes its beat or not: the history shifts; the stage
+    # before loads a beat or not, of connection a or b), chosen by the handshakes, and
+    # registered (timing: no compare and no choice on the way to cur; the handshakes
+    # come late, the candidates are kept by synthesis so that their choice stays last).
+    def sel_vector(hist_next, in_next, nm):       # one-hot: h1, h2, h3, row read
+        match = [hv & (hc == in_next) for hc, hv in hist_next]
+        sig = Signal(4, name=nm, attrs={"keep": 1})
+        m.d.comb += sig.eq(Cat(match[0], ~match[0] & match[1], ~match[0] & ~match[1] & match[2],
+                               ~Cat(*match).any()))
+        return sig
+    hist_keep = [(hc, hv) for _, hc, hv in hist]
+    hist_shift = [(conn, Const(1, 1))] + hist_keep[:2]
+    sel_next = {}
+    for d, hn in ((0, hist_keep), (1, hist_shift)):
+        loaded = sel_vector(hn, conn_a, f"{name}_sel{d}a")
+        if conn_b is not None:
+            loaded = Mux(load_pick, sel_vector(hn, conn_b, f"{name}_sel{d}b"), loaded)
+        sel_next[d] = Mux(load_en, loaded, sel_vector(hn, in_conn, f"{name}_sel{d}"))
+    sel = Signal(4, name=f"{name}_sel")
+    m.d.sync += sel.eq(Mux(done, sel_next[1], sel_next[0]))
+    hfwd = Const(0, len(cur.as_value()))            # the newest of h1..h3
+    for k, (h, _, _) in enumerate(hist):
+        hfwd = hfwd | Mux(sel[k], h.as_value(), 0)
+    fwd = Signal(layout, name=f"{name}_fwd")
+    m.d.comb += fwd.eq(Mux(sel[3], rd_data, hfwd))
+    # same: the stage's beat is of the connection of the beat in the stage before
+    same = Signal(name=f"{name}_same")
+    m.d.comb += same.eq(valid & (conn == in_conn))
+    if own_loop:
+        return cur, same, fwd
+    with m.If(take):
+        m.d.sync += cur.eq(Mux(same, nxt.as_value(), fwd.as_value()))
+    return cur
 
 
 class MpaRxDeframer(wiring.Component):
@@ -391,13 +462,13 @@ class MpaRxDeframer(wiring.Component):
     ---------
     An input register, then a pipeline of six stages; four of them are
     per-connection machines with their own context memory (one row per
-    connection). A stage reads the row of a beat when the beat enters the
+    connection). A stage reads the row of a beat while the beat is in the
     stage before it and registers it when it takes the beat, so no memory
-    output is on a logic path; it keeps the context in a register while a
-    segment lasts (and uses that register instead of the row when a beat
-    follows one of the same connection, whose write-back the read may have
-    missed) and writes it back with the segment's last beat. The read port
-    is transparent to the write port.
+    output is on a logic path; it writes every beat's context back, one
+    cycle after the beat, from a register. The write-backs a read may have
+    missed (those of the stage's last three beats and of the beat it is
+    finishing) are kept in registers and used instead of the row for a beat
+    of their connection (see ``_context_memory``).
 
     1. realign (:class:`MpaRxAlignCtx`): the 0..3 leftover octets and the
        beat make up to W/4 whole 32-bit words. Every FPDU and marker starts
@@ -407,10 +478,11 @@ class MpaRxDeframer(wiring.Component):
        phase), the first word of an FPDU (ULPDU_Length and 2 ULPDU octets),
        a ULPDU word (the last one incl. the pad) or the CRC word; FPDUPTRs
        and the ULPDU_Length limits are checked here (as flags). An FPDU may
-       end and the next start in one beat.
+       end and the next start in one beat. (What depends on a word alone,
+       ULPDU_Length + 1 in words and the like, is worked out by stage 1.)
     3. CRC precompute (no context): the CRC register is linear, so the part
        of each word's CRC state that depends on the words alone is computed
-       here.
+       here (unrolled over pairs of words), with the selections of stage 4.
     4. CRC (:class:`MpaRxCrcCtx`): adds the part that depends on the state
        at the beat's start; gives the computed CRC at each CRC word.
     5. verdict (no context): CRC comparison, error precedence.
@@ -464,11 +536,20 @@ class MpaRxDeframer(wiring.Component):
     ``cfg`` write takes one beat slot. ``i.ready`` and ``cfg.ready`` come
     from registers and the ``cfg`` port only.
 
-    Timing: no memory output is on a logic path; the loops of the parse and
-    output stages compare nothing (flags kept in the context, steps
-    prepared one stage ahead). In the core on an LFE5UM-45F speed 8 its
-    paths are no longer the critical ones at W = 4 and 8 (figures in
-    docs/build.md). 1024 connections cost 14 DP16KD at W = 8.
+    Timing: no memory output is on a logic path, no context logic on a
+    memory's write port; a stage's loop (its context register, its logic,
+    the context register) has no multiplexer in front and one behind it,
+    whose select and other inputs come from registers through one or two
+    levels (which write-back to use is decided one cycle ahead; distributed
+    RAM is read in every cycle, so that no read depends on the handshakes);
+    the loops of the parse and output stages compare nothing (flags kept in
+    the context, steps prepared one stage ahead), the CRC loop is one parity
+    tree and one AND-XOR level. Alone (W = 8, between harness registers) on
+    an LFE5UM-45F speed 8: 166 to 168 MHz with 16 connections (nextpnr seeds
+    1 to 3), 146 MHz with 1024 (docs/build.md for the core). 1024
+    connections cost 14 DP16KD at W = 8 (block RAM is read with one port
+    per memory; with 16 connections the distributed RAM has two read ports
+    per memory, the realign one three).
     """
 
     def __init__(self, *, width, connections=16):
@@ -491,10 +572,25 @@ class MpaRxDeframer(wiring.Component):
         N = self.connections
         beat_layout = OctetBeat(width=W, connections=N)
         out_layout = MpaRxBeat(width=W, connections=N)
-        p1_layout = _stage_payload(K, N, None)
+        pre_layout = data.StructLayout({      # S1's values of a word, worked out by S0
+            "lvalm": data.ArrayLayout(unsigned(15), K),   # c: ((ULPDU_Length + 1) >> 2) - c
+            "lnv": unsigned(2),                           # (ULPDU_Length + 1) % 4
+            "leq": unsigned(2 * K + 1),                   # bit v: (ULPDU_Length + 1) >> 2 == v
+            "short": unsigned(1),                         # below the DDP header (T bit)
+            "ptrm": unsigned(14),                         # FPDUPTR / 4 - (word index)
+        })
+        p1_layout = data.StructLayout({
+            **{n: f.shape for n, f in _stage_payload(K, N, None)},
+            "pre": data.ArrayLayout(pre_layout, K),
+        })
         p2_layout = _stage_payload(K, N, _ParseTag())
-        p2r_layout = data.StructLayout({**{n: f.shape for n, f in p2_layout},
-                                        "r": data.ArrayLayout(unsigned(32), K + 1)})
+        p2r_layout = data.StructLayout({      # S2's beat: + what S1b works out
+            **{n: f.shape for n, f in p2_layout},
+            "r": data.ArrayLayout(unsigned(32), K + 1),       # r_i (see S1b)
+            "sel": data.ArrayLayout(unsigned(K + 1), K + 1),  # bit c: M^c(s) at word i
+            "live": unsigned(K + 1),                          # no CRC word before word i
+            "pm": unsigned(K + 1),                            # bad marker, no CRC word after
+        })
         p3_layout = _stage_payload(K, N, _CrcTag())
         p4_layout = _stage_payload(K, N, _OutTag())
         cnt_bits = bits_for(K)
@@ -508,6 +604,10 @@ class MpaRxDeframer(wiring.Component):
             "lenend": unsigned(1), "err": unsigned(3), "crcst": unsigned(2), "bad": unsigned(1),
             "lastd_c": unsigned(1), "lastn_c": unsigned(2),   # last word of the current ULPDU
             "lastd_n": unsigned(1), "lastn_n": unsigned(2),   # ... of the next one
+            "ftab": unsigned(2 * (K + 2)),   # whether a full beat goes out, by cw, short of
+                                             # the context (see S4)
+            "cwt": data.ArrayLayout(unsigned(bits_for(K + 1)), 2 * (K + 2)),  # cw after, by
+                                             # cw and the full beat decision
         })
 
         # ============================================================ pipeline registers
@@ -519,13 +619,13 @@ class MpaRxDeframer(wiring.Component):
         b0 = Signal(beat_layout)
         c0 = Signal()                                   # S0 holds a cfg op
         cp0 = Signal(MpaConfig(connections=N))
-        v1, p1 = Signal(), Signal(p1_layout)
-        vq, q = Signal(), Signal(p2_layout)
-        v2, p2 = Signal(), Signal(p2r_layout)
-        v3, p3 = Signal(), Signal(p3_layout)
-        v4a, p4a = Signal(), Signal(p4_layout)          # S4's context fetch, step split
+        v1, p1 = Signal(name="v1"), Signal(p1_layout, name="p1")
+        vq, q = Signal(name="vq"), Signal(p2_layout, name="q")
+        v2, p2 = Signal(name="v2"), Signal(p2r_layout, name="p2")
+        v3, p3 = Signal(name="v3"), Signal(p3_layout, name="p3")
+        v4a, p4a = Signal(name="v4a"), Signal(p4_layout, name="p4a")  # S4's context, step split
         wo4 = Signal(range(max(K, 2)))                  # A: first word of p4a still to go
-        v4, p4 = Signal(), Signal(p5_layout)
+        v4, p4 = Signal(name="v4"), Signal(p5_layout, name="p4")
 
         # output FIFO
         depth = _obuf_depth(W)
@@ -545,6 +645,7 @@ class MpaRxDeframer(wiring.Component):
         sk_rp = Signal()
         sk_wp = Signal()
         sk_cnt = Signal(range(3))
+        sk_room = Signal(init=1)
         sk_head = Signal(p4_layout)
         sk_pop = Signal()
         a_move = Signal()
@@ -561,19 +662,29 @@ class MpaRxDeframer(wiring.Component):
             s4_done.eq(step4),
             # stage S3 hands over to S4 through a 2-entry buffer, so that the ready of the
             # stages before it comes from registers (S4 is the only stage that stalls)
-            rdy[5].eq(sk_cnt != 2),
+            rdy[5].eq(sk_room),
         ]
-        for s, v in reversed(list(enumerate([v0, v1, vq, v2, v3]))):
-            m.d.comb += [done[s].eq(v & rdy[s + 1]), rdy[s].eq(~v | rdy[s + 1])]
+        # sk_room = (sk_cnt != 2), registered (timing: every handshake depends on it)
+        with m.Switch(sk_cnt):
+            with m.Case(2):
+                m.d.sync += sk_room.eq(sk_pop)
+            with m.Case(1):
+                m.d.sync += sk_room.eq(~done[4] | sk_pop)
+            with m.Default():
+                m.d.sync += sk_room.eq(1)
+        # (each ready flat over the stages after it, not chained: timing)
+        vs = [vin, v0, v1, vq, v2, v3]
+        for s, v in enumerate(vs[1:]):
+            m.d.comb += [done[s].eq(v & rdy[s + 1]),
+                         rdy[s].eq(~Cat(*vs[s + 1:]).all() | rdy[5])]
         done_in = Signal()
         rdy_in = Signal()
-        m.d.comb += [done_in.eq(vin & rdy[0]), rdy_in.eq(~vin | rdy[0])]
+        m.d.comb += [done_in.eq(vin & rdy[0]), rdy_in.eq(~Cat(*vs).all() | rdy[5])]
 
         # input arbitration: a cfg write waits while a segment of its connection is open
         seg_open = Signal()
         seg_conn = Signal(beat_layout["conn"].shape)
         cfg = self.cfg.payload
-        cfg_take = Signal()
         i_take = Signal()
         cfg_block = Signal()
         cfg_go = Signal()
@@ -581,34 +692,42 @@ class MpaRxDeframer(wiring.Component):
             cfg_block.eq(seg_open & (seg_conn == cfg.conn)),
             cfg_go.eq(self.cfg.valid & ~cfg_block),
             self.cfg.ready.eq(rdy_in & ~cfg_block),
-            cfg_take.eq(cfg_go & rdy_in),
             self.i.ready.eq(rdy_in & ~cfg_go),
             i_take.eq(self.i.valid & self.i.ready),
         ]
         with m.If(i_take):
             m.d.sync += [seg_open.eq(~self.i.payload.last), seg_conn.eq(self.i.payload.conn)]
-        with m.If(cfg_take):
-            m.d.sync += [
-                vin.eq(1), cin.eq(1), cpin.eq(cfg),
-                bin_.data.eq(0), bin_.n.eq(0), bin_.first.eq(1), bin_.last.eq(1),
-                bin_.conn.eq(cfg.conn),
-            ]
-        with m.Elif(i_take):
-            m.d.sync += [vin.eq(1), cin.eq(0), bin_.eq(self.i.payload)]
-        with m.Elif(done_in):
-            m.d.sync += vin.eq(0)
+        # The input register loads whenever it may take something (timing: its enable does
+        # not depend on the valids of the ports; vin says whether it holds a beat).
+        with m.If(rdy_in):
+            m.d.sync += [vin.eq(cfg_go | self.i.valid), cin.eq(cfg_go), cpin.eq(cfg)]
+            with m.If(cfg_go):
+                m.d.sync += [
+                    bin_.data.eq(0), bin_.n.eq(0), bin_.first.eq(1), bin_.last.eq(1),
+                    bin_.conn.eq(cfg.conn),
+                ]
+            with m.Else():
+                m.d.sync += bin_.eq(self.i.payload)
         with m.If(done_in):
             m.d.sync += [v0.eq(1), c0.eq(cin), cp0.eq(cpin), b0.eq(bin_)]
         with m.Elif(done[0]):
             m.d.sync += v0.eq(0)
 
         # ============================================================ S0: realign
-        ctx0_reg = Signal(MpaRxAlignCtx())
-        cur0, wr0p = _context_memory(
+        def lval_is(u, v):
+            """(u + 1) >> 2 == v (ULPDU words after the first, of length u), without an
+            adder (timing: no carry chain in front of the compare)."""
+            if v == 0:
+                return (u[2:] == 0) & (u[:2] != 3)
+            return (u == 4 * v - 1) | ((u[2:] == v) & (u[:2] != 3))
+
+        nxt0 = Signal(MpaRxAlignCtx())
+        # (the input register loads whenever rdy_in: a segment's beat or a cfg op, cin)
+        cur0 = _context_memory(
             m, "ctx_align", MpaRxAlignCtx(), N,
-            load_en=cfg_take | i_take, load_addr=Mux(cfg_go, cfg.conn, self.i.payload.conn),
-            take=done_in, in_first=bin_.first, in_conn=bin_.conn, conn=b0.conn, done=done[0],
-            reg=ctx0_reg)
+            load_en=rdy_in, load_addr=(self.i.payload.conn, cfg.conn), load_pick=cfg_go,
+            load_picked=cin,
+            take=done_in, in_conn=bin_.conn, valid=v0, conn=b0.conn, done=done[0], nxt=nxt0)
         cat = Signal(8 * (W + 3))
         with m.Switch(cur0.lo_n):
             for k in range(4):
@@ -617,15 +736,11 @@ class MpaRxDeframer(wiring.Component):
         total = Signal(range(W + 4))
         nwords = Signal(range(K + 1))
         m.d.comb += [total.eq(cur0.lo_n + b0.n), nwords.eq(total >> 2)]
-        nxt0 = Signal(MpaRxAlignCtx())
         with m.Switch(nwords):
             for j in range(K + 1):
                 with m.Case(j):
                     m.d.comb += nxt0.lo.eq(cat[32 * j:32 * j + 24])
         m.d.comb += nxt0.lo_n.eq(Mux(c0, 0, total[:2]))
-        with m.If(done[0]):
-            m.d.sync += ctx0_reg.eq(nxt0)
-        m.d.comb += [wr0p.en.eq(done[0] & b0.last), wr0p.addr.eq(b0.conn), wr0p.data.eq(nxt0)]
         with m.If(done[0]):
             m.d.sync += [
                 v1.eq(1),
@@ -634,16 +749,30 @@ class MpaRxDeframer(wiring.Component):
                 p1.nw.eq(Mux(c0, 0, nwords)),
                 p1.first.eq(b0.first), p1.last.eq(b0.last), p1.conn.eq(b0.conn), p1.cfg.eq(c0),
             ]
+            # timing: the values of S1 that depend on a word alone (adders, compares of
+            # the ULPDU_Length field) are worked out here, beside S0's short loop
+            for j in range(K):
+                w = cat[32 * j:32 * j + 32]
+                u = Cat(w[8:16], w[0:8])          # ULPDU_Length (big endian)
+                pre = p1.pre[j]
+                m.d.sync += [
+                    pre.lnv.eq((u + 1)[:2]),
+                    pre.short.eq(u < Mux(w[23], 14, 18)),
+                    pre.ptrm.eq(Cat(w[26:32], w[16:24]) - j),
+                    pre.leq.eq(Cat(*[lval_is(u, v) for v in range(2 * K + 1)])),
+                ]
+                # ((u + 1) >> 2) - c in one adder
+                m.d.sync += [pre.lvalm[c].eq((u + (1 - 4 * c) % (1 << 17))[2:17])
+                             for c in range(K)]
         with m.Elif(done[1]):
             m.d.sync += v1.eq(0)
 
         # ============================================================ S1: parse
-        ctx1_reg = Signal(MpaRxParseCtx(width=W))
-        cur1, wr1p = _context_memory(
+        nxt1 = Signal(MpaRxParseCtx(width=W))
+        cur1 = _context_memory(
             m, "ctx_parse", MpaRxParseCtx(width=W), N,
             load_en=done_in, load_addr=bin_.conn,
-            take=done[0], in_first=b0.first, in_conn=b0.conn, conn=p1.conn, done=done[1],
-            reg=ctx1_reg)
+            take=done[0], in_conn=b0.conn, valid=v1, conn=p1.conn, done=done[1], nxt=nxt1)
         words1 = [p1.words[32 * i:32 * i + 32] for i in range(K)]
 
         def chain(name, shape):
@@ -656,14 +785,11 @@ class MpaRxDeframer(wiring.Component):
         vld = [Signal(name=f"pv{i}") for i in range(K)]
         mk = [Signal(name=f"pmark{i}") for i in range(K)]     # markers, by the phase
         ulen = [Cat(w[8:16], w[0:8]) for w in words1]         # ULPDU_Length (big endian)
-        lval = [Signal(15, name=f"lval{j}") for j in range(K)]  # ULPDU words after the 1st
-        lnv = [Signal(2, name=f"lnv{j}") for j in range(K)]
+        lnv = [p1.pre[j].lnv for j in range(K)]
         for i in range(K):
             m.d.comb += [
                 vld[i].eq(i < nw1),
                 mk[i].eq(vld[i] & cur1.markers & cur1.mkv[i]),
-                lval[i].eq((ulen[i] + 1) >> 2),
-                lnv[i].eq((ulen[i] + 1)[:2]),
             ]
         # equality flags: context left == k + 1, length word j's left == k + 1
         leq0 = [Signal(name=f"leq0_{k}") for k in range(K)]
@@ -671,10 +797,7 @@ class MpaRxDeframer(wiring.Component):
         for k in range(K):
             m.d.comb += leq0[k].eq(cur1.leqv[k])
             for j in range(K):
-                m.d.comb += leqj[j][k].eq(lval[j] == k + 1)
-        dist0p = [Signal(14, name=f"dist0p{i}") for i in range(K + 1)]
-        for i in range(K + 1):
-            m.d.comb += dist0p[i].eq(cur1.dist + i)
+                m.d.comb += leqj[j][k].eq(p1.pre[j].leq[k + 1])
 
         def count(flags):
             acc = Const(0, 4)
@@ -702,7 +825,6 @@ class MpaRxDeframer(wiring.Component):
             w = words1[i]
             t = tags2[i]
             ptr14 = Cat(w[26:32], w[16:24])       # FPDUPTR (big endian) >> 2
-            t_bit = w[23]                         # T bit of the first ULPDU octet
             # left == 1 before word i (meaningful for a ULPDU word)
             left1 = Signal(name=f"left1_{i}")
             terms = [evn[i] & pick(leq0, i - count(mk[:i]), f"eqn{i}")]
@@ -713,8 +835,9 @@ class MpaRxDeframer(wiring.Component):
             # a marker at word i is bad: its FPDUPTR / 4 differs from the expected one
             # (each candidate compared beside the chain, which only selects)
             mbad_i = Signal(name=f"pmbad{i}")
+            # (FPDUPTR / 4 - i, from S0, against dist: ptr14 != dist + i without an adder)
             m.d.comb += mbad_i.eq(Mux(cur1.st == _ST_LEN, ptr14 != cur1.dist,
-                                      ptr14 != dist0p[i]))
+                                      p1.pre[i].ptrm != cur1.dist))
             for j in range(i):
                 with m.If(evl[i][j]):
                     m.d.comb += mbad_i.eq(ptr14 != i - j)
@@ -738,7 +861,7 @@ class MpaRxDeframer(wiring.Component):
                     m.d.comb += [evl[i + 1][j].eq(j == i) for j in range(K)]
                     with m.If(ulen[i] > cur1.mulpdu):
                         m.d.comb += t.lenerr.eq(RxError.TOO_LONG)
-                    with m.Elif(ulen[i] < Mux(t_bit, 14, 18)):
+                    with m.Elif(p1.pre[i].short):
                         m.d.comb += t.lenerr.eq(RxError.TOO_SHORT)
                 with m.Elif(st[i] == _ST_DATA):
                     m.d.comb += [t.cov.eq(1), t.data.eq(1), isdata[i].eq(1)]
@@ -759,7 +882,7 @@ class MpaRxDeframer(wiring.Component):
             m.d.comb += left0m[c].eq(cur1.left - c)
         for j in range(K):
             for c in range(K - j):
-                m.d.comb += lvalm[j][c].eq(lval[j] - c)
+                m.d.comb += lvalm[j][c].eq(p1.pre[j].lvalm[c])
 
         def pick_value(values, idx, sig):
             with m.Switch(idx):
@@ -786,7 +909,7 @@ class MpaRxDeframer(wiring.Component):
         for v in range(1, 2 * K + 1):
             m.d.comb += eql0[v].eq(cur1.left == v)
             for j in range(K):
-                m.d.comb += eqlj[j][v].eq(lval[j] == v)
+                m.d.comb += eqlj[j][v].eq(p1.pre[j].leq[v])
         with m.If(evn[K]):
             with m.Switch(count(isdata)):
                 for c in range(K + 1):
@@ -810,7 +933,6 @@ class MpaRxDeframer(wiring.Component):
                     m.d.comb += mkv_a.eq(Cat(*[eqp[i + c] for i in range(K)]))
         cfg_phase = Signal(7)
         m.d.comb += cfg_phase.eq(p1.words[_CFG_PHASE + 2:_CFG_PHASE + 9])
-        nxt1 = Signal(MpaRxParseCtx(width=W))
         cfgw1 = p1.words[:32]
         with m.If(p1.cfg):
             m.d.comb += [
@@ -829,83 +951,144 @@ class MpaRxDeframer(wiring.Component):
             ]
         with m.If(done[1]):
             m.d.sync += [
-                ctx1_reg.eq(nxt1),
                 vq.eq(1), q.words.eq(p1.words), q.first.eq(p1.first), q.last.eq(p1.last),
                 q.conn.eq(p1.conn), q.cfg.eq(p1.cfg), q.tags.eq(tags2),
             ]
         with m.Elif(done[2]):
             m.d.sync += vq.eq(0)
-        m.d.comb += [wr1p.en.eq(done[1] & p1.last), wr1p.addr.eq(p1.conn), wr1p.data.eq(nxt1)]
 
         # ============================================================ S1b: CRC precompute
         # The CRC register is linear: after word i, state_i = r_i ^ M^c_i(s), with s the
         # register at the beat's start, c_i the CRC-covered words before i (no CRC word
         # before i; else the M^c(s) term is 0) and r_i the chain of the words alone
         # (from 0, from CRC32C_INIT after a CRC word). r needs no context: computed here,
-        # so that stage S2 only has the M^c(s) term in its loop.
+        # so that stage S2 only has the M^c(s) term in its loop. Timing: r is not chained
+        # word by word (a CRC step per word) but unrolled over pairs of words: r_i is an
+        # XOR of M^e(w_j) (each one parity tree of the word) and of constants, gated by
+        # the tags, over the words of its pair and r at the pair's start (from W = 16).
+        # The selections of stage S2 (which M^c(s) at word i, whether a CRC word came
+        # before it, the marker errors of the beat) are worked out here from the tags.
         wq = [q.words[32 * i:32 * i + 32] for i in range(K)]
         r = [Signal(32, name=f"r{i}") for i in range(K + 1)]
+        srcs = {f"w{i}": wq[i] for i in range(K)}     # sources (names: values)
+        srcs.update({f"r{i}": r[i] for i in range(K + 1)})
+        pvec = {}                                      # M^e(source), e >= 1
+
+        def lin_value(state):
+            acc = Const(0, 32)
+            for src, es in state.items():
+                for e, cond in es.items():
+                    if src == "init":
+                        val = Const(_mpow_const(CRC32C_INIT, e), 32)
+                    elif e == 0:
+                        val = srcs[src]
+                    else:
+                        if (src, e) not in pvec:
+                            pvec[src, e] = Signal(32, name=f"crc_{src}_m{e}")
+                            m.d.comb += pvec[src, e].eq(_parity_matrix(srcs[src],
+                                                                       _mpow_masks(e)))
+                        val = pvec[src, e]
+                    acc = acc ^ Mux(cond, val, 0)
+            return acc
+
+        state = {}                        # source -> {exponent: condition}: r_i
         m.d.comb += r[0].eq(0)
         for i in range(K):
+            if i and i % 2 == 0:          # a new pair starts from r_i
+                state = {f"r{i}": {0: Const(1, 1)}}
             t = q.tags[i]
-            m.d.comb += r[i + 1].eq(Mux(t.crcw, CRC32C_INIT,
-                                        Mux(t.cov, _crc32c_step(r[i], wq[i]), r[i])))
+            nstate = {}
+
+            def add(src, e, cond):
+                es = nstate.setdefault(src, {})
+                es[e] = es[e] | cond if e in es else cond
+            for src, es in state.items():
+                for e, cond in es.items():
+                    add(src, e + 1, cond & t.cov)
+                    add(src, e, cond & ~t.cov & ~t.crcw)
+            add(f"w{i}", 1, t.cov)
+            add("init", 0, t.crcw)
+            state = nstate
+            m.d.comb += r[i + 1].eq(lin_value(state))
+        live_b = [Signal(name=f"blive{i}") for i in range(K + 1)]   # no CRC word before i
+        cnt_b = [Signal(range(K + 1), name=f"bcnt{i}") for i in range(K + 1)]
+        pm_b = [Signal(name=f"bpm{i}") for i in range(K + 1)]   # a bad marker, since the CRC word
+        m.d.comb += [live_b[0].eq(1), cnt_b[0].eq(0), pm_b[0].eq(0)]
+        for i in range(K):
+            t = q.tags[i]
+            m.d.comb += [
+                live_b[i + 1].eq(live_b[i] & ~t.crcw),
+                cnt_b[i + 1].eq(cnt_b[i] + t.cov),
+                pm_b[i + 1].eq(~t.crcw & (pm_b[i] | t.mbad)),
+            ]
         with m.If(done[2]):
             m.d.sync += [
                 v2.eq(1), p2.words.eq(q.words), p2.first.eq(q.first), p2.last.eq(q.last),
                 p2.conn.eq(q.conn), p2.cfg.eq(q.cfg), p2.tags.eq(q.tags),
             ]
-            m.d.sync += [p2.r[i].eq(r[i]) for i in range(K + 1)]
+            for i in range(K + 1):
+                # a cfg op (no words) makes the register CRC32C_INIT, the marker error 0
+                live_i = live_b[i] & ~q.cfg if i == K else live_b[i]
+                m.d.sync += [
+                    p2.r[i].eq(Mux(q.cfg, CRC32C_INIT, r[i]) if i == K else r[i]),
+                    p2.sel[i].eq(Cat(*[live_i & (cnt_b[i] == c) for c in range(K + 1)])),
+                    p2.live[i].eq(live_i),
+                    p2.pm[i].eq(pm_b[i]),
+                ]
         with m.Elif(done[3]):
             m.d.sync += v2.eq(0)
 
         # ============================================================ S2: CRC
-        ctx2_reg = Signal(MpaRxCrcCtx())
-        cur2, wr2p = _context_memory(
+        nxt2 = Signal(MpaRxCrcCtx())
+        cur2, same2, fwd2 = _context_memory(
             m, "ctx_crc", MpaRxCrcCtx(), N,
             load_en=done[1], load_addr=p1.conn,
-            take=done[2], in_first=q.first, in_conn=q.conn, conn=p2.conn, done=done[3],
-            reg=ctx2_reg)
+            take=done[2], in_conn=q.conn, valid=v2, conn=p2.conn, done=done[3], nxt=nxt2,
+            own_loop=True)
         # M^c(s) for c = 0..K (M: the CRC step matrix, linear in the register)
         mpow_s = [Signal(32, name=f"mpow{c}") for c in range(K + 1)]
         for c in range(K + 1):
             m.d.comb += mpow_s[c].eq(_parity_matrix(cur2.crc, _mpow_masks(c)))
-        crc, merr = chain("crc", 32), chain("merr", 1)
-        cnt = chain("ccnt", range(K + 1))      # CRC-covered words before word i
-        live = chain("clive", 1)               # no CRC word yet in this beat
-        m.d.comb += [merr[0].eq(cur2.merr), cnt[0].eq(0), live[0].eq(1)]
+        crc = [Signal(32, name=f"crc{i}") for i in range(K + 1)]
+        merr = [Signal(name=f"merr{i}") for i in range(K + 1)]
         for i in range(K + 1):
-            term = Signal(32, name=f"sterm{i}")
-            with m.Switch(cnt[i]):
-                for c in range(i + 1):
-                    with m.Case(c):
-                        m.d.comb += term.eq(mpow_s[c])
-            m.d.comb += crc[i].eq(p2.r[i] ^ Mux(live[i], term, 0))
+            term = Const(0, 32)
+            for c in range(K + 1):
+                term = term ^ Mux(p2.sel[i][c], mpow_s[c], 0)
+            m.d.comb += [
+                crc[i].eq(p2.r[i] ^ term),
+                merr[i].eq((cur2.merr & p2.live[i]) | p2.pm[i]),
+            ]
         tags3 = Signal(data.ArrayLayout(_CrcTag(), K))
         for i in range(K):
-            t = p2.tags[i]
-            m.d.comb += [tags3[i].p.eq(t), tags3[i].calc.eq(~crc[i]), tags3[i].merr.eq(merr[i])]
-            m.d.comb += [
-                live[i + 1].eq(live[i] & ~t.crcw),
-                cnt[i + 1].eq(cnt[i] + t.cov),
-                merr[i + 1].eq(Mux(t.crcw, 0, merr[i] | t.mbad)),
+            m.d.comb += [tags3[i].p.eq(p2.tags[i]), tags3[i].calc.eq(~crc[i]),
+                         tags3[i].merr.eq(merr[i])]
+        m.d.comb += [
+            nxt2.crc_en.eq(Mux(p2.cfg, p2.words[_CFG_CRC], cur2.crc_en)),
+            nxt2.crc.eq(crc[K]),
+            nxt2.merr.eq(merr[K]),
+        ]
+        # the loop: the next beat's context is nxt2 (same connection) or fwd2; for the CRC
+        # register that choice is folded into the terms (timing: the M^c(s) terms go
+        # through one AND-XOR level, with no multiplexer behind it)
+        with m.If(done[2]):
+            term = Const(0, 32)
+            for c in range(K + 1):
+                term = term ^ Mux(p2.sel[K][c] & same2, mpow_s[c], 0)
+            m.d.sync += [
+                cur2.crc.eq(term ^ Mux(same2, p2.r[K], fwd2.crc)),
+                cur2.crc_en.eq(Mux(same2, nxt2.crc_en, fwd2.crc_en)),
+                cur2.merr.eq(Mux(same2, nxt2.merr, fwd2.merr)),
             ]
-        nxt2 = Signal(MpaRxCrcCtx())
-        with m.If(p2.cfg):
-            m.d.comb += [nxt2.crc_en.eq(p2.words[_CFG_CRC]), nxt2.crc.eq(CRC32C_INIT)]
-        with m.Else():
-            m.d.comb += [nxt2.crc_en.eq(cur2.crc_en), nxt2.crc.eq(crc[K]), nxt2.merr.eq(merr[K])]
         crc_en3 = Signal()
         with m.If(done[3]):
             m.d.sync += [
-                ctx2_reg.eq(nxt2),
                 v3.eq(1), p3.words.eq(p2.words), p3.first.eq(p2.first), p3.last.eq(p2.last),
                 p3.conn.eq(p2.conn), p3.cfg.eq(p2.cfg), p3.tags.eq(tags3),
                 crc_en3.eq(cur2.crc_en),
             ]
         with m.Elif(done[4]):
             m.d.sync += v3.eq(0)
-        m.d.comb += [wr2p.en.eq(done[3] & p2.last), wr2p.addr.eq(p2.conn), wr2p.data.eq(nxt2)]
 
         # ============================================================ S3: verdict
         words3 = [p3.words[32 * i:32 * i + 32] for i in range(K)]
@@ -980,10 +1163,15 @@ class MpaRxDeframer(wiring.Component):
         ]
         kc = [Signal(name=f"kc{i}") for i in range(K)]   # word of the current ULPDU
         kn = [Signal(name=f"kn{i}") for i in range(K)]   # word of the ULPDU after the end
+        # (the words after the end are dropped if the end is bad or if the step stops
+        # there; then only their count, nn, and completion are forced to 0, timing: the
+        # compaction does not wait for that decision; no carry word beyond cw is used)
+        drop_n = Signal()
+        m.d.comb += drop_n.eq(cut4 | end_bad)
         for i in range(K):
             m.d.comb += [
                 kc[i].eq(inr[i] & tga[i].data & ~pre_end[i]),
-                kn[i].eq(inr[i] & tga[i].data & pre_end[i] & ~cut4 & ~end_bad),
+                kn[i].eq(inr[i] & tga[i].data & pre_end[i]),
             ]
         pc = _prefix_counts(m, "pc", kc)
         pn = _prefix_counts(m, "pn", kn)
@@ -1005,29 +1193,42 @@ class MpaRxDeframer(wiring.Component):
                 m.d.comb += [lastd_c.eq(1), lastn_now.eq(tga[i].lastn)]
             with m.If(kn[i] & tga[i].lastd):
                 m.d.comb += [lastd_n.eq(1), lastn_n.eq(tga[i].lastn)]
+        # S4's decision whether a full beat goes out (see there), worked out here for every
+        # value of the context fields it depends on (timing: S4 only selects)
+        # (``~complete | lastn[1]`` after the step's words, from the context's short if the
+        # last word is not in this step; the context is complete if an FPDU ends then)
+        ftab = []
+        for c in range(K + 2):
+            for short in range(2):
+                cwin_c = c + pc[K]
+                ftab.append(~p4a.cfg & ~end_lenend & (cwin_c >= K + 1) &
+                            ((cwin_c >= K + 2) | Mux(lastd_c, lastn_now[1], not short)))
+        cwt = [(c + pc[K] - f * K)[:len(p4.cwt[0])] for f in range(2) for c in range(K + 2)]
         with m.If(a_move):
             m.d.sync += [
                 v4.eq(1),
                 p4.cwords.eq(Cat(*cw_a)), p4.nwords.eq(Cat(*nw_a)),
-                p4.nc.eq(pc[K]), p4.nn.eq(pn[K]),
+                p4.nc.eq(pc[K]), p4.nn.eq(Mux(drop_n, 0, pn[K])),
                 p4.first.eq(p4a.first & (wo4 == 0)), p4.last.eq(p4a.last & ~cut4),
                 p4.cfg.eq(p4a.cfg), p4.conn.eq(p4a.conn),
                 p4.has_end.eq(pre_end[K]), p4.lenend.eq(end_lenend), p4.err.eq(end_err),
                 p4.crcst.eq(end_crc), p4.bad.eq(end_bad),
                 p4.lastd_c.eq(lastd_c), p4.lastn_c.eq(lastn_now),
-                p4.lastd_n.eq(lastd_n), p4.lastn_n.eq(lastn_n),
+                p4.lastd_n.eq(lastd_n & ~drop_n), p4.lastn_n.eq(Mux(drop_n, 0, lastn_n)),
                 wo4.eq(Mux(cut4, e1, 0)),
+                p4.ftab.eq(Cat(*ftab)),
+                p4.cwt.eq(Cat(*cwt)),
             ]
         with m.Elif(s4_done):
             m.d.sync += v4.eq(0)
 
         # ============================================================ S4: output
-        ctx4_reg = Signal(MpaRxOutCtx(width=W))
-        cur4, wr4p = _context_memory(
+        nxt4 = Signal(MpaRxOutCtx(width=W))
+        cur4, same4, fwd4 = _context_memory(
             m, "ctx_out", MpaRxOutCtx(width=W), N,
             load_en=sk_pop, load_addr=sk_head.conn,
-            take=a_move, in_first=p4a.first & (wo4 == 0), in_conn=p4a.conn, conn=p4.conn,
-            done=step4, reg=ctx4_reg)
+            take=a_move, in_conn=p4a.conn, valid=v4, conn=p4.conn, done=step4, nxt=nxt4,
+            own_loop=True)
         cwords = [p4.cwords[32 * j:32 * j + 32] for j in range(K)]
         has_end = Signal()      # an FPDU ends in this step (and counts: no earlier error)
         m.d.comb += has_end.eq(p4.has_end & ~cur4.err)
@@ -1058,55 +1259,68 @@ class MpaRxDeframer(wiring.Component):
         # ULPDU octets in the window if complete: 4 * cwin - 2 - (3 - lastn_c). A full
         # beat goes out if the window holds more than one beat's worth, i.e. if
         # cwin >= K + 1 and, when complete, u_oct > W: cwin >= K + 2, or cwin == K + 1
-        # with lastn_c >= 2.
+        # with lastn_c >= 2. (Worked out by stage A for every cw and short of the context,
+        # timing; also 0 on a cfg op and a length error, where the window is empty; the
+        # error of the context is the one term left here.)
         u_oct = Signal(range(8 * K + 8))
         full = Signal()
         m.d.comb += [
             u_oct.eq(4 * cwin + lastn_c - 5),
-            full.eq(~cur4.err & ~p4.cfg & (cwin >= K + 1) &
-                    (~complete | (cwin >= K + 2) | lastn_c[1])),
+            full.eq(~cur4.err & p4.ftab.bit_select(Cat(cur4.short, cur4.cw), 1)),
         ]
         fin = [Signal(32, name=f"fin{j}") for j in range(K + 1)]
         for j in range(K + 1):
             m.d.comb += fin[j].eq(Mux(full, win[K + j], win[j]))
 
-        full_beat = Signal(out_layout)
-        last_beat = Signal(out_layout)
+        # The step writes up to two beats: a full beat or the last one of a ULPDU (slot 0),
+        # and after a full beat the last one (slot 1, kept only with an FPDU end). Their
+        # data does not depend on ``full`` (timing): slot 0 holds the window's first beat
+        # (zero on a status or abort beat, which never follows a full beat), slot 1 its
+        # second one.
+        beat0 = Signal(out_layout)
+        beat1 = Signal(out_layout)
         m.d.comb += [
-            full_beat.data.eq(Cat(*win[:K + 1])[16:16 + 8 * W]),
-            full_beat.n.eq(W),
-            full_beat.first.eq(~cur4.opened),
-            full_beat.conn.eq(p4.conn),
+            beat0.data.eq(Mux(p4.cfg | p4.lenend, 0, Cat(*win[:K + 1])[16:16 + 8 * W])),
+            beat0.conn.eq(p4.conn),
+            beat1.data.eq(Cat(*win[K:])[16:16 + 8 * W]),
+            beat1.n.eq(u_oct - W),
+            beat1.last.eq(1),
+            beat1.conn.eq(p4.conn),
+            beat1.crc.eq(p4.crcst),
+            beat1.error.eq(p4.err),
         ]
-        with m.If(p4.cfg):    # a cfg write to a connection with a partly output ULPDU
+        with m.If(full):
+            m.d.comb += [beat0.n.eq(W), beat0.first.eq(~cur4.opened)]
+        with m.Elif(p4.cfg):    # a cfg write to a connection with a partly output ULPDU
             m.d.comb += [
-                last_beat.last.eq(1),
-                last_beat.conn.eq(p4.conn),
-                last_beat.crc.eq(CrcStatus.UNCHECKED),
-                last_beat.error.eq(RX_ABORTED),
+                beat0.last.eq(1),
+                beat0.crc.eq(CrcStatus.UNCHECKED),
+                beat0.error.eq(RX_ABORTED),
             ]
         with m.Elif(p4.lenend):
             m.d.comb += [
-                last_beat.first.eq(1),
-                last_beat.last.eq(1),
-                last_beat.conn.eq(p4.conn),
-                last_beat.crc.eq(CrcStatus.UNCHECKED),
-                last_beat.error.eq(p4.err),
+                beat0.first.eq(1),
+                beat0.last.eq(1),
+                beat0.crc.eq(CrcStatus.UNCHECKED),
+                beat0.error.eq(p4.err),
             ]
         with m.Else():
             m.d.comb += [
-                last_beat.data.eq(Cat(*fin)[16:16 + 8 * W]),
-                last_beat.n.eq(u_oct - Mux(full, W, 0)),
-                last_beat.first.eq(~cur4.opened & ~full),
-                last_beat.last.eq(1),
-                last_beat.conn.eq(p4.conn),
-                last_beat.crc.eq(p4.crcst),
-                last_beat.error.eq(p4.err),
+                beat0.n.eq(u_oct),
+                beat0.first.eq(~cur4.opened),
+                beat0.last.eq(1),
+                beat0.crc.eq(p4.crcst),
+                beat0.error.eq(p4.err),
             ]
         abort = Signal()
         m.d.comb += abort.eq(p4.cfg & cur4.opened & ~cur4.err)
 
-        nxt4 = Signal(MpaRxOutCtx(width=W))
+        cw_cont = Signal.like(cur4.cw)      # cw after a step that goes on (table of stage A)
+        with m.Switch(Cat(cur4.cw, full)):
+            for f in range(2):
+                for c in range(K + 2):
+                    with m.Case(c | f << len(cur4.cw)):
+                        m.d.comb += cw_cont.eq(p4.cwt[f * (K + 2) + c])
         with m.If(p4.cfg):
             pass                # all zero: nothing in the carry, no error
         with m.Elif(has_end):
@@ -1116,28 +1330,42 @@ class MpaRxDeframer(wiring.Component):
                 nxt4.err.eq(p4.bad),
                 nxt4.complete.eq(p4.lastd_n),
                 nxt4.lastn.eq(p4.lastn_n),
+                nxt4.short.eq(p4.lastd_n & ~p4.lastn_n[1]),
             ]
         with m.Else():
             m.d.comb += [
                 nxt4.carry.eq(Cat(*fin)),
-                nxt4.cw.eq(cwin - Mux(full, K, 0)),
+                nxt4.cw.eq(cw_cont),
                 nxt4.opened.eq(cur4.opened | full),
                 nxt4.err.eq(cur4.err),
                 nxt4.complete.eq(cur4.complete | p4.lastd_c),
                 nxt4.lastn.eq(lastn_c),
+                nxt4.short.eq((cur4.complete | p4.lastd_c) & ~lastn_c[1]),
             ]
-        with m.If(step4):
-            m.d.sync += ctx4_reg.eq(nxt4)
-        m.d.comb += [wr4p.en.eq(s4_done & p4.last), wr4p.addr.eq(p4.conn), wr4p.data.eq(nxt4)]
+        # the loop: the next step's context is nxt4 (same connection) or fwd4; for the
+        # fields that depend on the full beat decision that choice is made beside it
+        # (timing: behind ``full`` only one multiplexer level)
+        cont = Signal()         # same connection, no cfg op, no FPDU end: the carry goes on
+        m.d.comb += cont.eq(same4 & ~p4.cfg & ~has_end)
+        with m.If(a_move):
+            m.d.sync += [
+                cur4.carry.eq(Mux(cont, Cat(*fin),
+                                  Mux(same4, Mux(p4.cfg, 0, p4.nwords), fwd4.carry))),
+                cur4.cw.eq(Mux(cont, cw_cont,
+                               Mux(same4, Mux(p4.cfg, 0, p4.nn), fwd4.cw))),
+                cur4.opened.eq(Mux(cont, cur4.opened | full, ~same4 & fwd4.opened)),
+                cur4.err.eq(Mux(same4, nxt4.err, fwd4.err)),
+                cur4.complete.eq(Mux(same4, nxt4.complete, fwd4.complete)),
+                cur4.lastn.eq(Mux(same4, nxt4.lastn, fwd4.lastn)),
+                cur4.short.eq(Mux(same4, nxt4.short, fwd4.short)),
+            ]
 
         # ============================================================ output FIFO
         wr0 = Signal()
         wr1 = Signal()
-        slot0 = Signal(out_layout.size)
         m.d.comb += [
             wr0.eq(step4 & (full | has_end | abort)),
             wr1.eq(step4 & full & has_end),
-            slot0.eq(Mux(full, full_beat.as_value(), last_beat.as_value())),
         ]
         rd = Signal()
         m.d.comb += [
@@ -1151,9 +1379,9 @@ class MpaRxDeframer(wiring.Component):
         # kept only if the write pointer moves past them)
         for j in range(depth):
             with m.If(step4 & (o_wp == j)):
-                m.d.sync += obuf[j].eq(slot0)
+                m.d.sync += obuf[j].eq(beat0)
             with m.If(step4 & (wp1 == j)):
-                m.d.sync += obuf[j].eq(last_beat.as_value())
+                m.d.sync += obuf[j].eq(beat1)
         m.d.sync += [
             o_wp.eq(o_wp + wr0 + wr1),
             o_rp.eq(o_rp + rd),
