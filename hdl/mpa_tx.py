@@ -372,8 +372,9 @@ class MpaTxFramer(wiring.Component):
         b_push = Signal()
         a_move = Signal()
         accept = Signal()
+        b_fits = Signal(init=1)          # registered cnt <= b_room (see the buffer update)
         m.d.comb += [
-            b_push.eq(b_valid & (cnt <= b_room)),
+            b_push.eq(b_valid & b_fits),
             a_move.eq(a_valid & (~b_valid | b_push)),
             self.i.ready.eq(~a_valid | a_move),
             accept.eq(self.i.valid & self.i.ready),
@@ -568,17 +569,11 @@ class MpaTxFramer(wiring.Component):
         conn = Signal(cb)      # run open: the run's connection
         run_open = Signal()    # a run started and its last beat is not sent yet
 
-        # the first L + 1 words of the buffer
-        window = []
-        for k in range(L + 1):
-            w = Signal(entry, name=f"window{k}")
-            with m.Switch(rd_ptr):
-                for e in range(CAP):
-                    with m.Case(e):
-                        m.d.comb += w.eq(buf[(e + k) % CAP])
-            window.append(w)
+        # The first L + 1 words of the buffer, in registers (timing: no multiplexer by
+        # rd_ptr in front of the lane chain, whose result moves rd_ptr): window[k] is
+        # buf[rd_ptr + k] wherever have[k] (cnt > k); see the word buffer update below.
+        window = [Signal(entry, name=f"window{k}") for k in range(L + 1)]
         have = [Signal(name=f"have{k}") for k in range(L + 1)]     # window word k is valid
-        m.d.comb += [h.eq(cnt > k) for k, h in enumerate(have)]
 
         # Per-beat facts that do not depend on the lane chain: a run carries one connection
         # (so one markers/crc setting), and since every beat of a run but the last is full,
@@ -796,10 +791,42 @@ class MpaTxFramer(wiring.Component):
         # -- word buffer update: the output takes 'pop' words, stage B appends its words
         pop = Signal(range(L + 1))
         m.d.comb += pop.eq(Mux(load, after["rd"], 0))
+        pushed = Signal(range(L + 2))
+        m.d.comb += pushed.eq(Mux(b_push, b_cnt, 0))
         m.d.sync += [
-            cnt.eq(cnt - pop + Mux(b_push, b_cnt, 0)),
+            cnt.eq(cnt - pop + pushed),
             rd_ptr.eq(rd_ptr + pop),
         ]
+        # The window registers and flags of the next cycle, for every possible pop p (from
+        # registers and the pushed words only), then chosen by pop, the lane chain's
+        # result (timing: one multiplexer level behind the chain). Word j from the head,
+        # after the push: buf[rd_ptr + j] if j < cnt (the window's register for j <= L),
+        # else pushed word j - cnt (written at wr_ptr = rd_ptr + cnt); a position beyond
+        # the pushed words is not valid and its value does not matter.
+        pos = []
+        for j in range(2 * L + 1):
+            v = Signal(entry, name=f"wpos{j}")
+            if j > L:
+                with m.Switch(rd_ptr):
+                    for e in range(CAP):
+                        with m.Case(e):
+                            m.d.comb += v.eq(buf[(e + j) % CAP])
+            else:
+                m.d.comb += v.eq(window[j])
+            with m.Switch(cnt):
+                for c in range(max(0, j - L), j + 1):
+                    with m.Case(c):
+                        m.d.comb += v.eq(a_words[j - c])
+            pos.append(v)
+        room_next = Signal.like(b_room)
+        m.d.comb += room_next.eq(Mux(a_move, CAP - a_cnt, b_room))
+        with m.Switch(pop):
+            for p_ in range(L + 1):
+                with m.Case(p_):
+                    m.d.sync += [window[k].eq(pos[p_ + k]) for k in range(L + 1)]
+                    after_p = cnt - p_ + pushed
+                    m.d.sync += [have[k].eq(after_p > k) for k in range(L + 1)]
+                    m.d.sync += b_fits.eq(after_p <= room_next)
         with m.If(b_push):
             m.d.sync += wr_ptr.eq(wr_ptr + b_cnt)
         for e in range(CAP):
