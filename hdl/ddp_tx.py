@@ -293,8 +293,8 @@ class DdpTx(wiring.Component):
 
     ``cq`` offers a completion 1 cycle after the ULPDU's last beat (Send, Write) or 4
     cycles after ``read_done`` is taken (Read: the outstanding Read's entry registered,
-    then the length compare registered); ``rr_done`` is queued with the last beat
-    of the Read Response (into its FIFO). IDLE arbitrates among registered copies of the
+    then the length compare registered); ``rr_done`` is queued in the cycle after the
+    last beat of the Read Response (into its FIFO; offered one cycle later). IDLE arbitrates among registered copies of the
     request streams' ``valid``: a request is picked at the earliest in the cycle after its
     ``valid`` rises. ``cfg`` is taken 2 cycles after IDLE picks it,
     ``wr``, ``rrq``, ``read_done`` and ``term`` 3 cycles after (the context is read at the
@@ -468,7 +468,6 @@ class DdpTx(wiring.Component):
         hsh = Signal(8 * _HMAX)        # header (+ inline payload) octets not yet sent, octet 0 first
         hrem = Signal(range(_HMAX + 1))
         tot = Signal(17)               # octets of the ULPDU from the current beat on
-        rot = Signal(max(LW, 1))
         t = Signal(signed(20))         # index of the memory word that the current beat ends in
         lastw = Signal(signed(20))     # index of the last memory word (-1: none)
         prev = Signal(8 * W)
@@ -493,9 +492,15 @@ class DdpTx(wiring.Component):
         win = Signal(16 * W)
         m.d.comb += win.eq(Cat(prev, cur))
         rdat = Signal(8 * W)
-        for r in range(W):
-            with m.If(rot == r):
-                m.d.comb += rdat.eq(win[8 * r:8 * (r + W)])
+        # the rotation (octets of ``prev`` skipped): each output octet's multiplexer has its
+        # own copy (timing: one register fanning out to all of them was on the critical
+        # path); the copies' reset values differ so that Yosys does not merge them, and all
+        # are loaded together when a segment starts
+        rot_c = [Signal(max(LW, 1), init=b % W, name=f"rot_c{b}") for b in range(W)]
+        for b in range(W):
+            for r in range(W):
+                with m.If(rot_c[b] == r):
+                    m.d.comb += rdat[8 * b:8 * b + 8].eq(win[8 * (r + b):8 * (r + b) + 8])
         outd = Signal(8 * W)
         for b in range(W):
             m.d.comb += outd[8 * b:8 * b + 8].eq(
@@ -625,9 +630,14 @@ class DdpTx(wiring.Component):
         # itself wait for ``rrq``): unacknowledged ones per connection <= IRD <= rrq_depth
         rrdf = SyncFIFOBuffered(width=CB, depth=C * RQD)
         m.submodules.rr_done_fifo = rrdf
+        # (queued a cycle after the Read Response's last beat, from registers: timing, the
+        # output handshake is not in front of the FIFO's level)
+        rrd_push = Signal()
+        rrd_conn = Signal(CB)
+        m.d.sync += [rrd_push.eq(e_done & push_rrd), rrd_conn.eq(conn)]
         m.d.comb += [self.rr_done.payload.conn.eq(rrdf.r_data), self.rr_done.valid.eq(rrdf.r_rdy),
-                     rrdf.r_en.eq(self.rr_done.ready), rrdf.w_data.eq(conn),
-                     rrdf.w_en.eq(e_done & push_rrd)]
+                     rrdf.r_en.eq(self.rr_done.ready), rrdf.w_data.eq(rrd_conn),
+                     rrdf.w_en.eq(rrd_push)]
         m.d.comb += [cx_wr.en.eq(0), cx_wr.addr.eq(conn), cx_wr.data.eq(c)]
         m.d.comb += [sq_wr.en.eq(0), rq_wr.en.eq(0), rd_wr.en.eq(0)]
         # the queue memories' write addresses and data do not depend on the state, only their
@@ -1112,7 +1122,7 @@ class DdpTx(wiring.Component):
                                 (go_rreq, bits(lambda b: _RREQ_HDR > b)), (go_term, t_hmask),
                                 (go_chk, bits(lambda b: CHK_HL > b)))),
                 tot.eq(tot_load), e_len.eq(tot_load),
-                rot.eq(onehot((go_sq, hsq["rot"]), (go_rr, hrr["rot"]))),
+                *[rc.eq(onehot((go_sq, hsq["rot"]), (go_rr, hrr["rot"]))) for rc in rot_c],
                 t.eq(onehot((go_sq, hsq["t"]), (go_rr, hrr["t"]))),
                 lastw.eq(Mux(go_pay, onehot((go_sq, hsq["lastw"]), (go_rr, hrr["lastw"])), -1)),
                 pre.eq(onehot((go_sq, hsq["pre"]), (go_rr, hrr["pre"]))),

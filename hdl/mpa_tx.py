@@ -429,15 +429,14 @@ class MpaTxFramer(wiring.Component):
             p1_nwords.eq(nwords),
         ]
         # t+1: N mod 127 (128 = 1 mod 127), N mod 127 + 1, and the end phase for a start
-        # phase of 0, side by side from the folded sum n_y (0..129)
-        n_x = Signal(9)
+        # phase of 0, side by side from the folded sum n_y = N[0:7] + N[7:14] + N[14]
+        # (0..255, one adder with N[14] as its carry in; N < 2**15), which is N mod 127
+        # after subtracting 127 once or (254, 255) twice
         n_y = Signal(8)
-        m.d.comb += [
-            n_x.eq(p1_nwords[7:15] + p1_nwords[0:7]),
-            n_y.eq(n_x[7:9] + n_x[0:7]),
-        ]
+        m.d.comb += n_y.eq(p1_nwords[0:7] + p1_nwords[7:14] + p1_nwords[14])
         n_wrap = Signal()
-        m.d.comb += n_wrap.eq(n_y >= 127)
+        n_wrap2 = Signal()
+        m.d.comb += [n_wrap.eq(n_y >= 127), n_wrap2.eq(n_y >= 254)]
 
         # the last two writes to the context memory
         wh1_valid = Signal()
@@ -460,10 +459,11 @@ class MpaTxFramer(wiring.Component):
         sel2 = Signal()           # the write in cycle t hits our connection
         m.d.sync += [
             p2_valid.eq(p1_valid), p2_conn.eq(p1_conn),
-            p2_n127.eq(Mux(n_wrap, n_y - 127, n_y)),
+            p2_n127.eq(Mux(n_wrap2, n_y - 254, Mux(n_wrap, n_y - 127, n_y))),
             p2_n128.eq(p1_nwords[0:7]), ctx_r.eq(rp.data),
-            p2_qe0.eq(Mux((n_y == 0) | (n_y == 127), 0, Mux(n_wrap, n_y - 126, n_y + 1))),
-            p2_n127p1.eq(Mux(n_wrap, n_y - 126, n_y + 1)),
+            p2_qe0.eq(Mux((n_y == 0) | (n_y == 127) | (n_y == 254), 0,
+                          Mux(n_wrap2, n_y - 253, Mux(n_wrap, n_y - 126, n_y + 1)))),
+            p2_n127p1.eq(Mux(n_wrap2, n_y - 253, Mux(n_wrap, n_y - 126, n_y + 1))),
             sel1.eq(wp.en & (wp.addr == p1_conn)),
             sel2.eq(wh1_valid & (wh1_addr == p1_conn)),
         ]
@@ -520,6 +520,18 @@ class MpaTxFramer(wiring.Component):
         cq_n = Signal(range(3))
         ctx_now = Signal(TX_CONTEXT)
         m.d.comb += ctx_now.eq(Mux(cq_n == 0, new_ctx.as_value(), cq[0].as_value()))
+        # The first word's phase facts (marker lanes, the next beat's phase and marker
+        # lanes) of every context ctx_now may be, all registers, chosen like ctx_now
+        # (timing: no adder or compare behind the forwarding multiplexers, on the way to
+        # the output stage's window registers).
+        def phase_facts(c):
+            return Cat(Cat(*[c.markers & ((c.q + k)[0:7] == 0) for k in range(L)]),
+                       (c.q + L)[0:7], Cat(*[(c.q + L + k)[0:7] == 0 for k in range(L)]))
+        facts = Signal(2 * L + 7)
+        m.d.comb += facts.eq(Mux(cq_n != 0, phase_facts(cq[0]),
+                                 Mux(sel1, phase_facts(wh1_data),
+                                     Mux(sel2, phase_facts(wh2_data), phase_facts(ctx_r)))))
+        now_mlanes, now_qn, now_mnext = facts[:L], facts[L:L + 7], facts[L + 7:]
         cq_pop = Signal()
         m.d.comb += cq_pop.eq(b_push & b_sof)
         with m.Switch(Cat(cq_pop, p2_valid)):
@@ -551,10 +563,7 @@ class MpaTxFramer(wiring.Component):
             if j == 0:
                 m.d.comb += [
                     w.markers.eq(ctx_now.markers), w.crc.eq(ctx_now.crc),
-                    w.mlanes.eq(Cat(*[ctx_now.markers & ((ctx_now.q + k)[0:7] == 0)
-                                      for k in range(L)])),
-                    w.qn.eq(ctx_now.q + L),
-                    w.mnext.eq(Cat(*[(ctx_now.q + L + k)[0:7] == 0 for k in range(L)])),
+                    w.mlanes.eq(now_mlanes), w.qn.eq(now_qn), w.mnext.eq(now_mnext),
                 ]
             a_words.append(w)
 
@@ -824,9 +833,11 @@ class MpaTxFramer(wiring.Component):
             for p_ in range(L + 1):
                 with m.Case(p_):
                     m.d.sync += [window[k].eq(pos[p_ + k]) for k in range(L + 1)]
-                    after_p = cnt - p_ + pushed
-                    m.d.sync += [have[k].eq(after_p > k) for k in range(L + 1)]
-                    m.d.sync += b_fits.eq(after_p <= room_next)
+                    # (with and without the push side by side: b_push is the later input)
+                    kept = cnt - p_
+                    grown = kept + b_cnt
+                    m.d.sync += [have[k].eq(Mux(b_push, grown > k, kept > k)) for k in range(L + 1)]
+                    m.d.sync += b_fits.eq(Mux(b_push, grown <= room_next, kept <= room_next))
         with m.If(b_push):
             m.d.sync += wr_ptr.eq(wr_ptr + b_cnt)
         for e in range(CAP):

@@ -252,11 +252,20 @@ class RegisterBank(wiring.Component):
         group_sel = Signal(len(word) - gb)      # (the whole upper word: unmapped too)
         set_sel = Signal(len(word) - gb - sb)
         m.d.sync += [rd_s1.eq(rd_go), rd_s2.eq(rd_s1), rd_s3.eq(rd_s2)]
+        # Each group selects its member with its own copy of the low word bits (timing: one
+        # register feeding every group's multiplexer was the bank's critical path, by its
+        # fanout). The copies' reset values differ so that Yosys does not merge them
+        # (opt_merge); they are loaded before any read uses them.
+        member = {}
+        for g in groups:
+            member[g] = Signal(gb, init=g % (1 << gb), name=f"rd_member{g}")
+            with m.If(rd_go):
+                m.d.sync += member[g].eq(bus.araddr[word_bits][:gb])
         with m.If(rd_s1):
             m.d.sync += group_sel.eq(word >> gb)
             for g, regs in groups.items():
                 m.d.sync += [group_data[g].eq(0), group_hit[g].eq(0)]
-                with m.Switch(word[:gb]):
+                with m.Switch(member[g]):
                     for r in regs:
                         with m.Case((r.addr >> 2) & ((1 << gb) - 1)):
                             m.d.sync += [group_data[g].eq(self._read_value(r)), group_hit[g].eq(1)]
