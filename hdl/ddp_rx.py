@@ -978,6 +978,15 @@ class DdpRx(wiring.Component):
         #   goes to for every untagged QN 1 / QN 2 segment with no earlier error): the order of
         #   the checks and the codes are those of the model; a failing segment reaches ERR one
         #   cycle later than it would in DEC, and no segment is placed later.
+        def first_code(name, cases):
+            """The error code of the first (flag, code) case whose flag is set, else 0."""
+            code = Signal(16, name=name)
+            value = Const(0, 16)
+            for flag, c in reversed(cases):
+                value = Mux(flag, c, value)
+            m.d.comb += code.eq(value)
+            return code
+
         def registered(conds, prefix):
             flags, pairs = {}, []
             for name, value in conds.items():
@@ -1074,17 +1083,10 @@ class DdpRx(wiring.Component):
             invalid=~row_q.valid | (row_q.stag != h_stag), other_conn=row_q.conn != ent.conn,
             no_write=~row_q.rw, wrap=endt_q[64],
             bounds=to_hi_q | (h_to[:AW] < row_q.base) | (endt_q[:AW + 1] > row_q.end)), "tchk")
-        tchk_code = Signal(16)
-        with m.If(tflag["invalid"]):
-            m.d.comb += tchk_code.eq(E_DDP_T_INVALID_STAG)
-        with m.Elif(tflag["other_conn"]):
-            m.d.comb += tchk_code.eq(E_DDP_T_NOT_ASSOC)
-        with m.Elif(tflag["no_write"]):
-            m.d.comb += tchk_code.eq(E_RP_ACCESS)
-        with m.Elif(tflag["wrap"]):
-            m.d.comb += tchk_code.eq(E_DDP_T_TO_WRAP)
-        with m.Elif(tflag["bounds"]):
-            m.d.comb += tchk_code.eq(E_DDP_T_BOUNDS)
+        tchk_code = first_code("tchk_code", (
+            (tflag["invalid"], E_DDP_T_INVALID_STAG), (tflag["other_conn"], E_DDP_T_NOT_ASSOC),
+            (tflag["no_write"], E_RP_ACCESS), (tflag["wrap"], E_DDP_T_TO_WRAP),
+            (tflag["bounds"], E_DDP_T_BOUNDS)))
 
         # UCHK's offset checks (untagged segment against its message state: the receive
         # buffer for QN 0, the queue state for QN 1/2): the six compares are worked out every
@@ -1165,17 +1167,10 @@ class DdpRx(wiring.Component):
             invalid=~row_q.valid | (row_q.stag != src_stag), other_conn=row_q.conn != ent.conn,
             no_read=~row_q.rr, wrap=ends[64],
             bounds=~src_hi_zero | (src_to[:AW] < row_q.base) | (ends > row_q.end)), "schk")
-        schk_code = Signal(16)
-        with m.If(sflag["invalid"]):
-            m.d.comb += schk_code.eq(E_RP_INVALID_STAG)
-        with m.Elif(sflag["other_conn"]):
-            m.d.comb += schk_code.eq(E_RP_NOT_ASSOC)
-        with m.Elif(sflag["no_read"]):
-            m.d.comb += schk_code.eq(E_RP_ACCESS)
-        with m.Elif(sflag["wrap"]):
-            m.d.comb += schk_code.eq(E_RP_TO_WRAP)
-        with m.Elif(sflag["bounds"]):
-            m.d.comb += schk_code.eq(E_RP_BOUNDS)
+        schk_code = first_code("schk_code", (
+            (sflag["invalid"], E_RP_INVALID_STAG), (sflag["other_conn"], E_RP_NOT_ASSOC),
+            (sflag["no_read"], E_RP_ACCESS), (sflag["wrap"], E_RP_TO_WRAP),
+            (sflag["bounds"], E_RP_BOUNDS)))
 
         # STag table writes (``stag_w``): the request is latched in IDLE, the end of the region
         # (a 64-bit sum) registered in STW0 and the row written in STW1 (timing: neither the

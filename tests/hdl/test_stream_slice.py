@@ -14,6 +14,13 @@ from hdl.stream_slice import StreamSlice
 LAYOUT = data.StructLayout({"data": unsigned(16), "last": unsigned(1)})
 
 
+def _simulate(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def _run(p_valid, p_ready, n_beats, seed, full_rate=True):
     dut = StreamSlice(LAYOUT, full_rate=full_rate)
     rng = random.Random(seed)
@@ -44,10 +51,7 @@ def _run(p_valid, p_ready, n_beats, seed, full_rate=True):
             assert ctx.get(dut.o.valid) == 0, "a beat left over"
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     assert got == sent
     return cycles[0]
 
@@ -85,10 +89,7 @@ def test_half_rate_ready_is_a_register():
         await ctx.tick()
         seen.append(ctx.get(dut.i.ready))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     assert seen == [0, 0, 1]
 
 
@@ -107,10 +108,7 @@ def test_ready_does_not_depend_on_output_ready_combinationally():
         await ctx.tick()
         seen.append(ctx.get(dut.i.ready))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     assert seen == [0, 1]
 
 
