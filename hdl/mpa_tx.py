@@ -300,9 +300,9 @@ class MpaTxFramer(wiring.Component):
     Measured on ECP5 (LFE5UM-45F, speed grade 8, Yosys synth_ecp5 + nextpnr,
     out of context, W = 8): 1024 connections 2.7k LUT4, 1.06k FFs, one DP16KD,
     Fmax 138..148 MHz over placement seeds; 16 connections 2.6k LUT4 (context
-    in distributed RAM), 135 MHz. The remaining critical paths are the lane
-    chain's control (word pointer, buffer count), mostly routing. (Figures
-    from before the changes listed in docs/build.md, which has the core's.)
+    in distributed RAM), 135 MHz. (Figures from before the changes listed in
+    docs/build.md, which has the core's: the lane chain now starts at the
+    window registers and ends at their load multiplexer.)
     """
 
     def __init__(self, *, width, connections=16):
