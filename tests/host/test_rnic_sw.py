@@ -134,6 +134,12 @@ def test_sends_writes_reads_with_markers_and_crc(pair_factory, mi, mr, crc, rev,
     reads = [(e.stag, e.to, e.length) for e in evs if e.kind == "remote_read"]
     assert writes == [(0x1000, 5000, 8), (0x1000, 5100, 2500)]
     assert reads == [(0x1000, 0, 3000), (0x1000, 5000, 8)]   # zero-length read: no event
+    # the counters are updated by the peers' threads after the wire write / read: let the
+    # last FPDUs in flight settle before comparing them
+    deadline = time.monotonic() + 5
+    while (b.stats["rx_fpdus"] != a.stats["tx_fpdus"] + (1 if p2p else 0)
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
     assert a.stats["tx_fpdus"] > 10 and b.stats["rx_fpdus"] == a.stats["tx_fpdus"] + (1 if p2p else 0)
     if mr:
         assert a.stats["tx_markers"] > 0 and b.stats["rx_markers"] == a.stats["tx_markers"] + (
