@@ -128,17 +128,21 @@ class RegisterBank(wiring.Component):
     Timing
     ------
     Write channel: ``awready`` and ``wready`` are raised together, in a cycle
-    where ``awvalid`` and ``wvalid`` are both high and no write response is
-    pending (allowed by AXI: a slave may wait for both valids). The write
-    takes effect at the end of that cycle: RW/W1C outputs change, PULSE
-    outputs are high, and ``bvalid`` is high in the next cycle (1 cycle from
-    handshake to response), held until ``bready``. Read channel: ``arready``
+    where ``awvalid`` and ``wvalid`` are both high and no write is under way
+    or awaiting its response (allowed by AXI: a slave may wait for both
+    valids). The write takes effect two cycles after the handshake (the
+    address, data and strobes are registered, then the address is decoded
+    into registered per-register hit flags): at the end of the second cycle
+    after it RW/W1C outputs change and ``bvalid`` is set, so PULSE outputs
+    and ``bvalid`` are high together in the third cycle after the handshake
+    (3 cycles from handshake to response); ``bvalid`` is held until
+    ``bready``. A write is done when its response arrives. Read channel: ``arready``
     is high while ``arvalid`` and no read is under way; ``rdata``/``rvalid``
     follow four cycles later (the address, then the read data mux in three
     register levels; RO inputs are sampled in the cycle after the handshake),
     held until ``rready``. The channels are independent: a read and a write
-    can be served in the same cycle (the read sees the written value).
-    Throughput: one write every 2 cycles and one read every 5 cycles when the
+    can be under way together (the read sees the old or the new value).
+    Throughput: one write every 4 cycles and one read every 5 cycles when the
     master's ready/valid are always high.
     """
 
@@ -166,62 +170,70 @@ class RegisterBank(wiring.Component):
         word_bits = slice(2, amap.addr_width)
 
         # ---- write channel
+        # Three stages, for timing (the bus master and the registers are far apart on a
+        # board, and the decode fans out to every register): the handshake only latches the
+        # word address, data and strobes; the next cycle decodes the address into one
+        # registered hit flag per register; the cycle after, the hit register takes the
+        # data, the pulses are raised and the response is set (bvalid from the next cycle).
         wr_go = Signal()
+        wr_s1 = Signal()                        # address, data and strobes are registered
+        wr_s2 = Signal()                        # the hit flags are registered: write
         m.d.comb += [
-            wr_go.eq(bus.awvalid & bus.wvalid & ~bus.bvalid),
+            wr_go.eq(bus.awvalid & bus.wvalid & ~bus.bvalid & ~wr_s1 & ~wr_s2),
             bus.awready.eq(wr_go),
             bus.wready.eq(wr_go),
         ]
+        m.d.sync += [wr_s1.eq(wr_go), wr_s2.eq(wr_s1)]
         with m.If(bus.bvalid & bus.bready):
             m.d.sync += bus.bvalid.eq(0)
+        w_word = Signal(amap.addr_width - 2)
+        w_data = Signal(32)
+        w_strb = Signal(4)
+        with m.If(wr_go):
+            m.d.sync += [w_word.eq(bus.awaddr[word_bits]), w_data.eq(bus.wdata),
+                         w_strb.eq(bus.wstrb)]
+        hit = {r.name: Signal(name=f"wr_hit_{r.port}") for r in amap}
+        w_okay = Signal()
+        m.d.sync += [h.eq(0) for h in hit.values()]
+        m.d.sync += w_okay.eq(0)
+        with m.If(wr_s1):
+            with m.Switch(w_word):
+                for r in amap:
+                    with m.Case(r.addr >> 2):
+                        m.d.sync += [hit[r.name].eq(1), w_okay.eq(1)]
+        with m.If(wr_s2):
+            m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(Mux(w_okay, RESP_OKAY, RESP_SLVERR))]
 
         # Byte-lane enable of each bit of the written word.
         bit_en = Signal(32)
-        m.d.comb += bit_en.eq(Cat(*(bus.wstrb[i].replicate(8) for i in range(4))))
+        m.d.comb += bit_en.eq(Cat(*(w_strb[i].replicate(8) for i in range(4))))
         wdata = Signal(32)
-        m.d.comb += wdata.eq(bus.wdata & bit_en)
+        m.d.comb += wdata.eq(w_data & bit_en)
 
-        clears = {}
         for r in amap:
             for f in r.fields:
-                if f.access is PULSE:
-                    m.d.sync += self._port(r, f).eq(0)       # default; a write below overrides
+                bits = slice(f.offset, f.offset + f.width)
+                if f.access is RW:
+                    out = self._port(r, f)
+                    # per byte lane covered by the field
+                    lo = f.offset
+                    while lo <= f.msb:
+                        hi = min(f.msb + 1, (lo // 8 + 1) * 8)
+                        with m.If(hit[r.name] & w_strb[lo // 8]):
+                            m.d.sync += out[lo - f.offset:hi - f.offset].eq(w_data[lo:hi])
+                        lo = hi
+                elif f.access is PULSE:
+                    m.d.sync += self._port(r, f).eq(Mux(hit[r.name], wdata[bits], 0))
                 elif f.access is W1C:
-                    clears[(r.name, f.name)] = Signal(f.width, name=f"{r.port}_{f.port}_clear")
-
-        with m.If(wr_go):
-            m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(RESP_SLVERR)]
-            with m.Switch(bus.awaddr[word_bits]):
-                for r in amap:
-                    with m.Case(r.addr >> 2):
-                        m.d.sync += bus.bresp.eq(RESP_OKAY)
-                        for f in r.fields:
-                            bits = slice(f.offset, f.offset + f.width)
-                            if f.access is RW:
-                                out = self._port(r, f)
-                                # per byte lane covered by the field
-                                lo = f.offset
-                                while lo <= f.msb:
-                                    hi = min(f.msb + 1, (lo // 8 + 1) * 8)
-                                    with m.If(bus.wstrb[lo // 8]):
-                                        m.d.sync += out[lo - f.offset:hi - f.offset].eq(bus.wdata[lo:hi])
-                                    lo = hi
-                            elif f.access is PULSE:
-                                m.d.sync += self._port(r, f).eq(wdata[bits])
-                            elif f.access is W1C:
-                                m.d.comb += clears[(r.name, f.name)].eq(wdata[bits])
-
-        for r in amap:
-            for f in r.fields:
-                if f.access is W1C:
                     value = self._port(r, f)
-                    m.d.sync += value.eq((value & ~clears[(r.name, f.name)]) | self._port(r, f, "_set"))
+                    clear = Mux(hit[r.name], wdata[bits], 0)
+                    m.d.sync += value.eq((value & ~clear) | self._port(r, f, "_set"))
 
         # ---- read channel
         # Four register levels, for timing: the accept cycle registers the word address (the
         # master's address and handshake then feed no decode); the next cycle each group of
         # 2**GROUP_BITS registers (same word address >> GROUP_BITS) selects its member by the
-        # low address bits into a group register (the core's RO inputs go through one 16:1
+        # low address bits into a group register (the core's RO inputs go through one 8:1
         # mux only); the cycle after, each set of 2**SET_BITS groups selects its group into a
         # set register; the cycle after that, the set is selected into rdata. Reads answer
         # four cycles after the address handshake.
@@ -287,7 +299,7 @@ class RegisterBank(wiring.Component):
         return m
 
     #: Registers per group of the read data's first mux level (log2).
-    GROUP_BITS = 4
+    GROUP_BITS = 3
     #: Groups per set of the second level (log2).
     SET_BITS = 3
 

@@ -66,8 +66,9 @@ nothing, of a PULSE field fires nothing. Reads have no side effects. An address
 that maps no register answers SLVERR (reads return 0, writes are dropped); a
 write to a read-only register answers OKAY and changes nothing. One read and one
 write are served at a time (they proceed independently); the write response comes
-one clock cycle after the address/data handshake, the read data two cycles after
-the address handshake (registers are sampled in the handshake cycle).
+three clock cycles after the address/data handshake (the write has taken effect
+when it comes), the read data four cycles after the address handshake (registers
+are sampled in the cycle after the handshake).
 """
 
 __doc__ = (__doc__ or "") + "\nAccess types\n------------\n" + ACCESS_DOC + "\nBus rules\n---------\n" + BUS_DOC

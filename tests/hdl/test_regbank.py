@@ -123,9 +123,10 @@ def test_amaranth_sim_quick():
         assert await bus.read(0x000) == (MAGIC, RESP_OKAY)
         assert await bus.read(0x004) == (8 << 16 | VERSION_MAJOR << 8 | VERSION_MINOR, RESP_OKAY)
         assert await bus.read(0x008) == (64 << 16 | 16, RESP_OKAY)
-        # RW with strobes; bvalid is high in the cycle after the handshake (waited 0 more edges)
+        # RW with strobes; bvalid is high in the third cycle after the handshake (waited 2
+        # more edges after the first)
         resp, waited = await bus.write(regs.SCRATCH_ADDR, 0x11223344)
-        assert (resp, waited) == (RESP_OKAY, 0)
+        assert (resp, waited) == (RESP_OKAY, 2)
         await bus.write(regs.SCRATCH_ADDR, 0xAABBCCDD, 0b1010)
         assert await bus.read(regs.SCRATCH_ADDR + 2) == (0xAA22CC44, RESP_OKAY)
         # RW output to the core
