@@ -230,9 +230,9 @@ class MpaTxFramer(wiring.Component):
 
     Latency and throughput
     ----------------------
-    Latency 5 cycles: a beat transferred on ``i`` at a clock edge can leave on
-    ``o`` at the 5th edge after it (input register A, input register B, word
-    buffer, beat register, CRC/output register; a skid register behind the
+    Latency 6 cycles: a beat transferred on ``i`` at a clock edge can leave on
+    ``o`` at the 6th edge after it (input register R, input register A, input
+    register B, word buffer, beat register, CRC/output register; a skid register behind the
     output register takes a beat only while ``o`` is stalled, so that
     ``o.ready`` reaches no logic but the output and skid registers).
     Throughput: one output beat per cycle while ``o.ready`` is high and
@@ -256,6 +256,9 @@ class MpaTxFramer(wiring.Component):
     last one may carry the pad), CRC. All muxes work on words, not octets, and
     CRC32c is computed word-wise.
 
+    * Input register R holds the beat as it came, so that the FPDU's start
+      context (read and computed in the two cycles after the accept) is in a
+      register before the FPDU's first word reaches register B.
     * Input register A shifts the ULPDU octets by 2 (the LEN field goes in
       front; a 2-octet carry register holds the tail of the previous beat) and
       zero-masks past ``n``, giving up to W/4 + 1 "data words" per input beat
@@ -274,8 +277,9 @@ class MpaTxFramer(wiring.Component):
       accepted just before, or from ``cfg``) are forwarded from registers, so
       back-to-back ULPDUs of the same or different connections need no idle
       cycle, and the RAM output only feeds a register (the RAM's clock-to-out
-      is slow on ECP5). The start context travels with the FPDU's first data
-      word; nothing else needs to persist between ULPDUs because FPDUs are
+      is slow on ECP5). The start context waits in a two-entry queue of
+      registers, with its first word's marker lanes precomputed, and travels
+      with the FPDU's first data word; nothing else needs to persist between ULPDUs because FPDUs are
       whole at the input.
     * The word buffer (a power of 2 >= 3 W/4 words, circular) decouples the
       input rate (data words) from the output rate (data words plus markers
@@ -343,6 +347,14 @@ class MpaTxFramer(wiring.Component):
 
         ip = self.i.payload
 
+        # -- stage R: the input beat, registered. The context pipeline starts at the input's
+        # accept; the data reaches register B only a cycle after the FPDU's start context is
+        # registered (timing: no path from the context memory's forwarding into the words).
+        r_valid = Signal()
+        rb = Signal.like(ip, name="r_beat")
+        r_move = Signal()
+        in_accept = Signal()
+
         # -- stage A: input register, 2-octet shift --------------------------------
         a_valid = Signal()
         a_data = Signal(32 * (L + 1))
@@ -376,24 +388,30 @@ class MpaTxFramer(wiring.Component):
         m.d.comb += [
             b_push.eq(b_valid & b_fits),
             a_move.eq(a_valid & (~b_valid | b_push)),
-            self.i.ready.eq(~a_valid | a_move),
-            accept.eq(self.i.valid & self.i.ready),
+            r_move.eq(r_valid & (~a_valid | a_move)),
+            self.i.ready.eq(~r_valid | r_move),
+            in_accept.eq(self.i.valid & self.i.ready),
+            accept.eq(r_move),
         ]
-        i_same = Signal()                # the input's ULPDU continues the last accepted one's connection
-        m.d.comb += i_same.eq(ip.conn == a_conn)
+        with m.If(in_accept):
+            m.d.sync += [r_valid.eq(1), rb.eq(ip)]
+        with m.Elif(r_move):
+            m.d.sync += r_valid.eq(0)
+        i_same = Signal()                # R's ULPDU continues the last one A took's connection
+        m.d.comb += i_same.eq(rb.conn == a_conn)
 
-        carry_in = Mux(ip.first, Cat(ip.length[8:16], ip.length[0:8]), carry)
-        lanes = [Mux(ip.n > k, ip.data[8 * k:8 * k + 8], 0) for k in range(W)]
+        carry_in = Mux(rb.first, Cat(rb.length[8:16], rb.length[0:8]), carry)
+        lanes = [Mux(rb.n > k, rb.data[8 * k:8 * k + 8], 0) for k in range(W)]
         with m.If(accept):
             m.d.sync += [
                 a_valid.eq(1),
                 a_data.eq(Cat(carry_in, *lanes, Const(0, 16))),
-                a_cnt.eq(Mux(ip.last, (ip.n + 5) >> 2, L)),
-                a_sof.eq(ip.first),
-                a_eof.eq(ip.last),
-                a_conn.eq(ip.conn),
+                a_cnt.eq(Mux(rb.last, (rb.n + 5) >> 2, L)),
+                a_sof.eq(rb.first),
+                a_eof.eq(rb.last),
+                a_conn.eq(rb.conn),
                 a_same.eq(i_same),
-                carry.eq(ip.data[8 * W - 16:]),
+                carry.eq(rb.data[8 * W - 16:]),
             ]
         with m.Elif(a_move):
             m.d.sync += a_valid.eq(0)
@@ -424,7 +442,7 @@ class MpaTxFramer(wiring.Component):
         p1_conn = Signal(cb)
         p1_nwords = Signal(15)
         m.d.sync += [
-            p1_valid.eq(accept & ip.first),
+            p1_valid.eq(in_accept & ip.first),
             p1_conn.eq(ip.conn),
             p1_nwords.eq(nwords),
         ]
@@ -513,42 +531,42 @@ class MpaTxFramer(wiring.Component):
                 wp.en.eq(1),
             ]
 
-        # Start contexts wait here for their first word to leave stage B (at most two are
-        # pending: one per sof beat in stages A and B); bypass when the queue is empty.
+        # Start contexts wait here for their first word to leave stage B, with the first
+        # word's phase facts (marker lanes, the next beat's phase and marker lanes), all
+        # registers (timing: the words take no logic from the context pipeline). At most two
+        # are pending, one per sof beat in stages A and B: the start context of a ULPDU
+        # accepted at t is computed at t+2 and queued at the end of t+2, and its first beat
+        # (in R at t+1) reaches B at t+3 at the earliest.
         new_ctx = start
         cq = [Signal(TX_CONTEXT, name=f"cq{k}") for k in range(2)]
+        cq_f = [Signal(2 * L + 7, name=f"cq_facts{k}") for k in range(2)]
         cq_n = Signal(range(3))
-        ctx_now = Signal(TX_CONTEXT)
-        m.d.comb += ctx_now.eq(Mux(cq_n == 0, new_ctx.as_value(), cq[0].as_value()))
-        # The first word's phase facts (marker lanes, the next beat's phase and marker
-        # lanes) of every context ctx_now may be, all registers, chosen like ctx_now
-        # (timing: no adder or compare behind the forwarding multiplexers, on the way to
-        # the output stage's window registers).
+        ctx_now = cq[0]
         def phase_facts(c):
-            return Cat(Cat(*[c.markers & ((c.q + k)[0:7] == 0) for k in range(L)]),
-                       (c.q + L)[0:7], Cat(*[(c.q + L + k)[0:7] == 0 for k in range(L)]))
-        facts = Signal(2 * L + 7)
-        m.d.comb += facts.eq(Mux(cq_n != 0, phase_facts(cq[0]),
-                                 Mux(sel1, phase_facts(wh1_data),
-                                     Mux(sel2, phase_facts(wh2_data), phase_facts(ctx_r)))))
+            # (q + k) mod 128 == 0 as q == -k mod 128: compares with constants, no adder
+            return Cat(Cat(*[c.markers & (c.q == (-k) % 128) for k in range(L)]),
+                       (c.q + L)[0:7], Cat(*[c.q == (-L - k) % 128 for k in range(L)]))
+        new_f = Signal(2 * L + 7)
+        m.d.comb += new_f.eq(phase_facts(new_ctx))
+        facts = cq_f[0]
         now_mlanes, now_qn, now_mnext = facts[:L], facts[L:L + 7], facts[L + 7:]
         cq_pop = Signal()
         m.d.comb += cq_pop.eq(b_push & b_sof)
         with m.Switch(Cat(cq_pop, p2_valid)):
             with m.Case(0b10):                  # push only
                 with m.If(cq_n == 0):
-                    m.d.sync += cq[0].eq(new_ctx)
+                    m.d.sync += [cq[0].eq(new_ctx), cq_f[0].eq(new_f)]
                 with m.Else():
-                    m.d.sync += cq[1].eq(new_ctx)
+                    m.d.sync += [cq[1].eq(new_ctx), cq_f[1].eq(new_f)]
                 m.d.sync += cq_n.eq(cq_n + 1)
             with m.Case(0b01):                  # pop only
-                m.d.sync += [cq[0].eq(cq[1]), cq_n.eq(cq_n - 1)]
-            with m.Case(0b11):                  # both
+                m.d.sync += [cq[0].eq(cq[1]), cq_f[0].eq(cq_f[1]), cq_n.eq(cq_n - 1)]
+            with m.Case(0b11):                  # both (cq_n is 1 or 2: a pop needs an entry)
                 with m.If(cq_n == 2):
-                    m.d.sync += [cq[0].eq(cq[1]), cq[1].eq(new_ctx)]
-                with m.Elif(cq_n == 1):
-                    m.d.sync += cq[0].eq(new_ctx)
-                # cq_n == 0: the bypass used new_ctx, nothing stays
+                    m.d.sync += [cq[0].eq(cq[1]), cq_f[0].eq(cq_f[1]),
+                                 cq[1].eq(new_ctx), cq_f[1].eq(new_f)]
+                with m.Else():
+                    m.d.sync += [cq[0].eq(new_ctx), cq_f[0].eq(new_f)]
 
         a_words = []
         for j in range(L + 1):
@@ -604,7 +622,7 @@ class MpaTxFramer(wiring.Component):
         # connection ids are compared in the lane chain.
         outside_same = Signal()
         m.d.comb += outside_same.eq(Mux(b_valid, b_same,
-                                        Mux(a_valid, a_same, self.i.valid & ip.first & i_same)))
+                                        Mux(a_valid, a_same, r_valid & rb.first & i_same)))
 
         # FPDUPTR of a marker in lane s: fptr + s if its FPDU started before this beat, else
         # counted by the chain from the FPDU's start lane ('rel', a few bits).

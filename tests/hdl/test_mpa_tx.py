@@ -8,7 +8,7 @@
     FPDUs byte for byte, and the run framing (first/last/n/conn) is checked.
     Corner cases: one connection with every length around a marker period and
     phases near 0; many tiny ULPDUs (several FPDUs per beat); the closed-form
-    lane CRC against the bit-serial model; latency (5 cycles).
+    lane CRC against the bit-serial model; latency (6 cycles).
 (b) Throughput: one connection, markers and CRC on, no idles, no back-pressure:
     wire octets / (cycles * W) >= 0.99.
 (c) Elaboration: connections=1024 converts to Verilog, the context is a memory.
@@ -339,7 +339,7 @@ def test_framer_one_connection_and_phases():
 
 
 def test_latency():
-    """A beat accepted on i at a clock edge can leave on o at the 5th edge after it."""
+    """A beat accepted on i at a clock edge can leave on o at the 6th edge after it."""
     W = 8
     dut = MpaTxFramer(width=W, connections=4)
     layout = MpaTxBeat(width=W, connections=4)
@@ -362,7 +362,7 @@ def test_latency():
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
-    assert seen == [5]
+    assert seen == [6]
 
 
 @pytest.mark.parametrize("lanes", [1, 2, 4])
