@@ -277,13 +277,13 @@ class RnicCore(wiring.Component):
 
     Latency
     -------
-    ``tx_ulpdu`` to ``tx_wire``: 8 cycles (two register slices, framer 5, output
+    ``tx_ulpdu`` to ``tx_wire``: 9 cycles (two register slices, framer 6, output
     register 1).
     ``rx_wire`` to ``rx_ulpdu``: 12 cycles (input register slice 1, deframer
     10, output register 1). The streams between the DDP/RDMAP paths and the
     glue (DdpRx input, completions, Read Requests, DdpTx output) each pass a
     register slice (1 cycle; :class:`~hdl.stream_slice.StreamSlice`).
-    LOOPBACK, ULPDU in to ULPDU out: 20 cycles plus the FPDU's length in
+    LOOPBACK, ULPDU in to ULPDU out: 21 cycles plus the FPDU's length in
     beats (the deframer holds a ULPDU's last beat until its CRC). (Counted
     as the framer's: a beat transferred at edge t can leave at edge t + n.)
     TX_MARKERS counts a beat's marker 2 cycles after the beat left the
@@ -787,7 +787,8 @@ class RnicCore(wiring.Component):
         rx_fpdus, rx_crc, rx_marker, rx_length = (Signal(32, name=n) for n in (
             "rx_fpdus", "rx_crc_errors", "rx_marker_errors", "rx_length_errors"))
         counters = [
-            (tx_fpdus, fin.valid & fin.ready & fin.payload.last),
+            # (counted behind the framer's input slice, from its registers; timing)
+            (tx_fpdus, framer.i.valid & framer.i.ready & framer.i.payload.last),
             (tx_markers, trk_hit),
             (tx_octets, Mux(s_fresh, s_beat.n, 0)),
             (rx_octets, Mux(deframer.i.valid & deframer.i.ready, deframer.i.payload.n, 0)),
@@ -1121,8 +1122,12 @@ class RnicCore(wiring.Component):
         with d.Elif(dtx.term.ready):
             d.d.sync += tt_pend.eq(0)
         d.d.comb += dtx.term.valid.eq(tt_pend)
+        # a copy of `sweeping` one cycle behind (timing: its fanout); reset with it, it only
+        # holds reports back one cycle longer after the sweep
+        sweep_t = Signal(init=1)
+        d.d.sync += sweep_t.eq(sweeping)
         d.d.comb += [
-            dterm.ready.eq(tmf.w_rdy & ~tev_pend & ~sweeping & ~tt_pend),
+            dterm.ready.eq(tmf.w_rdy & ~tev_pend & ~sweep_t & ~tt_pend),
             term_take.eq(dterm.valid & dterm.ready),
             tmf.w_en.eq(term_take),
         ]
