@@ -22,7 +22,7 @@ from amaranth.utils import exact_log2
 from .beat import WIDTHS, conn_bits
 from .ddp_rx import TERM_BYTES, ReadRequestOut, RrDone, StagWrite, TermReport
 from .mpa_tx import MpaTxBeat
-from .synth_hints import SyncFIFOBuffered, no_rw_collision, one_hot
+from .synth_hints import SyncFIFOBuffered, no_rw_collision, one_hot, register_copies
 
 __all__ = [
     "AXI4ReadSignature", "WorkRequest", "TxConnCfg", "ReadDone", "TxCompletion", "DdpTx",
@@ -494,9 +494,8 @@ class DdpTx(wiring.Component):
         rdat = Signal(8 * W)
         # the rotation (octets of ``prev`` skipped): each output octet's multiplexer has its
         # own copy (timing: one register fanning out to all of them was on the critical
-        # path); the copies' reset values differ so that Yosys does not merge them, and all
-        # are loaded together when a segment starts
-        rot_c = [Signal(max(LW, 1), init=b % W, name=f"rot_c{b}") for b in range(W)]
+        # path); all are loaded together when a segment starts
+        rot_c = register_copies(max(LW, 1), W, name="rot_c")
         for b in range(W):
             for r in range(W):
                 with m.If(rot_c[b] == r):

@@ -10,6 +10,8 @@ from amaranth.lib.wiring import In, Out
 
 from host.regmap import PULSE, REGMAP, RO, RW, W1C, RegisterMap
 
+from .synth_hints import register_copies
+
 __all__ = ["AXI4LiteSignature", "RegisterBank", "core_signature", "RESP_OKAY", "RESP_SLVERR"]
 
 RESP_OKAY = 0b00
@@ -266,11 +268,9 @@ class RegisterBank(wiring.Component):
         m.d.sync += [rd_s1.eq(rd_go), rd_s2.eq(rd_s1), rd_s3.eq(rd_s2)]
         # Each group selects its member with its own copy of the low word bits (timing: one
         # register feeding every group's multiplexer was the bank's critical path, by its
-        # fanout). The copies' reset values differ so that Yosys does not merge them
-        # (opt_merge); they are loaded before any read uses them.
-        member = {}
+        # fanout); they are loaded before any read uses them.
+        member = dict(zip(groups, register_copies(gb, len(groups), name="rd_member")))
         for g in groups:
-            member[g] = Signal(gb, init=g % (1 << gb), name=f"rd_member{g}")
             with m.If(rd_go):
                 m.d.sync += member[g].eq(bus.araddr[word_bits][:gb])
         with m.If(rd_s1):

@@ -1,6 +1,8 @@
-"""Synthesis hints for Yosys: one-hot FSM state registers, memories without read/write collisions.
+"""Synthesis hints for Yosys: one-hot FSM state registers, memories without read/write
+collisions, register copies that Yosys keeps apart.
 
-Neither hint changes what the design does in simulation; both let Yosys build less logic.
+None of the hints changes what the design does once its registers are loaded; the first
+two let Yosys build less logic, the third lets nextpnr place shorter nets.
 
 * :func:`one_hot` puts ``fsm_encoding = "one-hot"`` on an FSM's state register. Yosys
   re-encodes an FSM only when it detects one, and it does not detect a register with an
@@ -19,15 +21,25 @@ Neither hint changes what the design does in simulation; both let Yosys build le
   ports it builds itself; :func:`host.build.apply_no_rw_check` makes it hold for the
   synchronous read ports Amaranth emits. Mark a memory only with the argument why written
   beside it.
+* :func:`register_copies` makes registers meant to hold copies of one value, one per
+  group of consumers, for a value that fans out too far for one flip-flop to reach in a
+  cycle. Yosys's ``opt_merge`` merges flip-flops (bit by bit) with the same input, enable
+  and initial value, and a ``keep`` attribute on a wire does not stop it; one on the
+  flip-flop cell does. The copies' wires carry :data:`REGISTER_COPY`, and
+  :func:`host.build.apply_keep_copies` puts ``keep`` on the cells that drive them.
 """
 
+from amaranth.hdl import Signal
 from amaranth.lib import fifo
 from amaranth.lib.memory import Memory
 
-__all__ = ["one_hot", "no_rw_collision", "SyncFIFOBuffered", "NO_RW_CHECK"]
+__all__ = ["one_hot", "no_rw_collision", "register_copies", "SyncFIFOBuffered", "NO_RW_CHECK",
+           "REGISTER_COPY"]
 
 #: The attribute :func:`no_rw_collision` sets (Yosys's name).
 NO_RW_CHECK = "no_rw_check"
+#: The attribute :func:`register_copies` puts on the copies' wires (this project's name).
+REGISTER_COPY = "register_copy"
 
 
 def one_hot(fsm):
@@ -50,6 +62,17 @@ def no_rw_collision(memory):
         raise TypeError(f"no_rw_collision() takes a Memory, not {memory!r}")
     memory.attrs[NO_RW_CHECK] = 1
     return memory
+
+
+def register_copies(width, count, *, name):
+    """``count`` registers of ``width`` bits named ``name0``, ``name1``, ... (initial value
+    0), to be loaded with one value together, each feeding its own consumers; marked with
+    :data:`REGISTER_COPY` so that the build keeps them apart."""
+    if not isinstance(width, int) or width < 1:
+        raise ValueError(f"width must be a positive integer, not {width!r}")
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be a positive integer, not {count!r}")
+    return [Signal(width, name=f"{name}{k}", attrs={REGISTER_COPY: 1}) for k in range(count)]
 
 
 class SyncFIFOBuffered(fifo.SyncFIFOBuffered):

@@ -40,13 +40,14 @@ from pathlib import Path
 
 __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
-    "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "REPO_ROOT", "DEFAULT_FREQ_MHZ",
+    "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies", "REPO_ROOT", "DEFAULT_FREQ_MHZ",
     "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: The memory attribute of :func:`hdl.synth_hints.no_rw_collision` (Yosys's name).
 NO_RW_CHECK_ATTR = "no_rw_check"
+REGISTER_COPY_ATTR = "register_copy"       # hdl.synth_hints.REGISTER_COPY
 DEFAULT_FREQ_MHZ = 125.0
 GOAL_FREQ_MHZ = 156.25
 SWEEP_WIDTHS = (4, 8, 16)
@@ -163,6 +164,27 @@ def _tool_version(env, var, *args):
 
 # -- RTLIL hints -----------------------------------------------------------------------------
 
+def _marked(lines, attr, keyword):
+    """``{module: names}`` of the RTLIL ``keyword`` statements (``memory``, ``wire``) that
+    carry the attribute ``attr`` with a non-zero value."""
+    marked = {}
+    module = None
+    attrs = []
+    for line in lines:
+        words = line.split()
+        if line.startswith("module "):
+            module = words[1]
+            marked[module] = set()
+        elif words[:1] == ["attribute"]:
+            attrs.append(words)
+            continue
+        elif words[:1] == [keyword] and module is not None:
+            if any(len(a) > 2 and a[1] == "\\" + attr and a[2] not in ("0", "0'0") for a in attrs):
+                marked[module].add(words[-1])
+        attrs = []
+    return marked
+
+
 def apply_no_rw_check(text):
     """Make Yosys's ``no_rw_check`` memory attribute hold for Amaranth's read ports.
 
@@ -176,22 +198,7 @@ def apply_no_rw_check(text):
     compare, a multiplexer behind the RAM's output) that the design does not need.
     """
     lines = text.split("\n")
-    marked = {}                       # module -> names of marked memories
-    module = None
-    attrs = []
-    for line in lines:
-        words = line.split()
-        if line.startswith("module "):
-            module = words[1]
-            marked[module] = set()
-        elif words[:1] == ["attribute"]:
-            attrs.append(words)
-            continue
-        elif words[:1] == ["memory"] and module is not None:
-            if any(a[1] == "\\" + NO_RW_CHECK_ATTR and a[2] not in ("0", "0'0") for a in attrs
-                   if len(a) > 2):
-                marked[module].add(words[-1])
-        attrs = []
+    marked = _marked(lines, NO_RW_CHECK_ATTR, "memory")
     out = []
     cell = None                       # lines of the $memrd_v2 cell being read
     ports = 0
@@ -225,6 +232,45 @@ def apply_no_rw_check(text):
         out.extend(cell)
         cell = None
     return "\n".join(out), ports
+
+
+def apply_keep_copies(text):
+    """Keep register copies apart: returns ``(text, cells)``, the RTLIL ``text`` with a
+    ``keep`` attribute on every flip-flop cell whose ``Q`` drives a wire marked by
+    :func:`hdl.synth_hints.register_copies`, and the number of cells marked. Without it
+    Yosys's ``opt_merge`` merges the copies back into one register (a ``keep`` on the wire
+    does not stop it)."""
+    lines = text.split("\n")
+    marked = _marked(lines, REGISTER_COPY_ATTR, "wire")
+    out = []
+    cell = None                       # lines of the flip-flop cell being read
+    cells = 0
+    module = None
+    for line in lines:
+        words = line.split()
+        if line.startswith("module "):
+            module = words[1]
+        if cell is None:
+            if words[:1] == ["cell"] and words[1] in _FF_CELLS and marked.get(module):
+                cell = [line]
+            else:
+                out.append(line)
+            continue
+        cell.append(line)
+        if words != ["end"]:
+            continue
+        q = [ln.split() for ln in cell if ln.split()[:2] == ["connect", "\\Q"]]
+        if q and len(q[0]) > 2 and q[0][2] in marked[module]:
+            indent = cell[0][:len(cell[0]) - len(cell[0].lstrip())]
+            out.append(f"{indent}attribute \\keep 1")
+            cells += 1
+        out.extend(cell)
+        cell = None
+    return "\n".join(out), cells
+
+
+_FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce", "$aldff", "$aldffe",
+             "$dffsr", "$dffsre"}
 
 
 # -- configuration and report ------------------------------------------------------------------
@@ -287,6 +333,7 @@ class BuildReport:
     harness_ffs: int | None = None
     seed: int = 1
     no_rw_check_ports: int = 0         # block RAM read ports built without collision logic
+    register_copies: int = 0           # flip-flop cells kept apart (hdl.synth_hints.register_copies)
     # the core clock's failing paths from nextpnr's SDF (host.sta): endpoints with negative
     # slack, their total negative slack, and the worst groups (start signal -> end signal)
     failing_endpoints: int | None = None
@@ -472,6 +519,7 @@ def build(config: BuildConfig, *, progress=None):
     plan.extract(str(out))
     il = out / f"{name}.il"
     text, hinted = apply_no_rw_check(il.read_text())
+    text, kept = apply_keep_copies(text)
     il.write_text(text)
     t_elab = time.monotonic() - t0
 
@@ -541,6 +589,7 @@ def build(config: BuildConfig, *, progress=None):
              "clki_div": cfg.clki_div, "clkfb_div": cfg.clkfb_div, "clkop_div": cfg.clkop_div,
              "clkos_div": cfg.clkos_div},
         harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed, no_rw_check_ports=hinted,
+        register_copies=kept,
         tools={"yosys": _tool_version(env, "YOSYS", "-V"),
                "nextpnr-ecp5": _tool_version(env, "NEXTPNR_ECP5", "--version")},
         warnings=warnings, **failing,

