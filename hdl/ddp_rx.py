@@ -1097,22 +1097,26 @@ class DdpRx(wiring.Component):
         uflag, uchk_pairs = registered(dict(
             mo_ge_cap=h_mo >= mcap, end_gt_cap=endv > mcap, mo_gt_cap=h_mo > mcap,
             mo_gt_lmo=h_mo > mlmo, end_gt_lend=endv > mlend, maxmo_gt=mmaxmo > h_mo,
-            maxend_gt=mmaxend > endv), "uchk")
+            maxend_gt=mmaxend > endv,
+            # which compares count, registered too (timing: ``n_nz`` fans out far)
+            when_nz=n_nz, when_z_l=~n_nz & Lb, when_lv=(n_nz | Lb) & mlv, when_l_many=Lb & many,
+            when_l=Lb), "uchk")
         uchk_bad = Signal(16)
         uchk_fail = Signal()       # uchk_bad != 0, as a sum of products of the flags
-        m.d.comb += uchk_fail.eq((n_nz & (uflag["mo_ge_cap"] | uflag["end_gt_cap"]))
-                                 | (~n_nz & Lb & uflag["mo_gt_cap"])
-                                 | ((n_nz | Lb) & mlv & (uflag["mo_gt_lmo"] | uflag["end_gt_lend"]))
-                                 | (Lb & ((many & uflag["maxmo_gt"]) | uflag["maxend_gt"])))
-        with m.If(n_nz & uflag["mo_ge_cap"]):
+        m.d.comb += uchk_fail.eq((uflag["when_nz"] & (uflag["mo_ge_cap"] | uflag["end_gt_cap"]))
+                                 | (uflag["when_z_l"] & uflag["mo_gt_cap"])
+                                 | (uflag["when_lv"] & (uflag["mo_gt_lmo"] | uflag["end_gt_lend"]))
+                                 | (uflag["when_l_many"] & uflag["maxmo_gt"])
+                                 | (uflag["when_l"] & uflag["maxend_gt"]))
+        with m.If(uflag["when_nz"] & uflag["mo_ge_cap"]):
             m.d.comb += uchk_bad.eq(E_DDP_U_MO)
-        with m.Elif(n_nz & uflag["end_gt_cap"]):
+        with m.Elif(uflag["when_nz"] & uflag["end_gt_cap"]):
             m.d.comb += uchk_bad.eq(E_DDP_U_TOO_LONG)
-        with m.Elif(~n_nz & Lb & uflag["mo_gt_cap"]):
+        with m.Elif(uflag["when_z_l"] & uflag["mo_gt_cap"]):
             m.d.comb += uchk_bad.eq(E_DDP_U_TOO_LONG)
-        with m.Elif((n_nz | Lb) & mlv & (uflag["mo_gt_lmo"] | uflag["end_gt_lend"])):
+        with m.Elif(uflag["when_lv"] & (uflag["mo_gt_lmo"] | uflag["end_gt_lend"])):
             m.d.comb += uchk_bad.eq(E_DDP_U_MO)
-        with m.Elif(Lb & ((many & uflag["maxmo_gt"]) | uflag["maxend_gt"])):
+        with m.Elif((uflag["when_l_many"] & uflag["maxmo_gt"]) | (uflag["when_l"] & uflag["maxend_gt"])):
             m.d.comb += uchk_bad.eq(E_DDP_U_MO)
 
         # UFIN's new message state (the receive-queue entry for QN 0, the queue state for
