@@ -110,6 +110,17 @@ class UARTBridge(wiring.Component):
         frame = Signal(48)                 # A1 A0 D3 D2 D1 D0, shifted in from the right
         left = Signal(range(7))            # octets still to receive
         timer = Signal(range(max(self.frame_timeout_cycles, self.bus_timeout) + 1))
+        # ``timer == frame_timeout_cycles`` / ``== bus_timeout``, registered with the timer
+        # (timing: no wide compare in front of the state machine)
+        frame_expired = Signal()
+        bus_expired = Signal()
+
+        def timer_restart():
+            return [timer.eq(0), frame_expired.eq(0), bus_expired.eq(0)]
+
+        def timer_count():
+            return [timer.eq(timer + 1), frame_expired.eq(timer + 1 == self.frame_timeout_cycles),
+                    bus_expired.eq(timer + 1 == self.bus_timeout)]
         answer = Signal(48)                # sent from the top octet down
         to_send = Signal(range(7))
 
@@ -139,7 +150,7 @@ class UARTBridge(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += [rxq.r_en.eq(1), bus.bready.eq(1), bus.rready.eq(1)]
                 with m.If(rxq.r_rdy):
-                    m.d.sync += [cmd.eq(rxq.r_data), timer.eq(0)]
+                    m.d.sync += [cmd.eq(rxq.r_data), *timer_restart()]
                     with m.Switch(rxq.r_data):
                         with m.Case(CMD_WRITE):
                             m.d.sync += left.eq(6)
@@ -154,13 +165,13 @@ class UARTBridge(wiring.Component):
 
             with m.State("FRAME"):
                 m.d.comb += rxq.r_en.eq(1)
-                m.d.sync += timer.eq(timer + 1)
-                with m.If(urx.framing_error | (timer == self.frame_timeout_cycles)):
+                m.d.sync += timer_count()
+                with m.If(urx.framing_error | frame_expired):
                     m.d.comb += drop.eq(1)
                     m.next = "IDLE"
                 with m.Elif(rxq.r_rdy):
                     m.d.sync += [frame.eq(Cat(rxq.r_data, frame[:40])), left.eq(left - 1),
-                                 timer.eq(0)]
+                                 *timer_restart()]
                     with m.If(left == 1):
                         m.next = "DECODE"
 
@@ -173,7 +184,7 @@ class UARTBridge(wiring.Component):
                     m.next = "CHECK_W"
 
             with m.State("CHECK_W"):
-                m.d.sync += timer.eq(0)
+                m.d.sync += timer_restart()
                 with m.If(in_window):
                     m.d.sync += [bus.awvalid.eq(1), bus.wvalid.eq(1)]
                     m.next = "WRITE"
@@ -181,7 +192,7 @@ class UARTBridge(wiring.Component):
                     send(ANS_WRITE, STATUS_DECERR)
 
             with m.State("CHECK_R"):
-                m.d.sync += timer.eq(0)
+                m.d.sync += timer_restart()
                 with m.If(in_window):
                     m.d.sync += bus.arvalid.eq(1)
                     m.next = "READ"
@@ -190,27 +201,27 @@ class UARTBridge(wiring.Component):
 
             with m.State("WRITE"):
                 m.d.comb += bus.bready.eq(1)
-                m.d.sync += timer.eq(timer + 1)
+                m.d.sync += timer_count()
                 with m.If(bus.awready):
                     m.d.sync += bus.awvalid.eq(0)
                 with m.If(bus.wready):
                     m.d.sync += bus.wvalid.eq(0)
                 with m.If(bus.bvalid):
                     send(ANS_WRITE, Cat(bus.bresp, Const(0, 6)))
-                with m.Elif(timer == self.bus_timeout):
+                with m.Elif(bus_expired):
                     m.d.comb += drop.eq(1)
                     m.d.sync += [bus.awvalid.eq(0), bus.wvalid.eq(0)]
                     send(ANS_WRITE, STATUS_TIMEOUT)
 
             with m.State("READ"):
                 m.d.comb += bus.rready.eq(1)
-                m.d.sync += timer.eq(timer + 1)
+                m.d.sync += timer_count()
                 with m.If(bus.arready):
                     m.d.sync += bus.arvalid.eq(0)
                 with m.If(bus.rvalid):
                     rd = bus.rdata
                     send(ANS_READ, rd[24:32], rd[16:24], rd[8:16], rd[0:8], Cat(bus.rresp, Const(0, 6)))
-                with m.Elif(timer == self.bus_timeout):
+                with m.Elif(bus_expired):
                     m.d.comb += drop.eq(1)
                     m.d.sync += bus.arvalid.eq(0)
                     send(ANS_READ, 0, 0, 0, 0, STATUS_TIMEOUT)
