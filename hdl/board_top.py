@@ -443,8 +443,14 @@ class UlpduSource(Elaboratable):
         length = Signal(16)
         conn = Signal(conn_bits(self.connections))
         busy = Signal()
+        # the next ULPDU's length and whether it is more than one beat, registered from the
+        # LFSR every cycle (timing: no adder and compare in front of the beat logic); a
+        # length may so come from the LFSR's value of the cycle before, which is as random
         new_len = Signal(16)
-        m.d.comb += new_len.eq(lfsr.value[4:14] + self.MIN_LENGTH)
+        new_multi = Signal()
+        m.d.sync += [new_len.eq(lfsr.value[4:14] + self.MIN_LENGTH),
+                     new_multi.eq(lfsr.value[4:14] + self.MIN_LENGTH > W)]
+        left_multi = Signal()               # left > W
         new_conn = Signal.like(conn)
         raw = lfsr.value[16:16 + len(conn)] & self.conn_mask[:len(conn)]
         if self.connections & (self.connections - 1):
@@ -454,7 +460,8 @@ class UlpduSource(Elaboratable):
 
         cur_len = Mux(busy, length, new_len)
         cur_left = Mux(busy, left, new_len)
-        n = Mux(cur_left > W, W, cur_left)
+        cur_multi = Mux(busy, left_multi, new_multi)
+        n = Mux(cur_multi, W, cur_left)
         words = Cat(*[lfsr.value ^ (0x9E3779B9 * (i + 1) & 0xFFFFFFFF)
                       for i in range((8 * W + 31) // 32)])
         # a ULPDU starts like a DDP segment: untagged + last, DV 1; RDMAP Send
@@ -463,7 +470,7 @@ class UlpduSource(Elaboratable):
             "data": Mux(busy, words[:8 * W], header),
             "n": n,
             "first": ~busy,
-            "last": cur_left <= W,
+            "last": ~cur_multi,
             "conn": Mux(busy, conn, new_conn),
             "length": cur_len,
         }
@@ -482,11 +489,11 @@ class UlpduSource(Elaboratable):
             m.d.sync += [out_valid.eq(gen_valid), out_payload.eq(gen)]
         with m.If(load & gen_valid):
             m.d.comb += lfsr.en.eq(1)
-            with m.If(cur_left <= W):
+            with m.If(~cur_multi):
                 m.d.sync += busy.eq(0)
             with m.Else():
-                m.d.sync += [busy.eq(1), left.eq(cur_left - W), length.eq(cur_len),
-                             conn.eq(Mux(busy, conn, new_conn))]
+                m.d.sync += [busy.eq(1), left.eq(cur_left - W), left_multi.eq(cur_left > 2 * W),
+                             length.eq(cur_len), conn.eq(Mux(busy, conn, new_conn))]
         return m
 
 
