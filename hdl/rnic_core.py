@@ -359,9 +359,12 @@ class RnicCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
         r = bank.regs
 
-        # Everything below is reset by rst and by CTRL.SOFT_RESET (a one-cycle pulse).
+        # Everything below is reset by rst and by CTRL.SOFT_RESET (a one-cycle pulse), in the
+        # cycle after the pulse (registered: it fans out to every register of the core).
+        soft_reset = Signal()
+        m.d.sync += soft_reset.eq(r.ctrl.soft_reset)
         d = Module()
-        m.submodules.core = ResetInserter(r.ctrl.soft_reset)(d)
+        m.submodules.core = ResetInserter(soft_reset)(d)
         d.submodules.framer = framer = MpaTxFramer(width=W, connections=N)
         d.submodules.deframer = deframer = MpaRxDeframer(width=W, connections=N)
         d.submodules.dp_tx_fifo = tx_fifo = SyncFIFOBuffered(width=32, depth=self.dp_depth)
