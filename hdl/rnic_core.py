@@ -400,8 +400,10 @@ class RnicCore(wiring.Component):
         dc = self._slice_into(d, "deframer_cfg_slice", deframer.cfg, full_rate=False)
         tc = self._slice_into(d, "dtx_cfg_slice", dtx.cfg, full_rate=False)
         dto = self._slice_out_of(d, "dtx_o_slice", dtx.o)
-        rxc = self._slice_out_of(d, "ddp_cq_slice", ddp.cq)
-        txc = self._slice_out_of(d, "dtx_cq_slice", dtx.cq)
+        # (completions: at most one per segment or work request, many cycles apart; half rate,
+        # so that the wide entries' load enable does not wait for the CQ's ready)
+        rxc = self._slice_out_of(d, "ddp_cq_slice", ddp.cq, full_rate=False)
+        txc = self._slice_out_of(d, "dtx_cq_slice", dtx.cq, full_rate=False)
         rrq = self._slice_out_of(d, "ddp_rrq_slice", ddp.rrq)
         rr_done = self._slice_out_of(d, "dtx_rr_done_slice", dtx.rr_done)
 
