@@ -245,7 +245,8 @@ class RnicCore(wiring.Component):
       STATUS, CQ_LENGTH; taken first) and the receive path's (QUEUE RQ). The
       connection state (e.g. WAIT_RX, the MPA fence) does not hold work
       requests back in this build: post none before the connection may send.
-    * CTRL.SOFT_RESET resets everything but the register bank: framer,
+    * CTRL.SOFT_RESET resets, in the cycle after its pulse (the pulse is
+      registered first), everything but the register bank: framer,
       deframer, data port FIFOs, counters, the captured ERR_CONN/ERR_INFO;
       then every connection's context is rewritten (state IDLE, no error,
       framer and deframer configuration zero: such a connection reports
