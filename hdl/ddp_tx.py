@@ -657,6 +657,13 @@ class DdpTx(wiring.Component):
         m.d.sync += cx_addr.eq(Mux(load_now, load_conn, conn))
         ord_eff = Signal(15)
         m.d.comb += ord_eff.eq(Mux(c.ord > OD, OD, c.ord))
+        # a connection listed by a write-back enters the active FIFO a cycle later, from
+        # registers (timing: the state decode ran into the FIFO's level and storage enables)
+        act_push = Signal()
+        act_push_q = Signal()
+        act_conn_q = Signal(CB)
+        m.d.sync += [act_push_q.eq(act_push), act_conn_q.eq(conn)]
+        m.d.comb += [active.w_en.eq(act_push_q), active.w_data.eq(act_conn_q)]
         has_work = Signal()
         m.d.comb += has_work.eq((c.sq_count != 0) | (c.rr_count != 0) | (c.stopped & (c.nreads != 0)))
 
@@ -686,7 +693,7 @@ class DdpTx(wiring.Component):
                 work = work | rr_inc
             m.d.comb += [nc.inlist.eq(work | listed), cx_wr.en.eq(1), cx_wr.data.eq(nc)]
             with m.If(work & ~listed):
-                m.d.comb += [active.w_en.eq(1), active.w_data.eq(conn)]
+                m.d.comb += act_push.eq(1)
 
         # Segment parameters of both queue heads, computed in DECIDE from registers for the
         # SEG_SQ / SEG_RR that may follow (registered for timing: they were a subtract, a
