@@ -3,7 +3,8 @@
 See :class:`RnicCore`.
 """
 
-from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal, unsigned
+from amaranth.hdl import (Cat, ClockDomain, ClockSignal, DomainRenamer, Module, Mux, ResetInserter, ResetSignal,
+                          Signal, unsigned)
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -360,12 +361,16 @@ class RnicCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
         r = bank.regs
 
-        # Everything below is reset by rst and by CTRL.SOFT_RESET (a one-cycle pulse), in the
-        # cycle after the pulse (registered: it fans out to every register of the core).
-        soft_reset = Signal()
-        m.d.sync += soft_reset.eq(r.ctrl.soft_reset)
+        # Everything below is reset by rst and by CTRL.SOFT_RESET (a one-cycle pulse), through
+        # one register, in the cycle after (timing: the reset fans out to every register of
+        # the core; with the domain's rst ORed in, an OR gate sat behind both nets). So it
+        # runs in a domain of its own: the sync clock, no domain reset.
+        core_rst = Signal(init=1, reset_less=True)
+        m.d.sync += core_rst.eq(ResetSignal("sync") | r.ctrl.soft_reset)
+        m.domains.core = cd_core = ClockDomain("core", reset_less=True, local=True)
+        m.d.comb += cd_core.clk.eq(ClockSignal("sync"))
         d = Module()
-        m.submodules.core = ResetInserter(soft_reset)(d)
+        m.submodules.core = DomainRenamer("core")(ResetInserter(core_rst)(d))
         d.submodules.framer = framer = MpaTxFramer(width=W, connections=N)
         d.submodules.deframer = deframer = MpaRxDeframer(width=W, connections=N)
         d.submodules.dp_tx_fifo = tx_fifo = SyncFIFOBuffered(width=32, depth=self.dp_depth)
