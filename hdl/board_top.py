@@ -70,7 +70,7 @@ import dataclasses
 import importlib
 import math
 
-from amaranth.hdl import Cat, ClockDomain, Const, Elaboratable, Instance, Module, \
+from amaranth.hdl import Array, Cat, ClockDomain, Const, Elaboratable, Instance, Module, \
     Mux, Signal, Value
 from amaranth.lib import io, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
@@ -612,22 +612,21 @@ class BoardRegisters(wiring.Component):
                     m.d.sync += self.gen_conn_mask[:8].eq(bus.wdata[16:24])
                 with m.If(bus.wstrb[3]):
                     m.d.sync += self.gen_conn_mask[8:].eq(bus.wdata[24:32])
-        # reads: the address is registered, the word selected in the next cycle (timing)
+        # reads: the word's index and whether it exists are registered, the word selected in
+        # the next cycle by the index alone (timing: the words come from all over the board)
         go_r = Signal()
         r_pend = Signal()
-        r_index = Signal.like(index_r)
+        r_sel = Signal(range(len(words)))
+        r_hit = Signal()
         m.d.comb += [go_r.eq(bus.arvalid & ~bus.rvalid & ~r_pend), bus.arready.eq(go_r)]
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
         m.d.sync += r_pend.eq(go_r)
         with m.If(go_r):
-            m.d.sync += r_index.eq(index_r)
+            m.d.sync += [r_sel.eq(index_r[:len(r_sel)]), r_hit.eq(index_r < len(words))]
         with m.If(r_pend):
-            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
-            with m.Switch(r_index):
-                for i, w in enumerate(words):
-                    with m.Case(i):
-                        m.d.sync += [bus.rdata.eq(w), bus.rresp.eq(RESP_OKAY)]
+            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(Mux(r_hit, Array(words)[r_sel], 0)),
+                         bus.rresp.eq(Mux(r_hit, RESP_OKAY, RESP_SLVERR))]
         return m
 
 
