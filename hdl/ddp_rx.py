@@ -294,9 +294,11 @@ class _RegFIFO(Elaboratable):
         do_w = self.w_en & self.w_rdy
         do_r = self.r_en & self.r_rdy
         m.d.comb += [self.w_rdy.eq(self.level != self.depth), self.r_rdy.eq(self.level != 0)]
+        with m.Switch(self.rp):         # (a multiplexer tree, not a chain of priority levels)
+            for k in range(self.depth):
+                with m.Case(k):
+                    m.d.comb += self.r_data.eq(self.entries[k])
         for k in range(self.depth):
-            with m.If(self.rp == k):
-                m.d.comb += self.r_data.eq(self.entries[k])
             # the entry at the write pointer holds no word unless the FIFO is full, so it takes
             # whatever is offered (timing: its enable does not wait for ``w_en``; only the
             # pointer and the level do)
@@ -1409,9 +1411,10 @@ class DdpRx(wiring.Component):
                 word = Signal(8 * W)
                 strb = Signal(W)
                 m.d.comb += win.eq(Cat(prev, cur))
-                for r in range(W):
-                    with m.If(p_r == r):
-                        m.d.comb += word.eq(win[8 * r:8 * (r + W)])
+                with m.Switch(p_r):     # (a multiplexer tree, not a chain of priority levels)
+                    for r in range(W):
+                        with m.Case(r):
+                            m.d.comb += word.eq(win[8 * r:8 * (r + W)])
                 for lane in range(W):
                     m.d.comb += strb[lane].eq((~p_first_word | (lane >= p_lo)) & (lane < p_rem))
                 lo_lane = Signal(max(1, LW))

@@ -497,9 +497,11 @@ class DdpTx(wiring.Component):
         # path); all are loaded together when a segment starts
         rot_c = register_copies(max(LW, 1), W, name="rot_c")
         for b in range(W):
-            for r in range(W):
-                with m.If(rot_c[b] == r):
-                    m.d.comb += rdat[8 * b:8 * b + 8].eq(win[8 * (r + b):8 * (r + b) + 8])
+            # (a Switch: one multiplexer tree, not a chain of W priority levels)
+            with m.Switch(rot_c[b]):
+                for r in range(W):
+                    with m.Case(r):
+                        m.d.comb += rdat[8 * b:8 * b + 8].eq(win[8 * (r + b):8 * (r + b) + 8])
         outd = Signal(8 * W)
         for b in range(W):
             m.d.comb += outd[8 * b:8 * b + 8].eq(
