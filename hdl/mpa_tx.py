@@ -13,6 +13,7 @@ from amaranth.utils import ceil_log2
 from .beat import WIDTHS, OctetBeat, conn_bits
 from .crc32c import CRC32C_INIT, crc32c_words_model
 from .mpa_config import MpaConfig
+from .synth_hints import register_copies
 
 __all__ = ["MpaTxBeat", "MpaTxFramer", "TX_CONTEXT"]
 
@@ -377,7 +378,9 @@ class MpaTxFramer(wiring.Component):
 
         # -- word buffer (circular) -------------------------------------------------
         cnt = Signal(range(CAP + 1))
-        rd_ptr = Signal(range(CAP))
+        # the read pointer, one copy per buffer position it selects from (timing: its
+        # fanout, every bit of L buffer multiplexers)
+        rd_ptrs = register_copies(ceil_log2(CAP), L, name="rd_ptr")
         wr_ptr = Signal(range(CAP))
         buf = [Signal(entry, name=f"buf{j}") for j in range(CAP)]
 
@@ -822,7 +825,7 @@ class MpaTxFramer(wiring.Component):
         m.d.comb += pushed.eq(Mux(b_push, b_cnt, 0))
         m.d.sync += [
             cnt.eq(cnt - pop + pushed),
-            rd_ptr.eq(rd_ptr + pop),
+            *[p.eq(p + pop) for p in rd_ptrs],
         ]
         # The window registers and flags of the next cycle, for every possible pop p (from
         # registers and the pushed words only), then chosen by pop, the lane chain's
@@ -834,7 +837,7 @@ class MpaTxFramer(wiring.Component):
         for j in range(2 * L + 1):
             v = Signal(entry, name=f"wpos{j}")
             if j > L:
-                with m.Switch(rd_ptr):
+                with m.Switch(rd_ptrs[j - L - 1]):
                     for e in range(CAP):
                         with m.Case(e):
                             m.d.comb += v.eq(buf[(e + j) % CAP])
