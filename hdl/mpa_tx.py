@@ -278,7 +278,7 @@ class MpaTxFramer(wiring.Component):
       accepted just before, or from ``cfg``) are forwarded from registers, so
       back-to-back ULPDUs of the same or different connections need no idle
       cycle, and the RAM output only feeds a register (the RAM's clock-to-out
-      is slow on ECP5). The start context waits in a two-entry queue of
+      is slow on ECP5). The start context waits in a three-entry queue of
       registers, with its first word's marker lanes precomputed, and travels
       with the FPDU's first data word; nothing else needs to persist between ULPDUs because FPDUs are
       whole at the input.
@@ -536,14 +536,15 @@ class MpaTxFramer(wiring.Component):
 
         # Start contexts wait here for their first word to leave stage B, with the first
         # word's phase facts (marker lanes, the next beat's phase and marker lanes), all
-        # registers (timing: the words take no logic from the context pipeline). At most two
-        # are pending, one per sof beat in stages A and B: the start context of a ULPDU
-        # accepted at t is computed at t+2 and queued at the end of t+2, and its first beat
-        # (in R at t+1) reaches B at t+3 at the earliest.
+        # registers (timing: the words take no logic from the context pipeline). At most
+        # three are pending, one per sof beat in stages R, A and B: the start context of a
+        # ULPDU accepted at t is computed at t+2 and queued at the end of t+2 (its first
+        # beat may still be in R then), and that beat reaches B at t+3 at the earliest.
+        CQ = 3
         new_ctx = start
-        cq = [Signal(TX_CONTEXT, name=f"cq{k}") for k in range(2)]
-        cq_f = [Signal(2 * L + 7, name=f"cq_facts{k}") for k in range(2)]
-        cq_n = Signal(range(3))
+        cq = [Signal(TX_CONTEXT, name=f"cq{k}") for k in range(CQ)]
+        cq_f = [Signal(2 * L + 7, name=f"cq_facts{k}") for k in range(CQ)]
+        cq_n = Signal(range(CQ + 1))
         ctx_now = cq[0]
         def phase_facts(c):
             # (q + k) mod 128 == 0 as q == -k mod 128: compares with constants, no adder
@@ -555,21 +556,17 @@ class MpaTxFramer(wiring.Component):
         now_mlanes, now_qn, now_mnext = facts[:L], facts[L:L + 7], facts[L + 7:]
         cq_pop = Signal()
         m.d.comb += cq_pop.eq(b_push & b_sof)
-        with m.Switch(Cat(cq_pop, p2_valid)):
-            with m.Case(0b10):                  # push only
-                with m.If(cq_n == 0):
-                    m.d.sync += [cq[0].eq(new_ctx), cq_f[0].eq(new_f)]
-                with m.Else():
-                    m.d.sync += [cq[1].eq(new_ctx), cq_f[1].eq(new_f)]
-                m.d.sync += cq_n.eq(cq_n + 1)
-            with m.Case(0b01):                  # pop only
-                m.d.sync += [cq[0].eq(cq[1]), cq_f[0].eq(cq_f[1]), cq_n.eq(cq_n - 1)]
-            with m.Case(0b11):                  # both (cq_n is 1 or 2: a pop needs an entry)
-                with m.If(cq_n == 2):
-                    m.d.sync += [cq[0].eq(cq[1]), cq_f[0].eq(cq_f[1]),
-                                 cq[1].eq(new_ctx), cq_f[1].eq(new_f)]
-                with m.Else():
-                    m.d.sync += [cq[0].eq(new_ctx), cq_f[0].eq(new_f)]
+        # a shift register: a pop moves every entry down; the push goes to the first free
+        # entry after the pop (entry cq_n - pop)
+        with m.If(cq_pop):
+            m.d.sync += [e.eq(n) for e, n in zip(cq[:-1], cq[1:])]
+            m.d.sync += [e.eq(n) for e, n in zip(cq_f[:-1], cq_f[1:])]
+        with m.If(p2_valid):
+            with m.Switch(cq_n - cq_pop):
+                for k in range(CQ):
+                    with m.Case(k):
+                        m.d.sync += [cq[k].eq(new_ctx), cq_f[k].eq(new_f)]
+        m.d.sync += cq_n.eq(cq_n + p2_valid - cq_pop)
 
         a_words = []
         for j in range(L + 1):
