@@ -232,9 +232,9 @@ class MpaTxFramer(wiring.Component):
     Latency and throughput
     ----------------------
     Latency 6 cycles: a beat transferred on ``i`` at a clock edge can leave on
-    ``o`` at the 6th edge after it (input register R, input register A, input
-    register B, word buffer, beat register, CRC/output register; a skid register behind the
-    output register takes a beat only while ``o`` is stalled, so that
+    ``o`` at the 6th edge after it (input registers R, A and B, word buffer,
+    beat register, CRC/output register; a skid register behind the output
+    register takes a beat only while ``o`` is stalled, so that
     ``o.ready`` reaches no logic but the output and skid registers).
     Throughput: one output beat per cycle while ``o.ready`` is high and
     ULPDUs are available; FPDU and connection boundaries cost no cycle by
@@ -280,8 +280,8 @@ class MpaTxFramer(wiring.Component):
       cycle, and the RAM output only feeds a register (the RAM's clock-to-out
       is slow on ECP5). The start context waits in a three-entry queue of
       registers, with its first word's marker lanes precomputed, and travels
-      with the FPDU's first data word; nothing else needs to persist between ULPDUs because FPDUs are
-      whole at the input.
+      with the FPDU's first data word; nothing else needs to persist between
+      ULPDUs because FPDUs are whole at the input.
     * The word buffer (a power of 2 >= 3 W/4 words, circular) decouples the
       input rate (data words) from the output rate (data words plus markers
       and CRCs). Register B pushes when a whole beat fits regardless of what

@@ -40,14 +40,15 @@ from pathlib import Path
 
 __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
-    "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies", "REPO_ROOT", "DEFAULT_FREQ_MHZ",
-    "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS",
+    "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies", "REPO_ROOT",
+    "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: The memory attribute of :func:`hdl.synth_hints.no_rw_collision` (Yosys's name).
 NO_RW_CHECK_ATTR = "no_rw_check"
-REGISTER_COPY_ATTR = "register_copy"       # hdl.synth_hints.REGISTER_COPY
+#: The wire attribute of :func:`hdl.synth_hints.register_copies` (this project's name).
+REGISTER_COPY_ATTR = "register_copy"
 DEFAULT_FREQ_MHZ = 125.0
 GOAL_FREQ_MHZ = 156.25
 SWEEP_WIDTHS = (4, 8, 16)
@@ -234,6 +235,11 @@ def apply_no_rw_check(text):
     return "\n".join(out), ports
 
 
+#: Yosys's flip-flop cell types (what a register can be in the RTLIL it reads).
+_FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce", "$aldff", "$aldffe",
+             "$dffsr", "$dffsre"}
+
+
 def apply_keep_copies(text):
     """Keep register copies apart: returns ``(text, cells)``, the RTLIL ``text`` with a
     ``keep`` attribute on every flip-flop cell whose ``Q`` drives a wire marked by
@@ -267,10 +273,6 @@ def apply_keep_copies(text):
         out.extend(cell)
         cell = None
     return "\n".join(out), cells
-
-
-_FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce", "$aldff", "$aldffe",
-             "$dffsr", "$dffsre"}
 
 
 # -- configuration and report ------------------------------------------------------------------
