@@ -1,9 +1,9 @@
 /* rnic.h: small C driver library for the open iWARP RNIC.
  *
- * Built on the generated register map header rnic_regs.h (from host/regmap.py;
- * regenerate with `python -m host.regmap --write`). C99, no libc beyond
+ * Built on the generated register map header rnic_regs.h (from host/spec/regmap.py;
+ * regenerate with `python -m rnic.host.tools.codegen --write`). C99, no libc beyond
  * <stdint.h>/<stddef.h>, usable on a soft CPU or a host that maps the
- * register window. The same sequences exist in Python in host/regs.py.
+ * register window. The same sequences exist in Python in host/driver/regs.py.
  *
  * Register access goes through rnic_read()/rnic_write(): by default a
  * volatile 32-bit access at dev->base + addr; set dev->read32/dev->write32 to

@@ -1,1 +1,1 @@
-"""hdl package."""
+"""rnic.hdl: the gateware, in Amaranth. It imports only :mod:`rnic.host.spec`."""

@@ -13,10 +13,9 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.utils import bits_for, ceil_log2
 
-__all__ = ["WIDTHS", "conn_bits", "OctetBeat"]
+from rnic.host.spec.limits import WIDTHS, check_width
 
-#: Datapath widths in octets that every block supports.
-WIDTHS = (4, 8, 16, 32)
+__all__ = ["WIDTHS", "check_width", "conn_bits", "OctetBeat"]
 
 
 def conn_bits(connections):
@@ -38,9 +37,7 @@ class OctetBeat(data.StructLayout):
     """
 
     def __init__(self, *, width, connections):
-        if width not in WIDTHS:
-            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
-        self.width = width
+        self.width = check_width(width)
         self.connections = connections
         super().__init__({
             "data":  unsigned(8 * width),

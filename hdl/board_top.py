@@ -42,7 +42,7 @@ Pieces
 :class:`InterimCore`
     The register bank plus the MPA TX framer with the RnicCore port contract
     (``s_axil``, ``tx_ulpdu``, ``tx_wire``): what the board top builds while
-    :mod:`hdl.rnic_core` does not exist (see :func:`default_core`).
+    :mod:`rnic.hdl.rnic_core` does not exist (see :func:`default_core`).
 
 Board registers (32 bit, at 0x1000 + offset, through the UART bridge)
 ---------------------------------------------------------------------
@@ -76,11 +76,12 @@ from amaranth.lib import io, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from host.regmap import REGMAP
+from rnic.host.spec.regmap import REGMAP
 
 from .beat import OctetBeat, conn_bits
 from .mpa_tx import MpaTxBeat, MpaTxFramer
-from .regbank import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature, RegisterBank
+from .axi import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature
+from .regbank import RegisterBank
 from .uart_bridge import UARTBridge
 
 __all__ = [
@@ -246,14 +247,14 @@ class ECP5PLL(Elaboratable):
         return m
 
 
-# -- the core until hdl.rnic_core exists ------------------------------------------------
+# -- the core until rnic.hdl.rnic_core exists ------------------------------------------------
 
 class InterimCore(wiring.Component):
     """Register bank + MPA TX framer behind the RnicCore port contract (TX side only).
 
-    Ports: ``s_axil`` (as :class:`~hdl.regbank.RegisterBank`), ``tx_ulpdu``
-    (In, :class:`~hdl.mpa_tx.MpaTxBeat`), ``tx_wire`` (Out,
-    :class:`~hdl.beat.OctetBeat`). CTX_CMD.COMMIT loads CTX_TX of the
+    Ports: ``s_axil`` (as :class:`~rnic.hdl.regbank.RegisterBank`), ``tx_ulpdu``
+    (In, :class:`~rnic.hdl.mpa_tx.MpaTxBeat`), ``tx_wire`` (Out,
+    :class:`~rnic.hdl.beat.OctetBeat`). CTX_CMD.COMMIT loads CTX_TX of the
     connection in CONN_SEL into the framer (CTX_STATUS.BUSY until the framer
     took it); CTRL.ENABLE gates ``tx_ulpdu``; TX_FPDUS and TX_OCTETS count;
     SOFT_RESET and CLEAR_COUNTERS zero the counters; STATUS.READY is 1.
@@ -318,21 +319,21 @@ class InterimCore(wiring.Component):
 
 def _rnic_core_class():
     try:
-        module = importlib.import_module("hdl.rnic_core")
+        module = importlib.import_module("rnic.hdl.rnic_core")
     except ModuleNotFoundError as e:
-        if e.name != "hdl.rnic_core":
+        if e.name != "rnic.hdl.rnic_core":
             raise
         return None
     return getattr(module, "RnicCore", None)
 
 
 def default_core():
-    """``hdl.rnic_core.RnicCore`` if it exists, else :class:`InterimCore`."""
+    """``rnic.hdl.rnic_core.RnicCore`` if it exists, else :class:`InterimCore`."""
     return _rnic_core_class() or InterimCore
 
 
 def _block(name):
-    """A factory for one block of :class:`~hdl.rnic_core.RnicCore` alone, with the parameters
+    """A factory for one block of :class:`~rnic.hdl.rnic_core.RnicCore` alone, with the parameters
     the core gives it, for ``rnic build --top core --core <block>`` (its fmax and size)."""
     def make(*, width, connections):
         if name == "ddp_rx":

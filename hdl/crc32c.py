@@ -23,6 +23,8 @@ from functools import lru_cache
 from amaranth.hdl import Cat, Mux, Value
 from amaranth.lib.crc import catalog
 
+from .beat import check_width
+
 __all__ = ["CRC32C_INIT", "crc32c_step", "crc32c_steps", "crc32c_matrix", "crc32c_words_model"]
 
 #: Raw register value at the start of a CRC.
@@ -126,9 +128,7 @@ class CRC32cBeat(wiring.Component):
     """
 
     def __init__(self, *, width):
-        if width not in (4, 8, 16, 32):
-            raise ValueError(f"width must be one of 4, 8, 16, 32, not {width!r}")
-        self.width = width
+        self.width = check_width(width)
         super().__init__({
             "data":      In(8 * width),
             "words":     In(range(width // 4 + 1)),

@@ -7,7 +7,7 @@ side. The wire (``X_wo`` out, ``X_wi`` in) and each node's memory port (``X_axi`
 top-level ports, so a testbench moves the wire octets (re-cut into TCP segments as it
 likes) and attaches a memory model (tests/hdl/cocotb_ddp_b2b.py).
 
-:class:`DdpBenchTop` wraps a :class:`B2BTop` for ``rnic bench ddp`` (host/bench.py,
+:class:`DdpBenchTop` wraps a :class:`B2BTop` for ``rnic bench ddp`` (host/tools/bench.py,
 sim/cocotb_bench_ddp.py): the wires are connected in hardware (a's framer output
 straight into b's deframer and back: every run of whole FPDUs the framer emits is one
 TCP segment), and each node's memory is a pair of AXI slaves that never back-pressure:
@@ -27,9 +27,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .beat import WIDTHS, OctetBeat, conn_bits
-from .ddp_rx import AXI4WriteSignature, Completion, ConnCtl, DdpRx, RqPost, StagWrite
-from .ddp_tx import AXI4ReadSignature, DdpTx, TxCompletion, TxConnCfg, WorkRequest
+from .beat import check_width, OctetBeat, conn_bits
+from .axi import AXI4ReadSignature, AXI4WriteSignature
+from .ddp_rx import Completion, ConnCtl, DdpRx, RqPost, StagWrite
+from .ddp_tx import DdpTx, TxCompletion, TxConnCfg, WorkRequest
 from .mpa_config import MpaConfig
 from .mpa_rx import MpaRxDeframer
 from .mpa_tx import MpaTxFramer
@@ -47,8 +48,7 @@ def _pow2(name, v):
 
 def _check_params(width, connections, stags, addr_width, slots, slot_bytes, rq_depth, sq_depth,
                   rrq_depth, ord_depth):
-    if width not in WIDTHS:
-        raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+    check_width(width)
     conn_bits(connections)
     for name, v in (("stags", stags), ("slots", slots), ("slot_bytes", slot_bytes),
                     ("rq_depth", rq_depth), ("sq_depth", sq_depth), ("rrq_depth", rrq_depth),
@@ -75,8 +75,8 @@ class B2BTop(wiring.Component):
     framer's TCP payload) and input ``X_wi`` (TCP payload into the deframer); ``X_axi``
     the node's memory port (AW/W/B from DdpRx, AR/R from DdpTx).
 
-    Parameters (keyword only) are those of :class:`hdl.ddp_tx.DdpTx` and
-    :class:`hdl.ddp_rx.DdpRx`: ``width`` (4, 8, 16, 32), ``connections``, ``stags``,
+    Parameters (keyword only) are those of :class:`rnic.hdl.ddp_tx.DdpTx` and
+    :class:`rnic.hdl.ddp_rx.DdpRx`: ``width`` (4, 8, 16, 32), ``connections``, ``stags``,
     ``addr_width`` (13..64), ``slots``, ``slot_bytes`` (>= every connection's MULPDU),
     ``rq_depth``, ``sq_depth``, ``rrq_depth``, ``ord_depth`` (powers of 2).
     """

@@ -1,14 +1,14 @@
 """DDP/RDMAP receive path: parse, validate, place, complete (RFC 5041 / RFC 5040).
 
-See :class:`DdpRx`. It sits behind the MPA deframer (:class:`hdl.mpa_rx.MpaRxDeframer`,
-payload :class:`hdl.mpa_rx.MpaRxBeat`) and turns ULPDUs into byte-granular AXI4
+See :class:`DdpRx`. It sits behind the MPA deframer (:class:`rnic.hdl.mpa_rx.MpaRxDeframer`,
+payload :class:`rnic.hdl.mpa_rx.MpaRxBeat`) and turns ULPDUs into byte-granular AXI4
 writes to host memory, completions, queued RDMA Read Requests and error /
-Terminate reports. The golden model is :class:`host.sink.Sink`: validation order
+Terminate reports. The golden model is :class:`rnic.host.model.sink.Sink`: validation order
 and codes follow its module docstring exactly.
 
 Layouts of the host-facing ports: :class:`StagWrite`, :class:`RqPost`,
 :class:`ConnCtl`, :class:`Completion`, :class:`ReadRequestOut`,
-:class:`TermReport`; the memory port is :class:`AXI4WriteSignature`.
+:class:`TermReport`; the memory port is :class:`rnic.hdl.axi.AXI4WriteSignature`.
 """
 
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal, Value, unsigned
@@ -17,13 +17,14 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2, exact_log2
 
-from .beat import WIDTHS, conn_bits
+from .axi import AXI4WriteSignature
+from .beat import check_width, conn_bits
 from .mpa_config import RxError
 from .mpa_rx import RX_ABORTED, MpaRxBeat
 from .synth_hints import no_rw_collision, one_hot
 
 __all__ = [
-    "AXI4WriteSignature", "StagWrite", "RqPost", "ConnCtl", "RrDone", "Completion",
+    "StagWrite", "RqPost", "ConnCtl", "RrDone", "Completion",
     "ReadRequestOut", "TermReport", "DdpRx", "TERM_BYTES",
     "error_word",
 ]
@@ -43,7 +44,7 @@ def error_word(layer, etype, ecode):
     return (layer << 12) | (etype << 8) | ecode
 
 
-# Error ids (Layer 0 RDMAP, 1 DDP, 2 LLP), see host.errors.
+# Error ids (Layer 0 RDMAP, 1 DDP, 2 LLP), see rnic.host.spec.errors.
 E_DDP_CATASTROPHIC = error_word(1, 0, 0)
 E_DDP_T_INVALID_STAG = error_word(1, 1, 0)
 E_DDP_T_BOUNDS = error_word(1, 1, 1)
@@ -75,35 +76,6 @@ _DEC_DONE, _DEC_FAIL, _DEC_TCHK, _DEC_TFIN, _DEC_ULOAD, _DEC_UCHK = range(6)
 
 
 # ---------------------------------------------------------------------------- port layouts
-
-class AXI4WriteSignature(wiring.Signature):
-    """AXI4 write channels (AW, W, B), seen from the master.
-
-    Members carry the AMBA names in lower case: ``awid awaddr awlen awsize awburst
-    awvalid awready wdata wstrb wlast wvalid wready bid bresp bvalid bready`` (ID width 1, always 0). A port
-    ``m_axi: Out(AXI4WriteSignature(...))`` becomes Verilog ports
-    ``m_axi__awaddr`` ... which ``cocotbext.axi.AxiWriteBus.from_prefix(dut,
-    "m_axi_")`` finds (it joins prefix and name with ``_``).
-    """
-
-    def __init__(self, *, addr_width, data_width):
-        self.addr_width = addr_width
-        self.data_width = data_width
-        super().__init__({
-            "awid": Out(1), "awaddr": Out(addr_width), "awlen": Out(8), "awsize": Out(3), "awburst": Out(2),
-            "awvalid": Out(1), "awready": In(1),
-            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wlast": Out(1),
-            "wvalid": Out(1), "wready": In(1),
-            "bid": In(1), "bresp": In(2), "bvalid": In(1), "bready": Out(1),
-        })
-
-    def __eq__(self, other):
-        return (type(other) is type(self) and other.addr_width == self.addr_width
-                and other.data_width == self.data_width)
-
-    def __hash__(self):
-        return hash((type(self), self.addr_width, self.data_width))
-
 
 class StagWrite(data.StructLayout):
     """One STag table row write (STAG_* registers + STAG_CMD.COMMIT).
@@ -196,7 +168,7 @@ class TermReport(data.StructLayout):
     ``term`` holds ``tlen`` octets of a Terminate payload (octet 0 in bits 0..7): for an
     error, the payload this side sends (RFC 5040 section 4.8: Layer/EType/ErrorCode,
     M D R, DDP Segment Length, the offending DDP header, the Read Request header), exactly
-    :meth:`host.rdmap.Terminate.for_error`; for a received Terminate, its payload as
+    :meth:`rnic.host.model.rdmap.Terminate.for_error`; for a received Terminate, its payload as
     received. ``layer``/``etype``/``ecode`` repeat the error (or the received one's).
     """
 
@@ -398,7 +370,7 @@ class DdpRx(wiring.Component):
 
     *Processor* (one segment at a time, in order of last beats): reads the header rows
     of the slot and the connection context, validates in the order of
-    :class:`host.sink.Sink` (STag table row, receive-queue entry, QN 1/2 state), then
+    :class:`rnic.host.model.sink.Sink` (STag table row, receive-queue entry, QN 1/2 state), then
     streams the payload from the slot through a byte rotator into full-width AXI writes
     with byte strobes (one AW and one W per word, at most 128 unacknowledged), or, for
     QN 1/2, into the per-connection control buffer; on the L bit it completes (Sends in
@@ -470,8 +442,7 @@ class DdpRx(wiring.Component):
 
     def __init__(self, *, width=8, connections=16, stags=256, slots=4, slot_bytes=2048,
                  rq_depth=8, addr_width=64):
-        if width not in WIDTHS:
-            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+        check_width(width)
         for name, v in (("stags", stags), ("slots", slots), ("slot_bytes", slot_bytes),
                         ("rq_depth", rq_depth)):
             if not isinstance(v, int) or v < 2 or v & (v - 1):
@@ -533,7 +504,7 @@ class DdpRx(wiring.Component):
         rqe_l = _RqEntry()
 
         # ---------------------------------------------------------------- memories
-        # Marked no_rw_collision (synthesis builds no collision logic, hdl.synth_hints); the
+        # Marked no_rw_collision (synthesis builds no collision logic, rnic.hdl.synth_hints); the
         # simulation semantics below stay as declared. Why no used read meets a write:
         # ``slotbuf``: the ingest writes only free or open slots, the processor reads only
         # complete slots it owns (the rows it reads for an entry without a slot are unused);
@@ -961,7 +932,7 @@ class DdpRx(wiring.Component):
         m.d.sync += row_q.eq(rd_row)
         rd_e = rqe_l(rq_rd.data)
 
-        # DEC's checks (in the order of host.sink.Sink): they read only ``ent``, the context
+        # DEC's checks (in the order of rnic.host.model.sink.Sink): they read only ``ent``, the context
         # ``c`` and octets 0..13 of the header, which are all in place in the last HDR cycle
         # and do not change until the segment ends. Each condition is worked out every cycle
         # from registers and registered, so that in DEC only a short priority of registered

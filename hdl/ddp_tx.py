@@ -1,16 +1,16 @@
 """DDP/RDMAP transmit path: send queues, segmenter, RDMA Read responder, Terminate (RFC 5041 / 5040).
 
-See :class:`DdpTx`. It sits in front of the MPA TX framer (:class:`hdl.mpa_tx.MpaTxFramer`,
-payload :class:`hdl.mpa_tx.MpaTxBeat`) and turns work requests, inbound RDMA Read Requests
-(from :class:`hdl.ddp_rx.DdpRx`'s ``rrq``) and error reports (``DdpRx.term``) into ULPDUs,
+See :class:`DdpTx`. It sits in front of the MPA TX framer (:class:`rnic.hdl.mpa_tx.MpaTxFramer`,
+payload :class:`rnic.hdl.mpa_tx.MpaTxBeat`) and turns work requests, inbound RDMA Read Requests
+(from :class:`rnic.hdl.ddp_rx.DdpRx`'s ``rrq``) and error reports (``DdpRx.term``) into ULPDUs,
 reading payload from host memory over an AXI4 read master. The golden model is
-:mod:`host.segment` (:class:`host.segment.TxStream`): every ULPDU is octet for octet what it
+:mod:`rnic.host.model.segment` (:class:`rnic.host.model.segment.TxStream`): every ULPDU is octet for octet what it
 gives for the same messages.
 
 Layouts of the host-facing ports: :class:`WorkRequest`, :class:`TxConnCfg`, :class:`ReadDone`,
-:class:`TxCompletion`; the memory port is :class:`AXI4ReadSignature`. The RX-side layouts
-:class:`hdl.ddp_rx.ReadRequestOut`, :class:`hdl.ddp_rx.TermReport`,
-:class:`hdl.ddp_rx.StagWrite` and :class:`hdl.ddp_rx.RrDone` are used unchanged.
+:class:`TxCompletion`; the memory port is :class:`rnic.hdl.axi.AXI4ReadSignature`. The RX-side layouts
+:class:`rnic.hdl.ddp_rx.ReadRequestOut`, :class:`rnic.hdl.ddp_rx.TermReport`,
+:class:`rnic.hdl.ddp_rx.StagWrite` and :class:`rnic.hdl.ddp_rx.RrDone` are used unchanged.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
@@ -19,18 +19,19 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from .beat import WIDTHS, conn_bits
+from .axi import AXI4ReadSignature
+from .beat import check_width, conn_bits
 from .ddp_rx import TERM_BYTES, ReadRequestOut, RrDone, StagWrite, TermReport
 from .mpa_tx import MpaTxBeat
 from .synth_hints import SyncFIFOBuffered, no_rw_collision, one_hot, register_copies
 
 __all__ = [
-    "AXI4ReadSignature", "WorkRequest", "TxConnCfg", "ReadDone", "TxCompletion", "DdpTx",
+    "WorkRequest", "TxConnCfg", "ReadDone", "TxCompletion", "DdpTx",
     "TX_STATUS_SUCCESS", "TX_STATUS_LOCAL_LENGTH", "TX_STATUS_BAD_REQUEST",
     "TX_STATUS_REMOTE_ERROR", "TX_STATUS_FLUSHED",
 ]
 
-# Completion status values (host.regmap.CqStatus)
+# Completion status values (rnic.host.spec.regmap.CqStatus)
 TX_STATUS_SUCCESS = 0
 TX_STATUS_LOCAL_LENGTH = 1
 TX_STATUS_BAD_REQUEST = 3
@@ -44,37 +45,10 @@ _BURST = 16          # AXI beats per AR burst at most
 
 # ---------------------------------------------------------------------------- port layouts
 
-class AXI4ReadSignature(wiring.Signature):
-    """AXI4 read channels (AR, R), seen from the master.
-
-    Members carry the AMBA names in lower case: ``arid araddr arlen arsize arburst arvalid
-    arready rid rdata rresp rlast rvalid rready`` (ID width 1, always 0). A port
-    ``m_axi: Out(AXI4ReadSignature(...))`` becomes Verilog ports ``m_axi__araddr`` ...
-    which ``cocotbext.axi.AxiReadBus.from_prefix(dut, "m_axi_")`` finds.
-    """
-
-    def __init__(self, *, addr_width, data_width):
-        self.addr_width = addr_width
-        self.data_width = data_width
-        super().__init__({
-            "arid": Out(1), "araddr": Out(addr_width), "arlen": Out(8), "arsize": Out(3),
-            "arburst": Out(2), "arvalid": Out(1), "arready": In(1),
-            "rid": In(1), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
-            "rvalid": In(1), "rready": Out(1),
-        })
-
-    def __eq__(self, other):
-        return (type(other) is type(self) and other.addr_width == self.addr_width
-                and other.data_width == self.data_width)
-
-    def __hash__(self):
-        return hash((type(self), self.addr_width, self.data_width))
-
-
 class WorkRequest(data.StructLayout):
     """One work request (the SQ_* registers + SQ_CMD.DOORBELL).
 
-    ``opcode`` is :class:`host.regmap.SqOpcode`: 0 RDMA Write (``length`` octets from
+    ``opcode`` is :class:`rnic.host.spec.regmap.SqOpcode`: 0 RDMA Write (``length`` octets from
     ``laddr`` to the peer's ``rstag``/``rto``), 1 RDMA Read (``length`` octets from the
     peer's ``rstag``/``rto`` into the local sink ``lstag``/``laddr``: the Read Request
     carries Data Sink STag = ``lstag``, Data Sink TO = ``laddr``), 3 Send, 4 Send with
@@ -111,7 +85,7 @@ class ReadDone(data.StructLayout):
 class TxCompletion(data.StructLayout):
     """A finished work request (CQ_* registers with CQ_INFO.QUEUE = SQ).
 
-    ``status`` is :class:`host.regmap.CqStatus`; ``length`` the octets transferred (0 unless
+    ``status`` is :class:`rnic.host.spec.regmap.CqStatus`; ``length`` the octets transferred (0 unless
     SUCCESS or LOCAL_LENGTH); ``opcode`` the work request's.
     """
 
@@ -215,7 +189,7 @@ class DdpTx(wiring.Component):
     cq : Out(stream(TxCompletion))
         Work request completions.
     o : Out(stream(MpaTxBeat))
-        ULPDUs for :class:`hdl.mpa_tx.MpaTxFramer`: one ULPDU at a time, ``length`` on the
+        ULPDUs for :class:`rnic.hdl.mpa_tx.MpaTxFramer`: one ULPDU at a time, ``length`` on the
         ``first`` beat, every beat full but the last, never zero octets (a ULPDU holds at
         least its 14- or 18-octet header).
     m_axi : Out(AXI4ReadSignature)
@@ -237,13 +211,13 @@ class DdpTx(wiring.Component):
     (fair interleaving of Read Responses with the connection's untagged messages; a
     message never interleaves with another message of the same queue). Tagged messages
     do not interleave with each other: a Read Response waits for an RDMA Write in
-    progress to finish and vice versa, because the receiver (:class:`host.sink.Sink`,
-    :class:`hdl.ddp_rx.DdpRx`) ties consecutive tagged segments of a stream to one
+    progress to finish and vice versa, because the receiver (:class:`rnic.host.model.sink.Sink`,
+    :class:`rnic.hdl.ddp_rx.DdpRx`) ties consecutive tagged segments of a stream to one
     message (the Read Response completion carries the first segment's STag/TO and the
     summed length). A Read at the head of the
     send queue waits while ``ord`` Reads are outstanding (Read Responses still flow).
 
-    *Segments* (bit-exact with :meth:`host.segment.TxStream.message`): at most the
+    *Segments* (bit-exact with :meth:`rnic.host.model.segment.TxStream.message`): at most the
     connection's MULPDU octets each; untagged MSN per queue from 1, MO from 0; tagged TO
     advancing; L on the last; a zero-length message is one header-only segment. Read
     Requests (18 + 28 octets) and Terminates (18 + ``tlen``) are always one segment.
@@ -305,8 +279,7 @@ class DdpTx(wiring.Component):
 
     def __init__(self, *, width=8, connections=16, sq_depth=8, rrq_depth=4, ord_depth=4,
                  stags=256, addr_width=64):
-        if width not in WIDTHS:
-            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+        check_width(width)
         for name, v in (("sq_depth", sq_depth), ("rrq_depth", rrq_depth), ("ord_depth", ord_depth),
                         ("stags", stags)):
             if not isinstance(v, int) or v < 2 or v & (v - 1):
@@ -353,7 +326,7 @@ class DdpTx(wiring.Component):
         row_l = _StagRow(connections=C, addr_width=AW)
 
         # ---------------------------------------------------------------- memories
-        # Marked no_rw_collision (synthesis builds no collision logic, hdl.synth_hints): the
+        # Marked no_rw_collision (synthesis builds no collision logic, rnic.hdl.synth_hints): the
         # FSM serves one connection at a time and no read it uses is issued in a state that
         # writes: ``ctx`` is written in RRQ, POST, EMIT, WB and the rows used are read in the
         # W_* states;
@@ -888,7 +861,7 @@ class DdpTx(wiring.Component):
 
             with m.State("DECIDE"):
                 m.d.comb += st_busy.eq(1)
-                # tagged messages never interleave on a stream (the receiver, host.sink and
+                # tagged messages never interleave on a stream (the receiver, rnic.host.model.sink and
                 # DdpRx, ties consecutive tagged segments to one message): a Write in progress
                 # holds off Read Responses and a Read Response in progress holds off Writes
                 wr_mid = f_sq & op0 & f_sqoff

@@ -11,12 +11,12 @@ import enum
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 
+from rnic.host.spec.limits import MARKER_INTERVAL
+
 from .beat import conn_bits
 
 __all__ = ["MARKER_INTERVAL", "MpaConfig", "CrcStatus", "RxError"]
 
-#: Octets between two markers of one direction (RFC 5044).
-MARKER_INTERVAL = 512
 
 
 class MpaConfig(data.StructLayout):

@@ -12,7 +12,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
-from .beat import WIDTHS, OctetBeat, conn_bits
+from .beat import check_width, OctetBeat, conn_bits
 from .crc32c import CRC32C_INIT
 from .mpa_config import CrcStatus, MpaConfig, RxError
 from .synth_hints import no_rw_collision
@@ -39,7 +39,7 @@ class MpaRxBeat(data.StructLayout):
     """Payload of the deframer's output stream ``o``.
 
     Fields, in this order from bit 0 (the first five are those of
-    :class:`~hdl.beat.OctetBeat`, at the same offsets):
+    :class:`~rnic.hdl.beat.OctetBeat`, at the same offsets):
 
     ``data`` (8*W)
         ULPDU octets, the first one in lane 0 (``data[0:8]``).
@@ -52,10 +52,10 @@ class MpaRxBeat(data.StructLayout):
     ``conn`` (conn_bits(connections))
         Connection id.
     ``crc`` (2)
-        :class:`~hdl.mpa_config.CrcStatus`, meaningful on ``last`` beats only
+        :class:`~rnic.hdl.mpa_config.CrcStatus`, meaningful on ``last`` beats only
         (0 elsewhere): UNCHECKED with CRC off, OK or BAD with CRC on.
     ``error`` (3)
-        :class:`~hdl.mpa_config.RxError`, meaningful on ``last`` beats only
+        :class:`~rnic.hdl.mpa_config.RxError`, meaningful on ``last`` beats only
         (0 elsewhere). Not NONE: the ULPDU must not be delivered, and this was
         the connection's last beat until its ``cfg`` is written again.
 
@@ -81,8 +81,7 @@ class MpaRxBeat(data.StructLayout):
     """
 
     def __init__(self, *, width, connections):
-        if width not in WIDTHS:
-            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+        check_width(width)
         self.width = width
         self.connections = connections
         super().__init__({
@@ -328,7 +327,7 @@ def _context_memory(m, name, layout, depth, *, load_en, load_addr, take, in_conn
     holds (``valid``; it is done if a beat is taken) is of that connection, else ``h1``,
     ``h2``, ``h3``, else the row read. The read data is never used when the read collided
     with a write of its row (that write-back is one of ``h1`` .. ``h3``): the memory is
-    marked :func:`~hdl.synth_hints.no_rw_collision`. Which one of ``h1`` .. ``h3`` and
+    marked :func:`~rnic.hdl.synth_hints.no_rw_collision`. Which one of ``h1`` .. ``h3`` and
     the row it is, is compared one cycle ahead (``{name}_sel``; timing: no compare on
     the way to ``cur``, the row read goes through one multiplexer level in front of the
     choice of ``nxt``).
@@ -505,7 +504,7 @@ class MpaRxDeframer(wiring.Component):
     Then an output FIFO of 4 beats (8 at W >= 16).
 
     Checks, per FPDU, in the order of the reference model
-    (:class:`host.fpdu.FpduDecoder`): ULPDU_Length > MULPDU (TOO_LONG),
+    (:class:`rnic.host.model.fpdu.FpduDecoder`): ULPDU_Length > MULPDU (TOO_LONG),
     ULPDU_Length below the DDP header its first octet's T bit announces
     (TOO_SHORT); both reported with a status beat as soon as the word
     holding the length field is complete. At the CRC word: CRC mismatch
@@ -553,8 +552,7 @@ class MpaRxDeframer(wiring.Component):
     """
 
     def __init__(self, *, width, connections=16):
-        if width not in WIDTHS:
-            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+        check_width(width)
         if not isinstance(connections, int) or connections < 1:
             raise TypeError(f"connections must be a positive integer, not {connections!r}")
         self.width = width

@@ -10,7 +10,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .beat import WIDTHS, OctetBeat, conn_bits
+from .beat import check_width, OctetBeat, conn_bits
 from .crc32c import CRC32C_INIT, crc32c_words_model
 from .mpa_config import MpaConfig
 from .synth_hints import register_copies
@@ -59,8 +59,8 @@ def _crc_const(power):
 def _crc_step(state, word):
     """Combinational CRC32c register update by one word, f(state ^ word).
 
-    Same function as :func:`hdl.crc32c.crc32c_step` (the matrices come from
-    :func:`hdl.crc32c.crc32c_words_model`), written on ``state ^ word`` (32 XOR
+    Same function as :func:`rnic.hdl.crc32c.crc32c_step` (the matrices come from
+    :func:`rnic.hdl.crc32c.crc32c_words_model`), written on ``state ^ word`` (32 XOR
     inputs per bit instead of 64) and next to the powers f^p that the closed
     form of :func:`_crc_lanes` needs.
     """
@@ -144,10 +144,10 @@ def _crc_lanes(m, state, words, starts, *, unroll):
 
 
 class MpaTxBeat(data.StructLayout):
-    """Input beat of :class:`MpaTxFramer`: the :class:`~hdl.beat.OctetBeat` fields plus ``length``.
+    """Input beat of :class:`MpaTxFramer`: the :class:`~rnic.hdl.beat.OctetBeat` fields plus ``length``.
 
     Fields ``data``, ``n``, ``first``, ``last``, ``conn`` as in
-    :class:`~hdl.beat.OctetBeat` (in that order, at the same offsets), then
+    :class:`~rnic.hdl.beat.OctetBeat` (in that order, at the same offsets), then
     ``length`` (16 bits): the ULPDU_Length of the ULPDU, valid on its ``first``
     beat (ignored on the others).
     """
@@ -180,7 +180,7 @@ class MpaTxFramer(wiring.Component):
     counts the octets from the FPDU's ULPDU_Length field to the marker. A
     marker at an FPDU boundary belongs to the following FPDU (FPDUPTR 0, first
     octet of that FPDU, inside its CRC); a marker right after the pad is inside
-    the CRC. The output is byte-for-byte what :class:`host.fpdu.FpduEncoder`
+    the CRC. The output is byte-for-byte what :class:`rnic.host.model.fpdu.FpduEncoder`
     gives with ``marker_origin = -phase mod 512``.
 
     Parameters
@@ -311,8 +311,7 @@ class MpaTxFramer(wiring.Component):
     """
 
     def __init__(self, *, width, connections=16):
-        if width not in WIDTHS:
-            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+        check_width(width)
         conn_bits(connections)   # validates
         self.width = width
         self.connections = connections

@@ -1,58 +1,18 @@
-"""The register bank: AXI4-Lite slave generated from the register map (:mod:`host.regmap`).
+"""The register bank: AXI4-Lite slave generated from the register map (:mod:`rnic.host.spec.regmap`).
 
-See :class:`RegisterBank`. :class:`AXI4LiteSignature` is the bus signature,
-usable by other components (masters, interconnects).
+See :class:`RegisterBank`; its bus is :class:`rnic.hdl.axi.AXI4LiteSignature`.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from host.regmap import PULSE, REGMAP, RO, RW, W1C, RegisterMap
+from rnic.host.spec.regmap import PULSE, REGMAP, RO, RW, W1C, RegisterMap
 
+from .axi import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature
 from .synth_hints import register_copies
 
-__all__ = ["AXI4LiteSignature", "RegisterBank", "core_signature", "RESP_OKAY", "RESP_SLVERR"]
-
-RESP_OKAY = 0b00
-RESP_SLVERR = 0b10
-
-
-class AXI4LiteSignature(wiring.Signature):
-    """AXI4-Lite, seen from the master (flip it for a slave port).
-
-    Members carry the AMBA signal names (lower case): ``awaddr awprot awvalid
-    awready wdata wstrb wvalid wready bresp bvalid bready araddr arprot
-    arvalid arready rdata rresp rvalid rready``. A port ``s_axil:
-    In(AXI4LiteSignature(...))`` of a component exported by
-    :func:`amaranth.back.verilog.convert` becomes Verilog ports
-    ``s_axil__awaddr`` ... ``s_axil__rready``.
-    """
-
-    def __init__(self, *, addr_width, data_width=32):
-        if data_width not in (32, 64):
-            raise ValueError(f"AXI4-Lite data width is 32 or 64, not {data_width!r}")
-        if not isinstance(addr_width, int) or addr_width < 2:
-            raise ValueError(f"address width must be an integer >= 2, not {addr_width!r}")
-        self.addr_width = addr_width
-        self.data_width = data_width
-        super().__init__({
-            "awaddr": Out(addr_width), "awprot": Out(3), "awvalid": Out(1), "awready": In(1),
-            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wvalid": Out(1), "wready": In(1),
-            "bresp": In(2), "bvalid": In(1), "bready": Out(1),
-            "araddr": Out(addr_width), "arprot": Out(3), "arvalid": Out(1), "arready": In(1),
-            "rdata": In(data_width), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
-        })
-
-    def __eq__(self, other):
-        return (type(other) is type(self) and other.addr_width == self.addr_width
-                and other.data_width == self.data_width)
-
-    def __hash__(self):
-        return hash((type(self), self.addr_width, self.data_width))
-
-    def __repr__(self):
-        return f"AXI4LiteSignature(addr_width={self.addr_width}, data_width={self.data_width})"
+__all__ = ["RegisterBank", "core_signature"]
 
 
 def core_signature(regmap=REGMAP):
@@ -88,7 +48,7 @@ def core_signature(regmap=REGMAP):
 class RegisterBank(wiring.Component):
     """AXI4-Lite register bank for the RNIC register map, generated at elaboration.
 
-    Parameters (keyword-only, checked against :data:`host.regmap.PARAMS`)
+    Parameters (keyword-only, checked against :data:`rnic.host.spec.regmap.PARAMS`)
     ----------
     width : int
         Datapath width W in octets (4, 8, 16, 32), reported in VERSION.WIDTH.
@@ -97,7 +57,7 @@ class RegisterBank(wiring.Component):
     stags : int
         STag table rows (1 .. 65535, default 256), reported in CAPS.STAGS.
     regmap : RegisterMap
-        The map (default :data:`host.regmap.REGMAP`).
+        The map (default :data:`rnic.host.spec.regmap.REGMAP`).
 
     Ports
     -----
@@ -115,7 +75,7 @@ class RegisterBank(wiring.Component):
 
     Behaviour
     ---------
-    As documented in :data:`host.regmap.ACCESS_DOC` and :data:`host.regmap.BUS_DOC`:
+    As documented in :data:`rnic.host.spec.regmap.ACCESS_DOC` and :data:`rnic.host.spec.regmap.BUS_DOC`:
     RW fields are registers (reset to their map reset value by ``rst``) that
     drive their output; byte strobes select the bytes written. PULSE outputs
     are registered and high for exactly one cycle, carrying the written

@@ -10,16 +10,17 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
-from host.regmap import REGMAP, ConnState, CqQueue, DpError, SqOpcode
-from host.errors import Layer, MpaError
+from rnic.host.spec.regmap import REGMAP, ConnState, CqQueue, DpError, SqOpcode
+from rnic.host.spec.errors import Layer, MpaError
 
-from .beat import WIDTHS, OctetBeat, conn_bits
-from .ddp_rx import TERM_BYTES, AXI4WriteSignature, Completion, DdpRx, ReadRequestOut, StagWrite, TermReport
-from .ddp_tx import AXI4ReadSignature, DdpTx, TxCompletion, WorkRequest
+from .beat import check_width, OctetBeat, conn_bits
+from .axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignature
+from .ddp_rx import TERM_BYTES, Completion, DdpRx, ReadRequestOut, StagWrite, TermReport
+from .ddp_tx import DdpTx
 from .mpa_config import MARKER_INTERVAL, RxError
 from .mpa_rx import RX_ABORTED, MpaRxBeat, MpaRxDeframer
 from .mpa_tx import MpaTxBeat, MpaTxFramer
-from .regbank import AXI4LiteSignature, RegisterBank
+from .regbank import RegisterBank
 from .stream_slice import StreamSlice
 from .synth_hints import SyncFIFOBuffered
 
@@ -40,7 +41,7 @@ DP_ULPDUS = 32
 
 class CtxEntry(data.StructLayout):
     """Per-connection state kept by the core (one memory row per connection):
-    ``state`` (:class:`~host.regmap.ConnState`), ``err`` (stopped on an error) and the
+    ``state`` (:class:`~rnic.host.spec.regmap.ConnState`), ``err`` (stopped on an error) and the
     first error in Terminate layout (``ecode``, ``etype``, ``layer``)."""
 
     def __init__(self):
@@ -56,8 +57,8 @@ class _TxTrack(data.StructLayout):
 
 
 class _CqEntry(data.StructLayout):
-    """One entry of the host CQ: a receive-path :class:`~hdl.ddp_rx.Completion` or (``tx``)
-    a transmit-path :class:`~hdl.ddp_tx.TxCompletion` (then ``status`` is its status)."""
+    """One entry of the host CQ: a receive-path :class:`~rnic.hdl.ddp_rx.Completion` or (``tx``)
+    a transmit-path :class:`~rnic.hdl.ddp_tx.TxCompletion` (then ``status`` is its status)."""
 
     def __init__(self, *, connections):
         super().__init__({"rx": Completion(connections=connections), "tx": unsigned(1),
@@ -79,12 +80,12 @@ assert [int(e) for e in DpError][:5] == [int(e) for e in RxError]
 class RnicCore(wiring.Component):
     """The RNIC core: registers, the MPA layer of both directions, DDP/RDMAP receive and transmit.
 
-    Contains a :class:`~hdl.regbank.RegisterBank` (the map of
-    :mod:`host.regmap`), a :class:`~hdl.mpa_tx.MpaTxFramer`, a
-    :class:`~hdl.mpa_rx.MpaRxDeframer` and behind it the DDP/RDMAP receive
-    path :class:`~hdl.ddp_rx.DdpRx` (validation, placement into host memory
+    Contains a :class:`~rnic.hdl.regbank.RegisterBank` (the map of
+    :mod:`rnic.host.spec.regmap`), a :class:`~rnic.hdl.mpa_tx.MpaTxFramer`, a
+    :class:`~rnic.hdl.mpa_rx.MpaRxDeframer` and behind it the DDP/RDMAP receive
+    path :class:`~rnic.hdl.ddp_rx.DdpRx` (validation, placement into host memory
     on ``m_axi``, completions, Read Requests, Terminates), in front of the
-    framer the DDP/RDMAP transmit path :class:`~hdl.ddp_tx.DdpTx` (send
+    framer the DDP/RDMAP transmit path :class:`~rnic.hdl.ddp_tx.DdpTx` (send
     queues, segmenter reading payload on ``m_axi_rd``, Read Responder,
     Terminates, completions), plus the glue below. ULPDUs (DDP segments)
     made outside the core still come in as a stream (``tx_ulpdu``) or
@@ -134,7 +135,7 @@ class RnicCore(wiring.Component):
     Ports
     -----
     s_axil : In(AXI4LiteSignature(addr_width=12))
-        The register bus, exactly as :class:`~hdl.regbank.RegisterBank`'s
+        The register bus, exactly as :class:`~rnic.hdl.regbank.RegisterBank`'s
         (Verilog ``s_axil__awaddr`` .. ``s_axil__rready``).
     tx_ulpdu : In(stream.Signature(MpaTxBeat(width=W, connections=N)))
         ULPDUs to send (``length`` on the first beat), as the framer's ``i``.
@@ -144,18 +145,18 @@ class RnicCore(wiring.Component):
         TCP payload received, as segments (``first`` .. ``last``), any cut.
     rx_ulpdu : Out(stream.Signature(MpaRxBeat(width=W, connections=N)))
         ULPDUs received with their CRC/error verdict on the ``last`` beat
-        (status and abort beats as defined by :class:`~hdl.mpa_rx.MpaRxBeat`),
+        (status and abort beats as defined by :class:`~rnic.hdl.mpa_rx.MpaRxBeat`),
         only while DP_CTRL.BYPASS (its reset value) and not SINK: for a DDP
         layer outside the core, or to look at the MPA layer alone. Otherwise
         never valid.
     m_axi : Out(AXI4WriteSignature(addr_width=addr_width, data_width=8*W))
         Host memory, AXI4 write channels (AW, W, B) of the receive path's
         placement writes: single-beat full-width writes with byte strobes
-        (Verilog ``m_axi__awaddr`` ..; see :class:`~hdl.ddp_rx.AXI4WriteSignature`).
+        (Verilog ``m_axi__awaddr`` ..; see :class:`~rnic.hdl.axi.AXI4WriteSignature`).
     m_axi_rd : Out(AXI4ReadSignature(addr_width=addr_width, data_width=8*W))
         Host memory, AXI4 read channels (AR, R) of the transmit path's payload reads (Send and
         RDMA Write data, Read Responses): INCR bursts of at most 16 full-width beats, not
-        crossing 4 KiB (Verilog ``m_axi_rd__araddr`` ..; see :class:`~hdl.ddp_tx.AXI4ReadSignature`).
+        crossing 4 KiB (Verilog ``m_axi_rd__araddr`` ..; see :class:`~rnic.hdl.axi.AXI4ReadSignature`).
     irq : Out(1)
         Interrupt level: OR of INT_ENABLE.ERR and ERR_STATUS.PENDING,
         INT_ENABLE.CQ and CQ_STATUS.VALID, INT_ENABLE.TERM and TERM_STATUS.VALID.
@@ -188,12 +189,12 @@ class RnicCore(wiring.Component):
       TOO_LONG, TOO_SHORT; aborts are not errors). The first while
       ERR_STATUS.PENDING is 0 is captured: PENDING, ERR_CONN (TX = 0),
       ERR_INFO = LLP/0/2 (CRC), LLP/0/3 (marker), DDP/0/0 (length), as the
-      model (:mod:`host.fpdu`) reports them; later ones set OVERFLOW. Every
+      model (:mod:`rnic.host.model.fpdu`) reports them; later ones set OVERFLOW. Every
       one counts in ERR_COUNT.
-    * The DDP/RDMAP receive path (:class:`~hdl.ddp_rx.DdpRx`) takes the
+    * The DDP/RDMAP receive path (:class:`~rnic.hdl.ddp_rx.DdpRx`) takes the
       deframer's ULPDUs unless DP_CTRL.SINK or DP_CTRL.BYPASS is set (BYPASS
       resets to 1, so that ULPDUs leave on ``rx_ulpdu`` as before until a
-      driver clears it: ``host.regs.Registers.dp_configure()``). Its host
+      driver clears it: ``rnic.host.driver.regs.Registers.dp_configure()``). Its host
       side is the register map: STAG_* + STAG_CMD.COMMIT write a row of its
       STag table (STAG_STATUS.BUSY until taken; the row only matches for
       STAG_INDEX = STAG_KEY mod ``stags``, a row whose CONN is not below
@@ -210,7 +211,7 @@ class RnicCore(wiring.Component):
       moves the connection to ERROR (first error in CTX_ERROR); a received
       Terminate moves it to CLOSING. With SINK or BYPASS the capture follows
       the deframer as described under Errors.
-    * The DDP/RDMAP transmit path (:class:`~hdl.ddp_tx.DdpTx`). SQ_* +
+    * The DDP/RDMAP transmit path (:class:`~rnic.hdl.ddp_tx.DdpTx`). SQ_* +
       SQ_CMD.DOORBELL (while STATUS.READY, SQ_STATUS.BUSY 0 and SQ_WR.CONN
       below ``connections``; otherwise ignored) latch one work request;
       SQ_STATUS.BUSY and FULL are 1 until the transmit path took it, which
@@ -263,7 +264,7 @@ class RnicCore(wiring.Component):
       data port and on the DDP/RDMAP transmit path); the beat or two already
       in the register slices in front of the framer and deframer, and the
       outputs, drain.
-    * The data port (registers DP_*, see :mod:`host.regmap`): LOOPBACK
+    * The data port (registers DP_*, see :mod:`rnic.host.spec.regmap`): LOOPBACK
       feeds the framer's output into the deframer (``tx_wire`` is then
       never valid and ``rx_wire`` never ready); SOURCE takes the framer's
       ULPDUs from the DP TX FIFO (words pushed by writes to DP_TX_DATA,
@@ -284,7 +285,7 @@ class RnicCore(wiring.Component):
     ``rx_wire`` to ``rx_ulpdu``: 12 cycles (input register slice 1, deframer
     10, output register 1). The streams between the DDP/RDMAP paths and the
     glue (DdpRx input, completions, Read Requests, DdpTx output) each pass a
-    register slice (1 cycle; :class:`~hdl.stream_slice.StreamSlice`).
+    register slice (1 cycle; :class:`~rnic.hdl.stream_slice.StreamSlice`).
     LOOPBACK, ULPDU in to ULPDU out: 21 cycles plus the FPDU's length in
     beats (the deframer holds a ULPDU's last beat until its CRC). (Counted
     as the framer's: a beat transferred at edge t can leave at edge t + n.)
@@ -309,8 +310,7 @@ class RnicCore(wiring.Component):
                  rq_depth=8, cq_depth=16, rrq_depth=8, term_depth=4, ddp_slots=4, ddp_slot_bytes=2048,
                  addr_width=32, sq_depth=8, ird_depth=4, ord_depth=4):
         REGMAP.check_params({"width": width, "connections": connections, "stags": stags})
-        if width not in WIDTHS:
-            raise ValueError(f"width must be one of {WIDTHS}, not {width!r}")
+        check_width(width)
         for name, value, lo, hi in (("dp_depth", dp_depth, 2, 0xFFFF), ("dp_ulpdus", dp_ulpdus, 2, 4096),
                                     ("cq_depth", cq_depth, 2, 4096), ("rrq_depth", rrq_depth, 2, 4096),
                                     ("term_depth", term_depth, 2, 4096), ("addr_width", addr_width, 13, 64),

@@ -5,11 +5,9 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from host.regmap import REGMAP
+from rnic.host.spec.regmap import REGMAP
 
-from .ddp_rx import AXI4WriteSignature
-from .ddp_tx import AXI4ReadSignature
-from .regbank import AXI4LiteSignature
+from .axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignature
 from .rnic_core import RnicCore
 
 __all__ = ["RnicPair", "PAIR_NODES"]
@@ -18,11 +16,11 @@ PAIR_NODES = ("a", "b")
 
 
 class RnicPair(wiring.Component):
-    """Two :class:`~hdl.rnic_core.RnicCore` instances ``a`` and ``b`` whose TCP payload
+    """Two :class:`~rnic.hdl.rnic_core.RnicCore` instances ``a`` and ``b`` whose TCP payload
     ports are wired to each other (``a.tx_wire`` -> ``b.rx_wire`` and back: every run of
     whole FPDUs one core sends is one TCP segment for the other).
 
-    Parameters are those of :class:`~hdl.rnic_core.RnicCore` (keyword-only, checked by it),
+    Parameters are those of :class:`~rnic.hdl.rnic_core.RnicCore` (keyword-only, checked by it),
     the same for both cores.
 
     Ports, per node X (``a``, ``b``): ``X_s_axil`` (its register bus), ``X_m_axi`` (AXI4

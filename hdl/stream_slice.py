@@ -17,7 +17,7 @@ class StreamSlice(wiring.Component):
     forward path (payload, valid) nor the backward path (ready) of a stream runs
     combinationally through the slice. Used between the blocks of the core, where a
     ``ready`` computed deep inside one block fed the handshake logic of the other
-    (:mod:`hdl.rnic_core`). Amaranth has no such block in ``lib.stream``, and
+    (:mod:`rnic.hdl.rnic_core`). Amaranth has no such block in ``lib.stream``, and
     ``lib.fifo.SyncFIFOBuffered`` of depth 2 reaches a full beat per cycle only with a
     combinational ``w_rdy`` from the read side; hence this one.
 

@@ -18,7 +18,7 @@ two let Yosys build less logic, the third lets nextpnr place shorter nets.
   emulates Amaranth's read-before-write (or transparent) semantics with a register copy of
   the write, an address compare and a multiplexer behind the block RAM's output, which is
   the slowest start of a path on the device. Yosys honours ``no_rw_check`` only on read
-  ports it builds itself; :func:`host.build.apply_no_rw_check` makes it hold for the
+  ports it builds itself; :func:`rnic.host.tools.build.apply_no_rw_check` makes it hold for the
   synchronous read ports Amaranth emits. Mark a memory only with the argument why written
   beside it.
 * :func:`register_copies` makes registers meant to hold copies of one value, one per
@@ -26,7 +26,7 @@ two let Yosys build less logic, the third lets nextpnr place shorter nets.
   cycle. Yosys's ``opt_merge`` merges flip-flops (bit by bit) with the same input, enable
   and initial value, and a ``keep`` attribute on a wire does not stop it; one on the
   flip-flop cell does. The copies' wires carry :data:`REGISTER_COPY`, and
-  :func:`host.build.apply_keep_copies` puts ``keep`` on the cells that drive them.
+  :func:`rnic.host.tools.build.apply_keep_copies` puts ``keep`` on the cells that drive them.
 """
 
 from amaranth.hdl import Signal

@@ -3,18 +3,18 @@
 See :class:`UARTBridge`. The byte protocol (requests ``'W' A1 A0 D3 D2 D1 D0``,
 ``'R' A1 A0``, ``'P'``; answers ``'w' S``, ``'r' D3 D2 D1 D0 S``, ``'p' V AW``;
 resynchronisation by frame timeout and break) is documented in
-:mod:`host.transport_uart`, which holds the constants both sides use and the
-host-side transport.
+:mod:`rnic.host.driver.uart` (the host-side transport); the constants both sides use
+are in :mod:`rnic.host.spec.uart`.
 """
 
 from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from host.transport_uart import (ANS_PING, ANS_READ, ANS_WRITE, CMD_PING, CMD_READ, CMD_WRITE,
+from rnic.host.spec.uart import (ANS_PING, ANS_READ, ANS_WRITE, CMD_PING, CMD_READ, CMD_WRITE,
                                  FRAME_TIMEOUT_S, PROTOCOL_VERSION, STATUS_DECERR, STATUS_TIMEOUT)
 
-from .regbank import AXI4LiteSignature
+from .axi import AXI4LiteSignature
 from .synth_hints import SyncFIFOBuffered
 from .uart import UARTRx, UARTTx, uart_divisor
 
@@ -22,7 +22,7 @@ __all__ = ["UARTBridge"]
 
 
 class UARTBridge(wiring.Component):
-    """AXI4-Lite master driven by the UART bridge protocol of :mod:`host.transport_uart`.
+    """AXI4-Lite master driven by the UART bridge protocol of :mod:`rnic.host.driver.uart`.
 
     Parameters (keyword-only)
     ----------
@@ -30,7 +30,7 @@ class UARTBridge(wiring.Component):
         Frequency of the ``sync`` domain in Hz.
     baud : int
         Line rate (default 115200); with ``clk_freq`` it must give a divisor
-        of at least 4 and a rate error below 1.5 % (:func:`hdl.uart.uart_divisor`).
+        of at least 4 and a rate error below 1.5 % (:func:`rnic.hdl.uart.uart_divisor`).
     addr_width : int
         Address bits of ``m_axil`` (2 .. 16, default 16). A request for an
         address at or above ``2**addr_width`` is answered DECERR without a

@@ -1,1 +1,1 @@
-"""sim package."""
+"""rnic.sim: the simulator layer: Verilator runner, bus models, C++ harnesses and the simulated devices."""

@@ -1,7 +1,7 @@
-"""cocotb side of ``rnic bench ddp`` (host/bench.py): a stream of messages from node a to b.
+"""cocotb side of ``rnic bench ddp`` (host/tools/bench.py): a stream of messages from node a to b.
 
-The DUT is :class:`hdl.ddp_b2b.DdpBenchTop` (wires and memories inside, checked in
-hardware). Parameters (``sim.runner.sim_params``): ``phases``, a list of
+The DUT is :class:`rnic.hdl.ddp_b2b.DdpBenchTop` (wires and memories inside, checked in
+hardware). Parameters (``rnic.sim.runner.sim_params``): ``phases``, a list of
 ``{"op": "write"|"send", "size": octets, "count": messages}``; ``mulpdu``, ``phase``
 (marker phase), ``markers``, ``crc``, ``base``, ``out`` (path of the JSON results),
 ``skew`` (tests of the bench only: read each message that many octets off, which the
@@ -22,10 +22,10 @@ import json
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
-from hdl.ddp_rx import ConnCtl, RqPost, StagWrite
-from hdl.ddp_tx import TxCompletion, TxConnCfg, WorkRequest
-from hdl.mpa_config import MpaConfig
-from sim.streams import TB, unpack
+from rnic.hdl.ddp_rx import ConnCtl, RqPost, StagWrite
+from rnic.hdl.ddp_tx import TxCompletion, TxConnCfg, WorkRequest
+from rnic.hdl.mpa_config import MpaConfig
+from rnic.sim.streams import TB, unpack
 
 STAG = 0x5A5A5A01          # row 1 of a 4-row table
 REGION = 0x800000

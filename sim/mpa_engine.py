@@ -1,31 +1,31 @@
 """RTL engines of ``rnic decode``/``rnic encode``: the Verilated MPA blocks behind the model's API.
 
-:class:`RxEngine` runs :class:`hdl.mpa_rx.MpaRxDeframer` and :class:`TxEngine`
-runs :class:`hdl.mpa_tx.MpaTxFramer`, each compiled once per width by
-:class:`sim.fast.FastSim` (C++ harness, cached in ``sim_build/``), on any
+:class:`RxEngine` runs :class:`rnic.hdl.mpa_rx.MpaRxDeframer` and :class:`TxEngine`
+runs :class:`rnic.hdl.mpa_tx.MpaTxFramer`, each compiled once per width by
+:class:`rnic.sim.fast.FastSim` (C++ harness, cached under :func:`rnic.sim.runner.build_root`), on any
 number of connections: TCP segments / ULPDUs in, ULPDUs with their verdicts /
 FPDU runs out. Beats are packed into and parsed from the harness's record
 files directly (no per-field dicts), so that benchmark-sized runs stay cheap.
 
-:class:`DdpEngine` runs :class:`hdl.ddp_rx.DdpRx` for the header checks of
+:class:`DdpEngine` runs :class:`rnic.hdl.ddp_rx.DdpRx` for the header checks of
 ``rnic decode --engine rtl --strict`` (:func:`strict_checks`: DDP/RDMAP version,
 opcode, queue number, ULPDU shorter than its header; the verdicts are the
 hardware's, worded with the model's text, and must agree with the model's).
 
 :func:`decode` and :func:`encode` are the single-connection front ends that
 ``rnic decode --engine rtl`` / ``rnic encode --engine rtl`` use; they return
-exactly what :class:`host.fpdu.FpduDecoder` (``feed`` + ``close``) and
-:class:`host.fpdu.FpduEncoder` give:
+exactly what :class:`rnic.host.model.fpdu.FpduDecoder` (``feed`` + ``close``) and
+:class:`rnic.host.model.fpdu.FpduEncoder` give:
 
 * The deframer reports per FPDU only the ULPDU octets, a CRC status and an
-  error kind. Everything else of a :class:`~host.fpdu.FpduRecord` is
+  error kind. Everything else of a :class:`~rnic.host.model.fpdu.FpduRecord` is
   reconstructed from the stream geometry: the FPDU starts where the previous
   one ended (offset 0 first), its layout follows from the ULPDU length the
-  hardware delivered (:func:`host.fpdu.fpdu_layout`), and the FPDUPTRs "as
+  hardware delivered (:func:`rnic.host.model.fpdu.fpdu_layout`), and the FPDUPTRs "as
   received" are read from the input at the marker offsets of that layout.
   The verdicts (CRC ok/unchecked, which error) are the hardware's; for an
   error the host words it with the model's text functions
-  (:func:`host.fpdu.too_long_error` ...), filling in the values the text
+  (:func:`rnic.host.model.fpdu.too_long_error` ...), filling in the values the text
   names (ULPDU_Length, control octet, received/computed CRC, the first
   marker whose FPDUPTR disagrees) from the input. Hardware output that no
   input can explain (an abort beat, BAD without an error, an FPDU beyond
@@ -134,8 +134,8 @@ class RxUnit:
     ``kind``: "ulpdu" (``first`` .. ``last`` with octets), "status" (a status beat: a length
     error before any octet), "abort" (an abort beat) or "partial" (the octets output of a
     ULPDU whose ``last`` beat had not come when the run ended: the input ended inside it).
-    ``crc`` is a :class:`hdl.mpa_config.CrcStatus`, ``error`` an
-    :class:`hdl.mpa_config.RxError` (or :data:`hdl.mpa_rx.RX_ABORTED`), both from the
+    ``crc`` is a :class:`rnic.hdl.mpa_config.CrcStatus`, ``error`` an
+    :class:`rnic.hdl.mpa_config.RxError` (or :data:`rnic.hdl.mpa_rx.RX_ABORTED`), both from the
     ``last`` beat.
     """
     conn: int
@@ -177,8 +177,8 @@ class _FramingEngine:
     what = ""
 
     def __init__(self, block, name, width, *, connections, build_dir):
-        from hdl.mpa_config import MpaConfig
-        from sim.fast import FastSim
+        from rnic.hdl.mpa_config import MpaConfig
+        from rnic.sim.fast import FastSim
         self.width = width
         self.connections = connections
         self.sim = FastSim(block, name=f"{name}_w{width}_c{connections}",
@@ -192,7 +192,7 @@ class _FramingEngine:
 
     def _run(self, configs, blob, *, idle_prob, backpressure_prob, seed, timeout_s):
         """``(result, harness CPU seconds, first cycle, last cycle)`` of one checked run."""
-        from sim.fast import FastSimError
+        from rnic.sim.fast import FastSimError
         cfgs = [dict(c) for c in configs]
         cpu0 = _children_cpu_s()
         res = self.sim.run({"cfg": cfgs, "i": blob}, idle_prob=idle_prob,
@@ -213,12 +213,12 @@ class _FramingEngine:
 
 
 class RxEngine(_FramingEngine):
-    """The Verilated :class:`~hdl.mpa_rx.MpaRxDeframer` at ``width``, ``connections`` contexts."""
+    """The Verilated :class:`~rnic.hdl.mpa_rx.MpaRxDeframer` at ``width``, ``connections`` contexts."""
 
     what = "RX deframer"
 
     def __init__(self, width, *, connections=DEFAULT_CONNECTIONS, build_dir=None):
-        from hdl.mpa_rx import MpaRxDeframer
+        from rnic.hdl.mpa_rx import MpaRxDeframer
         super().__init__(MpaRxDeframer, "mpa_engine_rx", width, connections=connections,
                          build_dir=build_dir)
 
@@ -253,7 +253,7 @@ class RxEngine(_FramingEngine):
         """Write ``configs`` (dicts: conn, markers, crc, phase, mulpdu), then feed ``segments``.
 
         Returns an :class:`RxRun`. Raises :class:`RtlEngineError` if the run does not
-        complete or the output breaks the beat rules of :class:`hdl.mpa_rx.MpaRxBeat`.
+        complete or the output breaks the beat rules of :class:`rnic.hdl.mpa_rx.MpaRxBeat`.
         """
         blob, in_beats = self.pack_segments(segments)
         in_octets = sum(len(s) for _, s in segments)
@@ -266,8 +266,8 @@ class RxEngine(_FramingEngine):
                      out_octets=out_octets, first_cycle=first, last_cycle=last, harness_cpu_s=cpu)
 
     def _parse(self, blob):
-        from hdl.mpa_config import CrcStatus, RxError
-        from hdl.mpa_rx import RX_ABORTED
+        from rnic.hdl.mpa_config import CrcStatus, RxError
+        from rnic.hdl.mpa_rx import RX_ABORTED
         W = self.width
         rb = self._out.record_bytes
         n_off, n_mask = self._out.getter("n")
@@ -353,12 +353,12 @@ class TxRun(_Run):
 
 
 class TxEngine(_FramingEngine):
-    """The Verilated :class:`~hdl.mpa_tx.MpaTxFramer` at ``width``, ``connections`` contexts."""
+    """The Verilated :class:`~rnic.hdl.mpa_tx.MpaTxFramer` at ``width``, ``connections`` contexts."""
 
     what = "TX framer"
 
     def __init__(self, width, *, connections=DEFAULT_CONNECTIONS, build_dir=None):
-        from hdl.mpa_tx import MpaTxFramer
+        from rnic.hdl.mpa_tx import MpaTxFramer
         super().__init__(MpaTxFramer, "mpa_engine_tx", width, connections=connections,
                          build_dir=build_dir)
 
@@ -473,14 +473,14 @@ def decode(data, *, markers, crc, marker_origin=0, mulpdu=None, width=8, seed=0,
     """Decode one direction's stream on the RTL deframer (connection 0).
 
     Returns the list that ``FpduDecoder(...).feed(data) + [close()]`` gives (records, then
-    an :class:`~host.fpdu.FpduError` if any), built as the module docstring says.
+    an :class:`~rnic.host.model.fpdu.FpduError` if any), built as the module docstring says.
     """
-    from hdl.mpa_config import CrcStatus, RxError
-    from host.crc import CRC_FIELD_LEN, crc32c, crc_from_field
-    from host.errors import ErrorInfo, MpaError
-    from host.fpdu import (LENGTH_FIELD_LEN, MARKER_LEN, MAX_MULPDU, FpduError, FpduRecord,
-                           crc_error, fpdu_layout, is_marker_offset, marker_error,
-                           too_long_error, too_short_error, truncated_error)
+    from rnic.hdl.mpa_config import CrcStatus, RxError
+    from rnic.host.model.crc import CRC_FIELD_LEN, crc32c, crc_from_field
+    from rnic.host.spec.errors import ErrorInfo, MpaError
+    from rnic.host.model.fpdu import (LENGTH_FIELD_LEN, MARKER_LEN, MAX_MULPDU, FpduError, FpduRecord,
+        crc_error, fpdu_layout, is_marker_offset, marker_error, too_long_error, too_short_error,
+        truncated_error)
 
     data = bytes(data)
     mulpdu = MAX_MULPDU if mulpdu is None else mulpdu
@@ -596,7 +596,7 @@ def encode(ulpdus, *, markers, crc, marker_origin=0, width=8, seed=0, idle_prob=
     markers would need an FPDUPTR above 0xFFFF raise ``ValueError`` up front (the model
     refuses them; the hardware would truncate the pointer).
     """
-    from host.fpdu import check_fpduptrs, fpdu_layout
+    from rnic.host.model.fpdu import check_fpduptrs, fpdu_layout
     if marker_origin % 4:
         raise ValueError(f"marker_origin {marker_origin} is not a multiple of 4")
     origin = marker_origin % 512
@@ -637,7 +637,7 @@ DDP_CONNECTIONS = 64
 
 
 class DdpEngine:
-    """The Verilated :class:`~hdl.ddp_rx.DdpRx` for ``rnic decode --engine rtl --strict``.
+    """The Verilated :class:`~rnic.hdl.ddp_rx.DdpRx` for ``rnic decode --engine rtl --strict``.
 
     :meth:`header_checks` feeds ULPDUs (as the deframer would deliver them, CRC good) into a
     DdpRx with no STag registered, no receive buffer posted and IRD 0, one ULPDU per
@@ -648,8 +648,8 @@ class DdpEngine:
     """
 
     def __init__(self, width, *, connections=DDP_CONNECTIONS, build_dir=None):
-        from hdl.ddp_rx import DdpRx
-        from sim.fast import FastSim
+        from rnic.hdl.ddp_rx import DdpRx
+        from rnic.sim.fast import FastSim
         self.width = width
         self.connections = connections
         self.sim = FastSim(DdpRx, name=f"ddp_engine_w{width}_c{connections}",
@@ -660,8 +660,8 @@ class DdpEngine:
 
     def header_checks(self, ulpdus, *, timeout_s=None):
         """``[(layer, etype, ecode) or None]``, one per ULPDU of ``ulpdus`` (see the class)."""
-        from hdl.mpa_config import CrcStatus
-        from sim.fast import FastSimError
+        from rnic.hdl.mpa_config import CrcStatus
+        from rnic.sim.fast import FastSimError
         W, C = self.width, self.connections
         ulpdus = [bytes(u) for u in ulpdus]
         out = []
@@ -704,11 +704,11 @@ def strict_checks(records, strict_check, *, width=8, engine=None):
     """``rnic decode --engine rtl --strict``: the header verdicts of the Verilated receive path.
 
     ``records``: what :func:`decode` returned; ``strict_check(ulpdu)``: the model's check
-    (:class:`~host.errors.ErrorInfo` or None). Returns ``[ErrorInfo or None]`` per record
-    (None for an :class:`~host.fpdu.FpduError`): the hardware decides, the model's
+    (:class:`~rnic.host.spec.errors.ErrorInfo` or None). Returns ``[ErrorInfo or None]`` per record
+    (None for an :class:`~rnic.host.model.fpdu.FpduError`): the hardware decides, the model's
     ErrorInfo words it (text); a disagreement between the two raises :class:`RtlEngineError`.
     """
-    from host.fpdu import FpduError
+    from rnic.host.model.fpdu import FpduError
     ulpdus = [r.ulpdu for r in records if not isinstance(r, FpduError)]
     eng = engine if engine is not None else ddp_engine(width)
     hw = iter(eng.header_checks(ulpdus)) if ulpdus else iter(())

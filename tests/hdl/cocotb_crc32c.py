@@ -4,7 +4,7 @@ import cocotb
 import crc32c
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sim.streams import TB
+from rnic.sim.streams import TB
 
 VECTORS = [
     (bytes(32), 0x8A9136AA),

@@ -21,11 +21,11 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi import AxiBus, AxiRam
 
-from hdl.beat import OctetBeat
-from hdl.ddp_rx import Completion, ConnCtl, RqPost, StagWrite
-from hdl.ddp_tx import TxCompletion, TxConnCfg, WorkRequest
-from hdl.mpa_config import MpaConfig
-from sim.streams import TB, bytes_to_beats
+from rnic.hdl.beat import OctetBeat
+from rnic.hdl.ddp_rx import Completion, ConnCtl, RqPost, StagWrite
+from rnic.hdl.ddp_tx import TxCompletion, TxConnCfg, WorkRequest
+from rnic.hdl.mpa_config import MpaConfig
+from rnic.sim.streams import TB, bytes_to_beats
 
 MEM = 1 << 20
 NODES = ("a", "b")

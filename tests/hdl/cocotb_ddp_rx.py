@@ -1,4 +1,4 @@
-"""cocotb side of tests/hdl/test_ddp_rx.py: hdl.ddp_rx.DdpRx against host.sink.Sink.
+"""cocotb side of tests/hdl/test_ddp_rx.py: rnic.hdl.ddp_rx.DdpRx against rnic.host.model.sink.Sink.
 
 Host memory is a cocotbext-axi AxiRamWrite (1 MiB, addresses modulo its size) with
 random pauses on AW, W and B. Host operations (STag table rows, receive buffers,
@@ -19,15 +19,14 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi import AxiWriteBus, AxiRamWrite
 
-from hdl.ddp_rx import (Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite,
-                        TermReport)
-from hdl.mpa_rx import MpaRxBeat
-from host import rdmap
-from host import sink as hs
-from host.errors import ErrorInfo, Layer
-from host.rdmap import Opcode, ReadRequest, Terminate
-from host.segment import TxStream, ulpdu
-from sim.streams import TB, bytes_to_beats
+from rnic.hdl.ddp_rx import Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite, TermReport
+from rnic.hdl.mpa_rx import MpaRxBeat
+from rnic.host.model import rdmap
+from rnic.host.model import sink as hs
+from rnic.host.spec.errors import ErrorInfo, Layer
+from rnic.host.model.rdmap import Opcode, ReadRequest, Terminate
+from rnic.host.model.segment import TxStream, ulpdu
+from rnic.sim.streams import TB, bytes_to_beats
 
 MEM = 1 << 20
 CRC_ERR = 1          # RxError.CRC
@@ -355,7 +354,7 @@ class DdpTB(TB):
             s = self.model.sinks[c]
             if err:
                 if s.error is None and s.terminate_received is None:
-                    from host.errors import DdpErrorType, MpaError
+                    from rnic.host.spec.errors import DdpErrorType, MpaError
                     info = (ErrorInfo.mpa(MpaError.CRC) if err == CRC_ERR
                             else ErrorInfo.ddp(DdpErrorType.CATASTROPHIC, 0))
                     s.error = info

@@ -1,4 +1,4 @@
-"""cocotb side of tests/hdl/test_ddp_tx.py: hdl.ddp_tx.DdpTx against host.segment.TxStream.
+"""cocotb side of tests/hdl/test_ddp_tx.py: rnic.hdl.ddp_tx.DdpTx against rnic.host.model.segment.TxStream.
 
 Host memory is a cocotbext-axi AxiRamRead (1 MiB of random octets) with random pauses on
 AR and R. Each round:
@@ -30,12 +30,12 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi import AxiRamRead, AxiReadBus
 
-from hdl.ddp_rx import ReadRequestOut, RrDone, StagWrite, TermReport
-from hdl.ddp_tx import ReadDone, TxCompletion, TxConnCfg, WorkRequest
-from hdl.mpa_tx import MpaTxBeat
-from host.rdmap import Opcode, ReadRequest, Terminate
-from host.segment import TxStream, segment, ulpdu
-from sim.streams import TB
+from rnic.hdl.ddp_rx import ReadRequestOut, RrDone, StagWrite, TermReport
+from rnic.hdl.ddp_tx import ReadDone, TxCompletion, TxConnCfg, WorkRequest
+from rnic.hdl.mpa_tx import MpaTxBeat
+from rnic.host.model.rdmap import Opcode, ReadRequest, Terminate
+from rnic.host.model.segment import TxStream, segment, ulpdu
+from rnic.sim.streams import TB
 
 MEM = 1 << 20
 SUCCESS, LOCAL_LENGTH, BAD_REQUEST, REMOTE_ERROR, FLUSHED = 0, 1, 3, 4, 5

@@ -1,15 +1,15 @@
-"""cocotb testbench of MpaRxDeframer (run by test_mpa_rx.py through sim.runner on Verilator).
+"""cocotb testbench of MpaRxDeframer (run by test_mpa_rx.py through rnic.sim.runner on Verilator).
 
-Scenarios and the scoreboard come from test_mpa_rx.py (host.fpdu is the golden model).
+Scenarios and the scoreboard come from test_mpa_rx.py (rnic.host.model.fpdu is the golden model).
 Params: width, connections.
 """
 
 import cocotb
 
-from hdl.beat import OctetBeat
-from hdl.mpa_config import MpaConfig
-from hdl.mpa_rx import MpaRxBeat
-from sim.streams import TB
+from rnic.hdl.beat import OctetBeat
+from rnic.hdl.mpa_config import MpaConfig
+from rnic.hdl.mpa_rx import MpaRxBeat
+from rnic.sim.streams import TB
 
 import test_mpa_rx as T
 

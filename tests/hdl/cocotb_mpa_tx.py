@@ -1,4 +1,4 @@
-"""cocotb side of tests/hdl/test_mpa_tx.py: MpaTxFramer on Verilator against host.fpdu.
+"""cocotb side of tests/hdl/test_mpa_tx.py: MpaTxFramer on Verilator against rnic.host.model.fpdu.
 
 Params (``$RNIC_PARAMS``): ``width``, ``connections``. Traffic generation and the
 scoreboard (``make_traffic``, ``model``, ``input_beats``, ``check_output``) come from
@@ -7,10 +7,10 @@ test_mpa_tx.py, so both simulators check exactly the same rules.
 
 import cocotb
 
-from hdl.beat import OctetBeat
-from hdl.mpa_config import MpaConfig
-from hdl.mpa_tx import MpaTxBeat
-from sim.streams import TB, assert_drained
+from rnic.hdl.beat import OctetBeat
+from rnic.hdl.mpa_config import MpaConfig
+from rnic.hdl.mpa_tx import MpaTxBeat
+from rnic.sim.streams import TB, assert_drained
 from test_mpa_tx import check_output, input_beats, make_traffic, model
 
 

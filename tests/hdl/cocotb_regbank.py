@@ -1,16 +1,16 @@
 """cocotb side of tests/hdl/test_regbank.py: the register bank under cocotbext-axi's AxiLiteMaster.
 
 The core side is reached by name: ``dut.regs__<register>__<field>`` (lower case),
-``..._set`` for W1C set inputs. host.regs.BankModel is the scoreboard of the random test.
+``..._set`` for W1C set inputs. rnic.host.driver.regs.BankModel is the scoreboard of the random test.
 """
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
-from host import regs
-from host.regmap import MAGIC, PULSE, REGMAP, RO, RW, VERSION_MAJOR, VERSION_MINOR, W1C
-from sim.streams import TB
+from rnic.host.driver import regs
+from rnic.host.spec.regmap import MAGIC, PULSE, REGMAP, RO, RW, VERSION_MAJOR, VERSION_MINOR, W1C
+from rnic.sim.streams import TB
 
 PREFIX = "s_axil_"      # from_prefix joins with "_": s_axil__awaddr
 

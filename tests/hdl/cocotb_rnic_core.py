@@ -1,8 +1,8 @@
 """cocotb side of tests/hdl/test_rnic_core.py: RnicCore under cocotbext-axi's AxiLiteMaster.
 
-Everything goes through the registers (host.regmap names, host.regs encode/decode);
-the expected wire octets, marker counts and errors come from the model (host.fpdu;
-host.sink for the DDP/RDMAP receive path, host.segment for the transmit path). Host memory
+Everything goes through the registers (rnic.host.spec.regmap names, rnic.host.driver.regs encode/decode);
+the expected wire octets, marker counts and errors come from the model (rnic.host.model.fpdu;
+rnic.host.model.sink for the DDP/RDMAP receive path, rnic.host.model.segment for the transmit path). Host memory
 is one 1 MiB cocotbext-axi memory served by an AxiRamWrite on ``m_axi`` and an AxiRamRead on
 ``m_axi_rd``, both with random pauses.
 """
@@ -14,18 +14,18 @@ from cocotb.triggers import RisingEdge
 from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiRamRead, AxiRamWrite, AxiReadBus, AxiResp,
                            AxiWriteBus)
 
-from hdl.beat import OctetBeat
-from hdl.mpa_rx import MpaRxBeat
-from hdl.mpa_tx import MpaTxBeat
-from host import regs
-from host import sink as hs
-from host.errors import ErrorInfo, Layer, MpaError
-from host.fpdu import FpduDecoder, FpduEncoder, FpduError
-from host.rdmap import ReadRequest, Terminate
-from host.regmap import (MAGIC, VERSION_MAJOR, VERSION_MINOR, ConnState, CqQueue, CqStatus, DpCrc, DpError,
-                         SqOpcode)
-from host.segment import TxStream
-from sim.streams import TB, bytes_to_beats
+from rnic.hdl.beat import OctetBeat
+from rnic.hdl.mpa_rx import MpaRxBeat
+from rnic.hdl.mpa_tx import MpaTxBeat
+from rnic.host.driver import regs
+from rnic.host.model import sink as hs
+from rnic.host.spec.errors import ErrorInfo, Layer, MpaError
+from rnic.host.model.fpdu import FpduDecoder, FpduEncoder, FpduError
+from rnic.host.model.rdmap import ReadRequest, Terminate
+from rnic.host.spec.regmap import (MAGIC, VERSION_MAJOR, VERSION_MINOR, ConnState, CqQueue, CqStatus, DpCrc,
+    DpError, SqOpcode)
+from rnic.host.model.segment import TxStream
+from rnic.sim.streams import TB, bytes_to_beats
 
 MEM = 1 << 20
 
@@ -530,7 +530,7 @@ async def rx_data_port_words(dut):
 
 @cocotb.test()
 async def ddp_receive_path(dut):
-    """The DDP/RDMAP receive path through the registers, against host.sink.Sink: STags and
+    """The DDP/RDMAP receive path through the registers, against rnic.host.model.sink.Sink: STags and
     receive buffers programmed with STAG_* / RQ_*, FPDUs on rx_wire (cut into segments):
     two Sends (memory, CQ_* with length and MSN), an RDMA Write (memory, no completion), a
     Read Request (RRQ_*), a Read Response (CQ_* SQ/RDMA_READ), a tagged write to an invalid
@@ -706,7 +706,7 @@ async def ddp_receive_path(dut):
 @cocotb.test()
 async def ddp_transmit_path(dut):
     """The DDP/RDMAP transmit path through the registers, looped back (DP_CTRL.LOOPBACK) into the
-    core's own receive path, against host.segment (segments counted in TX_FPDUS) and host.sink
+    core's own receive path, against rnic.host.model.segment (segments counted in TX_FPDUS) and rnic.host.model.sink
     (placement, receive completion): on one connection a Send, an RDMA Write and an RDMA Read
     posted with SQ_* + SQ_CMD.DOORBELL (payload read from host memory on m_axi_rd); the Read
     Request is answered by the Read Responder (DP_CTRL.HOST_READS 0: RRQ_* stays empty) and its

@@ -1,9 +1,9 @@
-"""cocotb side of test_rnic_core.py's pair test: two RnicCores back to back (hdl.rnic_pair).
+"""cocotb side of test_rnic_core.py's pair test: two RnicCores back to back (rnic.hdl.rnic_pair).
 
 Each node has its own register bus (cocotbext-axi AxiLiteMaster) and its own host memory
 (one cocotbext-axi memory served by an AxiRamWrite on ``X_m_axi`` and an AxiRamRead on
 ``X_m_axi_rd``, random pauses). Everything goes through the registers; what the wire
-carries comes from host.segment, what the receiving side does from host.sink.
+carries comes from rnic.host.model.segment, what the receiving side does from rnic.host.model.sink.
 """
 
 import random
@@ -12,11 +12,11 @@ import cocotb
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiRamRead, AxiRamWrite, AxiReadBus, AxiWriteBus
 
 from cocotb_rnic_core import CoreTB
-from host import sink as hs
-from host.rdmap import ReadRequest
-from host.regmap import ConnState, CqQueue, CqStatus, SqOpcode
-from host.segment import TxStream
-from sim.streams import TB
+from rnic.host.model import sink as hs
+from rnic.host.model.rdmap import ReadRequest
+from rnic.host.spec.regmap import ConnState, CqQueue, CqStatus, SqOpcode
+from rnic.host.model.segment import TxStream
+from rnic.sim.streams import TB
 
 MEM = 1 << 20
 
@@ -73,7 +73,7 @@ async def pair_send_write_read_terminate(dut):
     """Node a posts two Sends, an RDMA Write and an RDMA Read to node b, b a Send to a; b's
     Read Responder answers the Read; a Send with Invalidate; then a Write to an STag b does not know: b sends a
     Terminate over the wire (b ERROR, a CLOSING with the Terminate in TERM_*). Memories,
-    CQ_* of both nodes, TERM_* and TX_FPDUS against host.segment / host.sink."""
+    CQ_* of both nodes, TERM_* and TX_FPDUS against rnic.host.model.segment / rnic.host.model.sink."""
     tb = TB(dut)
     await tb.reset()
     a, b = Node(tb, "a"), Node(tb, "b")

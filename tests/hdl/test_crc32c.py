@@ -2,7 +2,7 @@
 
 (a) pure Python: the XOR matrices and the word model against the ``crc32c`` package;
 (b) Amaranth's Python simulator: crc32c_step chained, CRC32cBeat at W = 4, 8;
-(c) CRC32cBeat at W = 8 on Verilator through sim.runner (cocotb module cocotb_crc32c.py).
+(c) CRC32cBeat at W = 8 on Verilator through rnic.sim.runner (cocotb module cocotb_crc32c.py).
 """
 
 import random
@@ -12,7 +12,7 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from hdl.crc32c import CRC32C_INIT, CRC32cBeat, crc32c_matrix, crc32c_step, crc32c_words_model
+from rnic.hdl.crc32c import CRC32C_INIT, CRC32cBeat, crc32c_matrix, crc32c_step, crc32c_words_model
 
 # Known CRC32c values (RFC 3720 B.4 / iSCSI), and the two MPA figures of DESIGN.md.
 VECTORS = [
@@ -160,6 +160,6 @@ def test_crc32c_beat_sim(width):
 # -- (c) ---------------------------------------------------------------------
 
 def test_crc32c_beat_verilator():
-    from sim.runner import run
+    from rnic.sim.runner import run
     run(CRC32cBeat, name="crc32c_beat", params={"width": 8}, test_module="cocotb_crc32c",
         timeout_s=600)

@@ -2,7 +2,7 @@
 
 Each node is DdpTx -> MpaTxFramer -> (wire) -> peer's MpaRxDeframer -> peer's DdpRx, with
 the RX side's Read Requests, rr_done, error reports and Read Response completions wired
-to its own TX side (:class:`hdl.ddp_b2b.B2BTop`). The cocotb module
+to its own TX side (:class:`rnic.hdl.ddp_b2b.B2BTop`). The cocotb module
 (tests/hdl/cocotb_ddp_b2b.py) moves the wire octets between the nodes re-cut into
 random TCP segments, gives each node a cocotbext-axi AxiRam (DdpRx writes, DdpTx reads),
 posts random work requests (all Send kinds, RDMA Write, RDMA Read, zero lengths, sizes
@@ -16,7 +16,7 @@ W = 8; 4 and 32 with --wide.
 
 import pytest
 
-from hdl.ddp_b2b import B2BTop
+from rnic.hdl.ddp_b2b import B2BTop
 
 
 PARAMS = dict(connections=2, stags=32, addr_width=20, slots=4, slot_bytes=512, rq_depth=8,
@@ -34,7 +34,7 @@ def test_b2b_converts():
 
 
 def _run(width):
-    from sim.runner import run
+    from rnic.sim.runner import run
     run(_factory, name=f"ddp_b2b_w{width}", params=dict(PARAMS, width=width, rounds=8, wrs=12),
         test_module="cocotb_ddp_b2b", seed=width, timeout_s=900)
 

@@ -1,4 +1,4 @@
-"""DDP/RDMAP receive path (hdl/ddp_rx.py) against the golden model host.sink.Sink.
+"""DDP/RDMAP receive path (hdl/ddp_rx.py) against the golden model rnic.host.model.sink.Sink.
 
 (a) Elaboration: default parameters and connections=1024 convert to Verilog, and the
     per-connection state is in memories (not flops).
@@ -12,7 +12,7 @@
 import pytest
 from amaranth.back import verilog
 
-from hdl.ddp_rx import DdpRx
+from rnic.hdl.ddp_rx import DdpRx
 
 # (layer, etype, ecode) that the random regression must reach
 WANT_CODES = [
@@ -52,7 +52,7 @@ def _factory(**p):
 
 @pytest.mark.parametrize("width", [4, 8])
 def test_ddp_rx_verilator(width):
-    from sim.runner import run
+    from rnic.sim.runner import run
     params = dict(PARAMS, width=width)
     run(_factory, name=f"ddp_rx_w{width}",
         params=dict(params, rounds=50, msgs=6, want_codes=WANT_CODES),
@@ -65,7 +65,7 @@ def _sim_directed(width, script, *, cycles=3000, **kw):
     """Run ``script(h)`` (list of host ops and ULPDUs) on a small DdpRx; returns the outputs."""
     from amaranth.sim import Simulator
 
-    from hdl.mpa_rx import MpaRxBeat  # noqa: F401
+    from rnic.hdl.mpa_rx import MpaRxBeat
     conf = dict(width=width, connections=2, stags=4, slots=2, slot_bytes=128, rq_depth=2,
                 addr_width=16)
     conf.update(kw)
@@ -147,8 +147,8 @@ def _sim_directed(width, script, *, cycles=3000, **kw):
 
 @pytest.mark.parametrize("width", [4, 8])
 def test_directed_send_write(width):
-    from host import segment
-    from host.rdmap import Opcode
+    from rnic.host.model import segment
+    from rnic.host.model.rdmap import Opcode
     payload = bytes(range(1, 40))
     script = [
         ("ctl", {"conn": 1, "ird": 2}),
@@ -173,8 +173,8 @@ def test_throughput_long_writes():
     """One connection, back-to-back 1460-octet RDMA Write segments (a 1500-octet MTU), W = 8,
     memory always ready: ULPDU octets per cycle over W in steady state must be at least 0.9
     (the per-segment overhead of the processor is ~12 cycles)."""
-    from host import segment
-    from host.rdmap import Opcode
+    from rnic.host.model import segment
+    from rnic.host.model.rdmap import Opcode
     n, size = 6, 1460 - 14
     script = [
         ("stag_w", {"index": 1, "stag": 0x101, "base": 0, "length": 0x8000, "valid": 1,

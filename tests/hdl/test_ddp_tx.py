@@ -1,4 +1,4 @@
-"""DDP/RDMAP transmit path (hdl/ddp_tx.py) against the golden model host.segment.TxStream.
+"""DDP/RDMAP transmit path (hdl/ddp_tx.py) against the golden model rnic.host.model.segment.TxStream.
 
 (a) Elaboration: every width and connections=1024 convert to Verilog; bad parameters raise.
 (b) Verilator + cocotb (tests/hdl/cocotb_ddp_tx.py): random work requests of every opcode
@@ -11,7 +11,7 @@
 import pytest
 from amaranth.back import verilog
 
-from hdl.ddp_tx import DdpTx
+from rnic.hdl.ddp_tx import DdpTx
 
 WANT = ["op0", "op1", "op3", "op4", "op5", "op6", "op0_zero", "op3_zero", "rr", "rr_zero",
         "rr_bad_0", "rr_bad_1", "rr_bad_4", "term_sent", "term_received"]
@@ -48,7 +48,7 @@ def _factory(**p):
 
 
 def _run(width):
-    from sim.runner import run
+    from rnic.sim.runner import run
     params = dict(PARAMS, width=width)
     run(_factory, name=f"ddp_tx_w{width}",
         params=dict(params, rounds=12, wrs=5, want=WANT, min_eff=MIN_EFF[width]),

@@ -1,7 +1,7 @@
-"""MPA RX deframer (hdl/mpa_rx.py) against the golden model host.fpdu.FpduDecoder.
+"""MPA RX deframer (hdl/mpa_rx.py) against the golden model rnic.host.model.fpdu.FpduDecoder.
 
 (a) Amaranth's Python simulator at W = 4 and 8: random FPDU streams made by
-    host.fpdu.FpduEncoder (ULPDUs of 14..1442 octets with a DDP-looking first
+    rnic.host.model.fpdu.FpduEncoder (ULPDUs of 14..1442 octets with a DDP-looking first
     octet, markers and CRC on/off, random marker phases), cut into TCP
     segments at random octet positions, several connections interleaved at
     segment boundaries, random idle cycles and back-pressure; a short stream
@@ -11,7 +11,7 @@
     changed, CRC recomputed), each followed by a cfg reset and clean traffic;
     connections reset in the middle of FPDUs (abort beats); a throughput
     measurement.
-(b) Verilator through sim.runner (cocotb module cocotb_mpa_rx.py): W = 4, 8 by
+(b) Verilator through rnic.sim.runner (cocotb module cocotb_mpa_rx.py): W = 4, 8 by
     default, W = 16, 32 with ``--wide``.
 (c) connections=1024 converts to Verilog.
 
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hdl.mpa_config import CrcStatus, RxError
-from hdl.mpa_rx import RX_ABORTED
-from host.crc import crc32c, crc_field
-from host.errors import Layer, MpaError
-from host.fpdu import FpduDecoder, FpduEncoder, FpduError, FpduRecord, fpdu_layout
+from rnic.hdl.mpa_config import CrcStatus, RxError
+from rnic.hdl.mpa_rx import RX_ABORTED
+from rnic.host.model.crc import crc32c, crc_field
+from rnic.host.spec.errors import Layer, MpaError
+from rnic.host.model.fpdu import FpduDecoder, FpduEncoder, FpduError, FpduRecord, fpdu_layout
 
 __all__ = ["Scenario", "make_scenario", "split_scenario", "Scoreboard", "expected_units",
            "build_stream"]
@@ -415,10 +415,10 @@ def run_amaranth(sc, *, width, connections=16, idle=0.0, backpressure=0.0, seed=
     """Drive ``sc`` through MpaRxDeframer in amaranth.sim; return stats dict."""
     from amaranth.sim import Simulator
 
-    from hdl.mpa_rx import MpaRxBeat, MpaRxDeframer
-    from hdl.beat import OctetBeat
-    from hdl.mpa_config import MpaConfig
-    from sim.streams import codec
+    from rnic.hdl.mpa_rx import MpaRxBeat, MpaRxDeframer
+    from rnic.hdl.beat import OctetBeat
+    from rnic.hdl.mpa_config import MpaConfig
+    from rnic.sim.streams import codec
 
     dut = MpaRxDeframer(width=width, connections=connections)
     in_codec = codec(OctetBeat(width=width, connections=connections))
@@ -595,8 +595,8 @@ def test_efficiency(width):
 
 def _run_verilator(width):
     """cocotb_mpa_rx.py on Verilator; seed from $MPA_RX_SEED (default fixed per width)."""
-    from sim.runner import run
-    from hdl.mpa_rx import MpaRxDeframer
+    from rnic.sim.runner import run
+    from rnic.hdl.mpa_rx import MpaRxDeframer
     seed = int(os.environ.get("MPA_RX_SEED", 1000 + width))
     run(MpaRxDeframer, name=f"mpa_rx_w{width}", params={"width": width, "connections": 16},
         test_module="cocotb_mpa_rx", seed=seed)
@@ -618,16 +618,16 @@ def test_verilator_wide(width):
 
 def test_elaborate_1024():
     from amaranth.back import verilog
-    from hdl.mpa_rx import MpaRxDeframer
+    from rnic.hdl.mpa_rx import MpaRxDeframer
     text = verilog.convert(MpaRxDeframer(width=8, connections=1024), name="top", emit_src=False)
     assert "module top" in text
     assert "[1023:0]" in text or "1024" in text
 
 
 def test_crc_word_model():
-    """The deframer's CRC matrices against the crc32c package (through host.crc)."""
-    from hdl.crc32c import CRC32C_INIT
-    from hdl.mpa_rx import _mpow_masks, crc32c_word_model
+    """The deframer's CRC matrices against the crc32c package (through rnic.host.model.crc)."""
+    from rnic.hdl.crc32c import CRC32C_INIT
+    from rnic.hdl.mpa_rx import _mpow_masks, crc32c_word_model
     rng = random.Random(9)
     for _ in range(50):
         data = rng.randbytes(4 * rng.randint(0, 30))
@@ -646,7 +646,7 @@ def test_crc_word_model():
 def test_bad_params():
     import gc
     import warnings
-    from hdl.mpa_rx import MpaRxDeframer
+    from rnic.hdl.mpa_rx import MpaRxDeframer
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # the half-built objects are never elaborated
         for kwargs, exc in [({"width": 12}, ValueError),

@@ -1,4 +1,4 @@
-"""MPA TX framer (hdl/mpa_tx.py) against the golden model host.fpdu.FpduEncoder.
+"""MPA TX framer (hdl/mpa_tx.py) against the golden model rnic.host.model.fpdu.FpduEncoder.
 
 (a) Amaranth's Python simulator at W = 4 and 8: several connections interleaved
     at ULPDU granularity with independent random phases, markers and CRC on/off,
@@ -12,7 +12,7 @@
 (b) Throughput: one connection, markers and CRC on, no idles, no back-pressure:
     wire octets / (cycles * W) >= 0.99.
 (c) Elaboration: connections=1024 converts to Verilog, the context is a memory.
-(d) The same scoreboard on Verilator through sim.runner (cocotb module
+(d) The same scoreboard on Verilator through rnic.sim.runner (cocotb module
     cocotb_mpa_tx.py: 16 connections with idles and back-pressure, reconfiguration,
     the longest ULPDUs, throughput), W = 4 and 8 by default, W = 16 and 32 with --wide.
 
@@ -22,7 +22,7 @@ The helpers below (traffic, model, checker) are shared with cocotb_mpa_tx.py.
 import bisect
 import random
 
-from host.fpdu import FpduEncoder, fpdu_layout
+from rnic.host.model.fpdu import FpduEncoder, fpdu_layout
 
 
 # -- shared helpers (also imported by cocotb_mpa_tx.py) ---------------------------
@@ -88,7 +88,7 @@ def make_traffic(rng, *, conns, count, max_len=1442, small_prob=0.3, markers=Non
 
 
 def model(configs, seq):
-    """Per connection: (expected octets, FPDU end offsets, FpduLayouts) from host.fpdu."""
+    """Per connection: (expected octets, FPDU end offsets, FpduLayouts) from rnic.host.model.fpdu."""
     enc = {c: FpduEncoder(markers=cfg["markers"], crc=cfg["crc"], marker_origin=origin_of(cfg["phase"]))
            for c, cfg in configs.items()}
     out = {c: bytearray() for c in configs}
@@ -200,8 +200,8 @@ import pytest  # noqa: E402
 from amaranth.back import verilog  # noqa: E402
 from amaranth.sim import Simulator  # noqa: E402
 
-from hdl.mpa_config import MpaConfig  # noqa: E402
-from hdl.mpa_tx import MpaTxBeat, MpaTxFramer  # noqa: E402
+from rnic.hdl.mpa_config import MpaConfig
+from rnic.hdl.mpa_tx import MpaTxBeat, MpaTxFramer
 
 
 def run_pysim(width, connections, configs, seq, *, seed, idle_prob=0.0, bp_prob=0.0,
@@ -370,7 +370,7 @@ def test_crc_lanes(lanes):
     """_crc_lanes (closed form and chained) against a bit-serial CRC32c register."""
     from amaranth.hdl import Module, Signal
 
-    from hdl.mpa_tx import _crc_lanes
+    from rnic.hdl.mpa_tx import _crc_lanes
 
     def crc32c_word_model(state, word):      # reflected Castagnoli, one 32-bit word
         state ^= word
@@ -461,7 +461,7 @@ def test_bad_parameters():
 # -- (d) Verilator ------------------------------------------------------------------
 
 def _verilator(width, seed):
-    from sim.runner import run
+    from rnic.sim.runner import run
     run(MpaTxFramer, name=f"mpa_tx_w{width}", params={"width": width, "connections": 16},
         test_module="cocotb_mpa_tx", seed=seed, timeout_s=600)
 

@@ -1,20 +1,21 @@
 # amaranth: UnusedElaboratable=no
-"""The register bank (hdl.regbank) generated from host.regmap.
+"""The register bank (rnic.hdl.regbank) generated from rnic.host.spec.regmap.
 
 (a) construction: parameter checks, the signature and the Verilog port names;
 (b) Amaranth's Python simulator: a quick AXI4-Lite check of every access type and the timing;
-(c) Verilator through sim.runner with cocotbext-axi's AxiLiteMaster (cocotb module cocotb_regbank.py),
-    including a random run against host.regs.BankModel.
+(c) Verilator through rnic.sim.runner with cocotbext-axi's AxiLiteMaster (cocotb module cocotb_regbank.py),
+    including a random run against rnic.host.driver.regs.BankModel.
 """
 
 import pytest
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from hdl.regbank import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature, RegisterBank, core_signature
-from host import regs
-from host.regmap import MAGIC, REGMAP, VERSION_MAJOR, VERSION_MINOR
-from sim.runner import run, verilog
+from rnic.hdl.axi import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature
+from rnic.hdl.regbank import RegisterBank, core_signature
+from rnic.host.driver import regs
+from rnic.host.spec.regmap import MAGIC, REGMAP, VERSION_MAJOR, VERSION_MINOR
+from rnic.sim.runner import run, verilog
 
 PARAMS = {"width": 8, "connections": 16, "stags": 64}
 

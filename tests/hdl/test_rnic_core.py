@@ -1,10 +1,10 @@
 # amaranth: UnusedElaboratable=no
-"""The RNIC core (hdl.rnic_core): register bank + MPA TX framer + MPA RX deframer + glue.
+"""The RNIC core (rnic.hdl.rnic_core): register bank + MPA TX framer + MPA RX deframer + glue.
 
 (a) construction: parameter checks, signature, Verilog port names;
-(b) Verilator through sim.runner with cocotbext-axi's AxiLiteMaster (cocotb module
+(b) Verilator through rnic.sim.runner with cocotbext-axi's AxiLiteMaster (cocotb module
     cocotb_rnic_core.py): identity/reset/enable, two connections looped back through the
-    register data port against host.fpdu (ULPDUs, status, counters, the MPA fence), the
+    register data port against rnic.host.model.fpdu (ULPDUs, status, counters, the MPA fence), the
     tx_ulpdu -> tx_wire port path against FpduEncoder, RX errors driven on rx_wire (CRC,
     length, marker) -> ERR_* capture/overflow/W1C, CTX_ERROR, counters, irq, the
     data port's RX commands, and the DDP/RDMAP receive path (STag table and receive
@@ -12,31 +12,29 @@
     AxiRamWrite on m_axi): Sends (memory, CQ_*), an RDMA Write, a Read Request (RRQ_*), a
     Read Response, a write to an invalid STag (DDP 1/1/0 in ERR_*, CTX_ERROR, TERM_* with
     the model's Terminate octets, nothing written), a received Terminate, RQ overflow, irq
-    sources, all against host.sink.Sink; the DDP/RDMAP transmit path (LOOPBACK into the core's
+    sources, all against rnic.host.model.sink.Sink; the DDP/RDMAP transmit path (LOOPBACK into the core's
     own receive path, payload read by a cocotbext-axi AxiRamRead on m_axi_rd sharing the
     memory): a Send, an RDMA Write, an RDMA Read (answered by the Read Responder) and an
     unsignaled Write posted through SQ_* + doorbell, a Read with ORD 0 (BAD_REQUEST), checked
-    against host.segment (TX_FPDUS) and host.sink (memory, CQ_* entries of both queues).
+    against rnic.host.model.segment (TX_FPDUS) and rnic.host.model.sink (memory, CQ_* entries of both queues).
     W = 8 by default; W = 4 and 32 with --wide.
-(c) two cores back to back (hdl.rnic_pair, cocotb module cocotb_rnic_pair.py): Sends, an RDMA
+(c) two cores back to back (rnic.hdl.rnic_pair, cocotb module cocotb_rnic_pair.py): Sends, an RDMA
     Write and an RDMA Read from one to the other and a Send back, all through the registers,
     each node's memory a cocotbext-axi AxiRamWrite + AxiRamRead; then a Write to an unknown
     STag: the Terminate crosses the wire (ERROR on one side, CLOSING and TERM_* on the other,
-    later work requests FLUSHED); against host.segment and host.sink.
+    later work requests FLUSHED); against rnic.host.model.segment and rnic.host.model.sink.
 """
 
 import pytest
 from amaranth.lib import wiring
 
-from hdl.beat import OctetBeat
-from hdl.ddp_rx import AXI4WriteSignature
-from hdl.ddp_tx import AXI4ReadSignature
-from hdl.mpa_rx import MpaRxBeat
-from hdl.mpa_tx import MpaTxBeat
-from hdl.regbank import AXI4LiteSignature
-from hdl.rnic_core import RnicCore
-from host.regmap import DpCrc, DpError
-from sim.runner import run
+from rnic.hdl.beat import OctetBeat
+from rnic.hdl.axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignature
+from rnic.hdl.mpa_rx import MpaRxBeat
+from rnic.hdl.mpa_tx import MpaTxBeat
+from rnic.hdl.rnic_core import RnicCore
+from rnic.host.spec.regmap import DpCrc, DpError
+from rnic.sim.runner import run
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -90,8 +88,8 @@ def test_signature():
 
 
 def test_dp_enums_match_the_deframer():
-    from hdl.mpa_config import CrcStatus, RxError
-    from hdl.mpa_rx import RX_ABORTED
+    from rnic.hdl.mpa_config import CrcStatus, RxError
+    from rnic.hdl.mpa_rx import RX_ABORTED
     assert {e.name: int(e) for e in DpCrc} == {e.name: int(e) for e in CrcStatus}
     assert {e.name: int(e) for e in RxError}.items() <= {e.name: int(e) for e in DpError}.items()
     assert DpError.ABORTED == RX_ABORTED
@@ -109,7 +107,7 @@ def test_core_cocotb(width):
 
 
 def test_pair_params_and_ports():
-    from hdl.rnic_pair import RnicPair
+    from rnic.hdl.rnic_pair import RnicPair
     with pytest.raises(ValueError, match="sq_depth"):
         RnicPair(width=8, sq_depth=3)
     members = RnicPair(width=8, connections=4, addr_width=20).signature.members
@@ -119,9 +117,9 @@ def test_pair_params_and_ports():
 
 
 def test_pair_cocotb():
-    """Two cores back to back (hdl.rnic_pair, cocotb module cocotb_rnic_pair.py): Sends, an RDMA
+    """Two cores back to back (rnic.hdl.rnic_pair, cocotb module cocotb_rnic_pair.py): Sends, an RDMA
     Write and an RDMA Read between them through the registers, a Terminate over the wire."""
-    from hdl.rnic_pair import RnicPair
+    from rnic.hdl.rnic_pair import RnicPair
     run(RnicPair, name="rnic_pair_w8",
         params={"width": 8, "connections": 4, "stags": 16, "dp_depth": 16, "dp_ulpdus": 4,
                 "addr_width": 20},

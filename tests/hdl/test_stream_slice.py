@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The stream register slice (hdl.stream_slice) in Amaranth's simulator: order, no loss,
+"""The stream register slice (rnic.hdl.stream_slice) in Amaranth's simulator: order, no loss,
 one beat per cycle, and ready/valid as flip-flop outputs."""
 
 import random
@@ -9,7 +9,7 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
-from hdl.stream_slice import StreamSlice
+from rnic.hdl.stream_slice import StreamSlice
 
 LAYOUT = data.StructLayout({"data": unsigned(16), "last": unsigned(1)})
 

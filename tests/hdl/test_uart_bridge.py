@@ -1,8 +1,8 @@
 # amaranth: UnusedElaboratable=no
-"""The UART (hdl.uart) and the UART-to-AXI4-Lite bridge (hdl.uart_bridge), in Amaranth's simulator.
+"""The UART (rnic.hdl.uart) and the UART-to-AXI4-Lite bridge (rnic.hdl.uart_bridge), in Amaranth's simulator.
 
 The bridge tests put the host driver on one end and the register bank on the
-other: host.driver.Device -> host.transport_uart.UartTransport (the protocol
+other: rnic.host.driver.device.Device -> rnic.host.driver.uart.UartTransport (the protocol
 encoder/decoder) -> an in-memory serial pipe -> octets bit-banged onto the
 simulated ``rx`` pin -> UARTBridge -> AXI4-Lite -> RegisterBank, and back
 from the ``tx`` pin. The host runs in a thread; the simulation runs in the
@@ -19,14 +19,14 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from hdl.regbank import RegisterBank
-from hdl.uart import UARTRx, UARTTx, uart_divisor
-from hdl.uart_bridge import UARTBridge
-from host import regs
-from host.driver import Device, TransportError
-from host.regmap import MAGIC, PULSE, REGMAP, RO, RW
-from host.transport_uart import (STATUS_DECERR, STATUS_OKAY, STATUS_SLVERR, STATUS_TIMEOUT, Codec,
-                                 UartTransport)
+from rnic.hdl.regbank import RegisterBank
+from rnic.hdl.uart import UARTRx, UARTTx, uart_divisor
+from rnic.hdl.uart_bridge import UARTBridge
+from rnic.host.driver import regs
+from rnic.host.driver.device import Device, TransportError
+from rnic.host.spec.regmap import MAGIC, PULSE, REGMAP, RO, RW
+from rnic.host.driver.uart import (STATUS_DECERR, STATUS_OKAY, STATUS_SLVERR, STATUS_TIMEOUT, Codec,
+    UartTransport)
 
 CLK = 8_000_000
 BAUD = 2_000_000          # 4 clock cycles per bit: fast to simulate
@@ -229,7 +229,7 @@ def _raw(port, request, n, timeout=30.0):
 
 
 def test_bridge_register_map():
-    """The whole register map over UART, against host.regs.BankModel: reads, RW writes, W1C, pulses."""
+    """The whole register map over UART, against rnic.host.driver.regs.BankModel: reads, RW writes, W1C, pulses."""
     def host(port, bank):
         t = _transport(port)
         dev = Device(t, spec="uart:sim")
@@ -328,7 +328,7 @@ def test_bridge_bus_timeout():
 
 def _rnic_core():
     try:
-        from hdl.rnic_core import RnicCore
+        from rnic.hdl.rnic_core import RnicCore
     except ImportError:
         return None
     return RnicCore
@@ -336,15 +336,15 @@ def _rnic_core():
 
 @pytest.mark.parametrize("core_name", ["interim", "rnic"])
 def test_board_logic_over_uart(core_name):
-    """The board top's logic (hdl.board_top.BoardLogic) from the driver, over the UART: core
+    """The board top's logic (rnic.hdl.board_top.BoardLogic) from the driver, over the UART: core
     registers at 0x0000, board registers at 0x1000, pseudo-random ULPDUs from the source through
     the core (TX framer; with RnicCore, looped back from tx_wire into the RX deframer) into the
     sink, counted on both sides and, with RnicCore, without a receive error."""
-    from hdl.board_top import BOARD_BASE, BOARD_ID, BoardLogic, InterimCore
+    from rnic.hdl.board_top import BOARD_BASE, BOARD_ID, BoardLogic, InterimCore
 
     core = InterimCore if core_name == "interim" else _rnic_core()
     if core is None:
-        pytest.skip("hdl.rnic_core does not exist yet")
+        pytest.skip("rnic.hdl.rnic_core does not exist yet")
     dut = BoardLogic(width=4, connections=4, clk_freq=CLK, baud=BAUD, core=core,
                      frame_timeout=200 / CLK)
 

@@ -14,7 +14,7 @@ Fixtures:
   skips when the variant is not prepared.
 * ``free_port``: a function returning a free TCP port on 127.0.0.1 (forwarded
   ports differ per test, so parallel runs do not clash).
-* ``rnic``: runs the ``rnic`` CLI of this checkout (``python -m host.cli``)
+* ``rnic``: runs the ``rnic`` CLI of this checkout (``python -m rnic.host.cli``)
   in a subprocess: ``rnic.run(args, timeout)`` or ``rnic.start(args)``.
 
 Each VM boot takes about 3 s under TCG on an idle machine (up to ~8 s on a
@@ -166,7 +166,7 @@ class Rnic:
         self.procs = []
 
     def argv(self, args):
-        return [sys.executable, "-m", "host.cli", *map(str, args)]
+        return [sys.executable, "-m", "rnic.host.cli", *map(str, args)]
 
     def start(self, args):
         proc = subprocess.Popen(self.argv(args), cwd=str(ROOT), stdout=subprocess.PIPE,

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from host import perftest as pt
+from rnic.host.apps import perftest as pt
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +29,8 @@ OUR_TIMEOUT = 150
 
 
 def _ours(args):
-    """``rnic perftest ARGS`` (as ``python -m host.perftest``: works before the CLI registers it)."""
-    return subprocess.Popen([sys.executable, "-m", "host.perftest", *map(str, args)], cwd=ROOT,
+    """``rnic perftest ARGS`` (as ``python -m rnic.host.cli perftest``)."""
+    return subprocess.Popen([sys.executable, "-m", "rnic.host.cli", "perftest", *map(str, args)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -204,7 +204,7 @@ def test_send_credit_window(siw_vm, free_port, siw_role):
 def test_siw_client_writes_to_simulated_hardware(siw_vm):
     """The test connection on the Verilated RNIC core (--device sim): siw's FPDUs (about
     1.4 KB each; siw segments at its MSS) are deframed and CRC-checked by the gateware."""
-    from host.driver import DeviceError, open_device
+    from rnic.host.driver.device import DeviceError, open_device
     try:
         open_device("sim").close()
     except (DeviceError, OSError) as e:

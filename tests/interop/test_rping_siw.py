@@ -17,9 +17,9 @@ import re
 
 import pytest
 
-from host import pcap
-from host.fpdu import FpduDecoder
-from host.rping import ping_buffer, ping_text
+from rnic.host.net import pcap
+from rnic.host.model.fpdu import FpduDecoder
+from rnic.host.apps.rping import ping_buffer, ping_text
 
 pytestmark = pytest.mark.slow
 
@@ -195,7 +195,7 @@ def test_siw_client_p2p_variant_no_common_rtr(siw_vm, rnic):
     finds no match and sends a Terminate for MPA error 7 (no matching RTR), as RFC 6581
     9.2 asks; rping's connect fails. Two siw quirks show here (docs/interop.md): the
     Terminate's CRC field is zero although CRC was negotiated (siw sends it before it
-    turns CRC on; host.cm accepts such a first-FPDU Terminate), and its Layer and EType
+    turns CRC on; rnic.host.net.cm accepts such a first-FPDU Terminate), and its Layer and EType
     nibbles are swapped (siw's bit-fields on little-endian): LLP(2)/MPA(0) arrives as
     Layer 0 EType 2, which reads as RDMAP remote operation, code 7."""
     res = siw_client(siw_vm, rnic, "p2p", ["--rtr", "send"], count=1)

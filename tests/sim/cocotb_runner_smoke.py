@@ -6,8 +6,8 @@ import time
 import cocotb
 from cocotb.simtime import get_sim_time
 
-from hdl.beat import OctetBeat
-from sim.streams import TB, assert_drained, beats_to_units, bytes_to_beats
+from rnic.hdl.beat import OctetBeat
+from rnic.sim.streams import TB, assert_drained, beats_to_units, bytes_to_beats
 
 
 class FifoTB(TB):

@@ -1,11 +1,11 @@
-"""sim.device: the interactive Verilated RnicCore as a driver device (``--device sim``).
+"""rnic.sim.device: the interactive Verilated RnicCore as a driver device (``--device sim``).
 
 Register access through the harness's AXI4-Lite master; the stream commands (tx_ulpdu ->
-tx_wire, rx_wire -> rx_ulpdu with DP_CTRL.BYPASS) against host.fpdu on two connections with
+tx_wire, rx_wire -> rx_ulpdu with DP_CTRL.BYPASS) against rnic.host.model.fpdu on two connections with
 segments cut anywhere and interleaved; a CRC error -> the ERR registers; the register data
-port (loopback, source, sink) with the host.regs sequences alone; the host memory on m_axi
+port (loopback, source, sink) with the rnic.host.driver.regs sequences alone; the host memory on m_axi
 (MR/MW) and the DDP/RDMAP receive path placing Sends and RDMA Writes into it, completions,
-a tagged error with its Terminate, against host.sink; the transmit path reading host memory
+a tagged error with its Terminate, against rnic.host.model.sink; the transmit path reading host memory
 on m_axi_rd (an RDMA Write and an RDMA Read looped back); the device kind in open_device and
 the CLI; the start-up time of a cached build.
 """
@@ -18,15 +18,15 @@ import time
 
 import pytest
 
-from host import regs
-from host.driver import TransportError, open_device, parse_device_spec
-from host.errors import Layer, MpaError
-from host.fpdu import FpduEncoder
-from host import sink as hs
-from host.regmap import VERSION_MINOR, CqQueue, DpCrc, DpError, SqOpcode
-from host.regs import MpaDirection, Registers
-from host.segment import TxStream
-from sim.device import MEM_SIZE, SimDevice, core_sources, device_executable
+from rnic.host.driver import regs
+from rnic.host.driver.device import TransportError, open_device, parse_device_spec
+from rnic.host.spec.errors import Layer, MpaError
+from rnic.host.model.fpdu import FpduEncoder
+from rnic.host.model import sink as hs
+from rnic.host.spec.regmap import VERSION_MINOR, CqQueue, DpCrc, DpError, SqOpcode
+from rnic.host.driver.regs import MpaDirection, Registers
+from rnic.host.model.segment import TxStream
+from rnic.sim.device import MEM_SIZE, SimDevice, core_sources, device_executable
 
 
 @pytest.fixture(scope="module")
@@ -155,8 +155,8 @@ def test_host_memory(sim):
 
 
 def test_receive_path_places_into_host_memory(sim):
-    """DP_CTRL 0: STag and receive buffers written with host.regs, FPDUs pushed on rx_wire; the
-    Sends and the RDMA Write land in the harness's host memory as host.sink places them, CQ_*
+    """DP_CTRL 0: STag and receive buffers written with rnic.host.driver.regs, FPDUs pushed on rx_wire; the
+    Sends and the RDMA Write land in the harness's host memory as rnic.host.model.sink places them, CQ_*
     as its completions; a write to an unknown STag: DDP 1/1/0, TERM_* with the model's octets."""
     rng = random.Random(11)
     r = Registers(sim)
@@ -258,7 +258,7 @@ def test_device_kind_and_spec():
 
 def test_cli_regs_and_status():
     def rnic(*args):
-        p = subprocess.run([sys.executable, "-m", "host.cli", *args], capture_output=True, text=True,
+        p = subprocess.run([sys.executable, "-m", "rnic.host.cli", *args], capture_output=True, text=True,
                            timeout=120)
         assert p.returncode == 0, p.stderr
         return p.stdout
@@ -279,15 +279,17 @@ def test_cached_start_is_quick(sim):
     with SimDevice(width=8, connections=16) as dev:
         assert Registers(dev).probe().width == 8
     assert time.monotonic() - t0 < 3.0
-    names = {p.name for p in core_sources()}
-    assert {"rnic_core.py", "mpa_tx.py", "mpa_rx.py", "regbank.py", "regmap.py"} <= names
-    assert "board_top.py" not in names
+    names = set(core_sources())
+    assert {"rnic.hdl.rnic_core", "rnic.hdl.mpa_tx", "rnic.hdl.mpa_rx", "rnic.hdl.regbank",
+            "rnic.host.spec.regmap"} <= names
+    assert "rnic.hdl.board_top" not in names
+    assert all(p.is_file() for p in core_sources().values())
 
 
 def test_transmit_path_reads_host_memory(sim):
     """DP_CTRL.LOOPBACK with the DDP/RDMAP paths: an RDMA Write and an RDMA Read posted with
-    host.regs (post_send) read their payload from the harness's host memory on m_axi_rd, loop
-    back into the receive path and land where host.sink places them; CQ_* has their
+    rnic.host.driver.regs (post_send) read their payload from the harness's host memory on m_axi_rd, loop
+    back into the receive path and land where rnic.host.model.sink places them; CQ_* has their
     completions (queue SQ, their ids)."""
     rng = random.Random(5)
     r = Registers(sim)

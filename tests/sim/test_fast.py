@@ -1,6 +1,6 @@
-"""sim.fast: the generated C++ stream harness, on a component made here.
+"""rnic.sim.fast: the generated C++ stream harness, on a component made here.
 
-One component (one Verilator build, cached under sim_build/) carries every
+One component (one Verilator build, cached in the simulation build cache) carries every
 case: a FIFO lane per payload width class of Verilator (VlWide above 64 bits,
 QData for 33..64, CData/SData/IData up to 32), a stream inside a nested
 interface, an always-ready output, a plain input (``hold``) and a plain output
@@ -14,8 +14,8 @@ from amaranth.hdl import Module
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.beat import OctetBeat
-from sim.fast import FastResult, FastSim, FastSimError, pack, unpack
+from rnic.hdl.beat import OctetBeat
+from rnic.sim.fast import FastResult, FastSim, FastSimError, pack, unpack
 
 WIDE = OctetBeat(width=32, connections=16)                      # 256 + 6 + 1 + 1 + 4 = 268 bits
 MID = data.StructLayout({"a": 32, "b": 8})                      # 40 bits (QData)

