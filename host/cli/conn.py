@@ -84,14 +84,14 @@ def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, 
     Sends, a region (--stag, --region-size, --region-to, --region-data) of
     its own for the peer's RDMA Writes and Reads, Read Responses within IRD.
     Every completion and event is printed (with --json one JSON object per
-    line, with the peer's "peer": listening, connected, rejected,
-    setup_failed, refused, completion, remote_write, remote_read,
-    terminate_sent, terminate_received, error, closed). A validation error
-    is answered with a Terminate. With --device each live connection has its
-    own connection id on the device (its "device" object says which).
+    line: listening, connected, rejected, setup_failed, refused, completion,
+    remote_write, remote_read, terminate_sent, terminate_received, error,
+    closed; all but the first carry the connection's "peer"). A validation
+    error is answered with a Terminate. With --device each live connection
+    has its own connection id on the device (in its "connected" event).
 
-    A socket over --max-half-open is closed unread, and a Request over
-    --max-connections is answered with a Reject; either prints one line on
+    Caps: a socket beyond the half-open cap is closed unread; a Request
+    beyond the connection cap gets an MPA Reject. Either prints one line on
     stderr (and a "refused" event with --json).
 
     Exit status with --once: 0 when the connection closed cleanly or was

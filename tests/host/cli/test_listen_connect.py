@@ -501,3 +501,11 @@ def test_device_connection_ids_and_max_connections(listener):
     assert err.splitlines()[0].startswith("rnic listen: refused 127.0.0.1:")
     assert err.splitlines()[0].endswith(": all 2 connection contexts in use; MPA Reject sent "
                                         "(--max-connections 2)")
+
+
+def test_listen_cap_default_is_the_library_default(capsys):
+    from rnic.host.cli import conn
+    from rnic.host.net.listener import DEFAULT_MAX_HALF_OPEN
+    assert conn._MAX_HALF_OPEN == DEFAULT_MAX_HALF_OPEN
+    code, out, _ = in_process(capsys, "listen", "--help")
+    assert code == 0 and "--max-half-open" in out and "--max-connections" in out
