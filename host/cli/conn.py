@@ -163,7 +163,13 @@ def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, 
         results = []
 
         def handle(acc):
-            results.append(_listen_handle(acc, dev, emit_event, say, as_json, serve))
+            try:
+                status = _listen_handle(acc, dev, emit_event, say, as_json, serve)
+            except Exception as e:       # e.g. the device failed: this connection only
+                with lock:
+                    click.echo(f"{command}: error: connection from {acc.peer}: {e}", err=True)
+                status = EXIT_FAILURE
+            results.append(status)
 
         wrap = None
         if pcap_file:

@@ -25,6 +25,7 @@ Two caps keep what hostile peers cost bounded:
 from __future__ import annotations
 
 import dataclasses
+import errno
 import socket
 import threading
 import time
@@ -40,6 +41,8 @@ __all__ = ["DEFAULT_MAX_HALF_OPEN", "Accepted", "Refusal", "ContextPool", "Liste
 #: for 64 peers setting up within one timeout while a flood of silent sockets
 #: costs at most 64 threads.
 DEFAULT_MAX_HALF_OPEN = 64
+
+_TRANSIENT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 @dataclasses.dataclass
@@ -206,12 +209,17 @@ class Listener:
         while not self._stop.is_set():
             try:
                 sock, addr = self.sock.accept()
-            except (socket.timeout, BlockingIOError, InterruptedError):
-                continue
-            except OSError:
+            except (socket.timeout, BlockingIOError, InterruptedError, ConnectionAbortedError):
+                continue                # (aborted: the peer reset before we took it)
+            except OSError as e:
                 if self._stop.is_set():
                     break
-                raise
+                if e.errno not in _TRANSIENT:
+                    raise
+                # Out of descriptors or memory: the peers holding them will go at their
+                # timeouts; keep listening rather than die (a flood must not end the server).
+                self._stop.wait(0.1)
+                continue
             self._admit(sock, _peer(addr))
 
     def start(self):

@@ -307,3 +307,38 @@ def test_two_connections_on_one_model_device():
         done.set()
         assert server.counters()["rx_fpdus"] == sum(dp.stats["rx_fpdus"]
                                                     for dp in by_conn.values())
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_listener_survives_a_failing_handler_and_descriptor_exhaustion():
+    """A handler that raises ends its connection only; EMFILE from accept() (a flood used up
+    the descriptors) makes the listener wait and go on, not die."""
+    import errno
+
+    class Flaky(socket.socket):
+        failures = 2
+
+        def accept(self):
+            if Flaky.failures:
+                Flaky.failures -= 1
+                raise OSError(errno.EMFILE, "Too many open files")
+            return super().accept()
+
+    srv = Flaky(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    seen = []
+
+    def handler(acc):
+        seen.append(acc.conn)
+        if len(seen) == 1:
+            raise RuntimeError("handler failed (expected by the test)")
+
+    with Listener(srv, cm.ConnParams(timeout=T), handler=handler, contexts=1) as lst:
+        lst.start()
+        for _ in range(2):
+            cm.connect(lst.address, cm.ConnParams(timeout=T)).close()
+            deadline = time.monotonic() + 5
+            while lst.contexts.in_use and time.monotonic() < deadline:
+                time.sleep(0.02)
+    assert seen == [0, 0] and Flaky.failures == 0
