@@ -240,9 +240,14 @@ class Listener:
                 index = self._admitted
                 t = threading.Thread(target=self._run, args=(sock, peer, index), daemon=True,
                                      name=f"rnic-mpa-{peer}")
-                self._threads.add(t)
-                t.start()
-                return
+                try:
+                    t.start()
+                except RuntimeError:       # no thread to be had: as if over the cap
+                    self._pending.discard(sock)
+                    refused = Refusal(peer, "half_open", len(self._pending))
+                else:
+                    self._threads.add(t)
+                    return
         # Closed unread at once: a refused peer gets nothing and costs nothing more.
         sock.close()
         if refused is not None and self.on_refused is not None:
