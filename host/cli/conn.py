@@ -31,6 +31,10 @@ def _pcap_path(path, n):
 
 # -- rnic listen ----------------------------------------------------------------------------
 
+# rnic.host.net.listener.DEFAULT_MAX_HALF_OPEN (not imported: `rnic --help` imports no net stack).
+_MAX_HALF_OPEN = 64
+
+
 @click.command()
 @click.option("--port", type=click.IntRange(0, 65535), required=True,
               help="TCP port to listen on (0: any free port; the first line says which).")
@@ -51,25 +55,44 @@ def _pcap_path(path, n):
               help="Receive buffers kept posted (each one is reposted when it fills).")
 @click.option("--idle-timeout", type=click.FloatRange(0.1, None), default=None,
               help="Close a connection after this many idle seconds (default: never).")
+@click.option("--max-half-open", type=click.IntRange(1, None), default=_MAX_HALF_OPEN,
+              show_default=True,
+              help="MPA negotiations in progress at once (accepted, Request not yet answered); "
+                   "one more socket is closed at once, with a line on stderr. Each lasts at "
+                   "most --timeout s: a real setup takes one round trip, so 64 is far above "
+                   "what honest peers need at once, and caps what silent or slow peers cost "
+                   "(64 threads and sockets).")
+@click.option("--max-connections", type=click.IntRange(1, None), default=None,
+              help="Established connections at once; a Request over it gets an MPA Reject "
+                   "and a line on stderr (default: the device's connection contexts with "
+                   "--device, else no limit).")
 @click.option("--once", is_flag=True, help="Exit after the first connection.")
 @click.option("--pcap", "pcap_file", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write each connection's TCP traffic to this pcap file (the 2nd connection "
                    "to FILE-2.EXT, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line.")
 def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, timeout, reject,
-           stag, region_size, region_to, region_data, recv_size, recv_count, idle_timeout, once,
-           pcap_file, as_json):
+           stag, region_size, region_to, region_data, recv_size, recv_count, idle_timeout,
+           max_half_open, max_connections, once, pcap_file, as_json):
     """Accept MPA connections and service the peer's transfers.
 
-    Connections are served one at a time. For each: the MPA Request is
-    answered (or rejected with --reject), the negotiated parameters are
-    printed, and the software RNIC takes the connection: receive buffers
-    for the peer's Sends, a region (--stag, --region-size, --region-to,
-    --region-data) for its RDMA Writes and Reads, Read Responses within
-    IRD. Every completion and event is printed (with --json one JSON object
-    per line: listening, connected, rejected, setup_failed, completion,
+    Every accepted connection negotiates concurrently, within its own
+    --timeout, and is then served in its own thread: a silent, slow or idle
+    peer delays no one else. For each: the MPA Request is answered (or
+    rejected with --reject), the negotiated parameters are printed, and the
+    software RNIC takes the connection: receive buffers for the peer's
+    Sends, a region (--stag, --region-size, --region-to, --region-data) of
+    its own for the peer's RDMA Writes and Reads, Read Responses within IRD.
+    Every completion and event is printed (with --json one JSON object per
+    line: listening, connected, rejected, setup_failed, refused, completion,
     remote_write, remote_read, terminate_sent, terminate_received, error,
-    closed). A validation error is answered with a Terminate.
+    closed; all but the first carry the connection's "peer"). A validation
+    error is answered with a Terminate. With --device each live connection
+    has its own connection id on the device (in its "connected" event).
+
+    Caps: a socket beyond the half-open cap is closed unread; a Request
+    beyond the connection cap gets an MPA Reject. Either prints one line on
+    stderr (and a "refused" event with --json).
 
     Exit status with --once: 0 when the connection closed cleanly or was
     rejected as asked, 1 when it ended with an error or Terminate.
@@ -80,10 +103,11 @@ def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, 
       rnic listen --port 7000 --markers --region-data 00112233 --once --json
       rnic listen --port 7000 --reject --private-data 6e6f
       rnic listen --port 0 --device model --json     # driver sequences on the model
+      rnic listen --port 7000 --timeout 2 --max-half-open 16 --idle-timeout 60
     """
     import socket
-    from rnic.host.net import cm
-    from rnic.host.net.transfer import make_datapath, negotiated_json, serve_connection
+    import threading
+    from rnic.host.net.listener import Listener
 
     if region_data and len(region_data) > region_size:
         raise click.UsageError(f"--region-data has {len(region_data)} octets, more than "
@@ -91,106 +115,146 @@ def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, 
     params = conn_params(rev=rev, ird=ird, ord=ord_, rtr=rtr,
                          markers=markers, crc=crc, private_data=private_data, timeout=timeout)
     out = sys.stdout
+    command = click.get_current_context().command_path      # for the other threads' lines
+    lock = threading.Lock()                  # one line at a time from the connection threads
 
     def emit_event(obj):
         if as_json:
-            click.echo(json.dumps(obj), file=out)
+            line = json.dumps(obj)
         else:
             text = event_text(obj) if obj["event"] in (
                 "completion", "remote_write", "remote_read", "terminate_sent",
                 "terminate_received", "error", "closed") else None
-            if text is not None:
-                click.echo(("  " if obj["event"] != "closed" else "") + text, file=out)
+            if text is None:
+                return
+            line = ("  " if obj["event"] != "closed" else "") + text
+        with lock:
+            click.echo(line, file=out)
 
+    def say(text):
+        with lock:
+            click.echo(text, file=out)
+
+    def refused(r):
+        option = "--max-half-open" if r.reason == "half_open" else "--max-connections"
+        with lock:
+            click.echo(f"{command}: {r.text} ({option} {r.limit})", err=True)
+        if as_json:
+            emit_event(r.to_json())
+
+    serve = dict(stag=stag, region_size=region_size, region_to=region_to,
+                 region_data=region_data, recv_size=recv_size, recv_count=recv_count,
+                 idle_timeout=idle_timeout)
     dev, status = open_device_or_fail(device)
     if status is not None:
         return status
     try:
         if dev is not None:
             dev.reset()
+            contexts = dev.identity.connections
+            if max_connections is not None:
+                contexts = min(contexts, max_connections)
+        else:
+            contexts = max_connections
         try:
             srv = socket.create_server((host, port))
         except OSError as e:
             return fail(f"cannot listen on {host}:{port}: {e}")
+        results = []
+
+        def handle(acc):
+            try:
+                status = _listen_handle(acc, dev, emit_event, say, as_json, serve)
+            except Exception as e:       # e.g. the device failed: this connection only
+                with lock:
+                    click.echo(f"{command}: error: connection from {acc.peer}: {e}", err=True)
+                status = EXIT_FAILURE
+            results.append(status)
+
+        wrap = None
+        if pcap_file:
+            def wrap(sock, index):
+                return pcap_wrap(_pcap_path(pcap_file, index), active=False)(sock)
         with srv:
-            srv.settimeout(0.5)
             bound = srv.getsockname()[1]
             if as_json:
                 emit_event({"event": "listening", "host": host, "port": bound})
             else:
-                click.echo(f"listening on {host}:{bound}", file=out)
-            result = EXIT_OK
-            accepted = 0
-            while True:
-                try:
-                    sock, addr = srv.accept()
-                except socket.timeout:
-                    continue
-                peer = f"{addr[0]}:{addr[1]}"
-                accepted += 1
-                if pcap_file:
-                    sock = pcap_wrap(_pcap_path(pcap_file, accepted), active=False)(sock)
-                try:
-                    neg = cm.accept(sock, params, reject=reject)
-                except cm.MpaSetupError as e:
-                    from rnic.host.net.transfer import describe_error
-                    if as_json:
-                        emit_event({"event": "setup_failed", "peer": peer,
-                                    "error": e.info.to_json()})
-                    else:
-                        click.echo(f"connection from {peer}: MPA setup failed: "
-                                   f"{describe_error(e.info)}", file=out)
-                    result = EXIT_FAILURE
-                    if once:
-                        return result
-                    continue
-                if neg.rejected:
-                    if as_json:
-                        emit_event({"event": "rejected", "peer": peer,
-                              "peer_private_data": neg.peer_private_data.hex(),
-                              "negotiated": negotiated_json(neg)})
-                    else:
-                        click.echo(f"connection from {peer}: rejected (R=1), peer private data "
-                                   f"{neg.peer_private_data.hex() or '-'}", file=out)
-                    result = EXIT_OK
-                    if once:
-                        return result
-                    continue
-                info = negotiated_json(neg)
-                dp = make_datapath(neg, dev, first_fpdu_timeout=None)
-                region = None
-                if region_size:
-                    dp.register_region(stag, region_size, to=region_to, data=region_data or None)
-                    region = {"stag": stag, "to": region_to, "length": region_size}
-                if as_json:
-                    obj = {"event": "connected", "peer": peer, "negotiated": info,
-                           "region": region}
-                    if dev is not None:
-                        obj["device"] = {"spec": dev.spec, **dev.identity.to_json(),
-                                         "connection": dev.connection(0)}
-                    emit_event(obj)
-                else:
-                    click.echo(f"connection from {peer}: {negotiated_text(info)}", file=out)
-                    if region:
-                        click.echo(f"  region: STag {stag:#x}, TO {region_to:#x}, "
-                                   f"{region_size} octets", file=out)
-
-                def emit_closed(obj, dp=dp):
-                    if obj["event"] == "closed" and dev is not None:
-                        obj["device"] = dev.status()
-                    emit_event(obj)
-
-                try:
-                    err = serve_connection(dp, emit_closed, recv_size=recv_size,
-                                           recv_count=recv_count, idle_timeout=idle_timeout)
-                finally:
-                    dp.close()
-                result = EXIT_FAILURE if err is not None else EXIT_OK
-                if once:
-                    return result
+                say(f"listening on {host}:{bound}")
+            lst = Listener(srv, params, handler=handle, reject=reject,
+                           max_half_open=max_half_open, contexts=contexts, wrap=wrap,
+                           on_refused=refused, once=once)
+            lst.serve()                 # until killed; with --once until the first outcome
+            lst.join()
+        return results[0] if results else EXIT_OK
     finally:
         if dev is not None:
             dev.close()
+
+
+def _listen_handle(acc, dev, emit_event, say, as_json, serve):
+    """One finished MPA setup of ``rnic listen`` (a Listener handler); returns its exit status."""
+    from rnic.host.net.transfer import describe_error, negotiated_json
+    peer = acc.peer
+    if acc.outcome == "failed":
+        if as_json:
+            emit_event({"event": "setup_failed", "peer": peer, "error": acc.error.info.to_json()})
+        else:
+            say(f"connection from {peer}: MPA setup failed: {describe_error(acc.error.info)}")
+        return EXIT_FAILURE
+    neg = acc.neg
+    if neg.rejected:
+        if as_json:
+            emit_event({"event": "rejected", "peer": peer,
+                        "peer_private_data": neg.peer_private_data.hex(),
+                        "negotiated": negotiated_json(neg)})
+        else:
+            say(f"connection from {peer}: rejected (R=1), peer private data "
+                f"{neg.peer_private_data.hex() or '-'}")
+        return EXIT_OK
+    return _listen_serve(acc, dev, emit_event, say, as_json, **serve)
+
+
+def _listen_serve(acc, dev, emit_event, say, as_json, *, stag, region_size, region_to,
+                  region_data, recv_size, recv_count, idle_timeout):
+    """Serve one established connection of ``rnic listen`` until it closes; its exit status."""
+    from rnic.host.net.transfer import device_lock, make_datapath, negotiated_json, \
+        serve_connection
+    neg, peer = acc.neg, acc.peer
+    info = negotiated_json(neg)
+    dp = make_datapath(neg, dev, conn=acc.conn, first_fpdu_timeout=None)
+    try:
+        region = None
+        if region_size:
+            dp.register_region(stag, region_size, to=region_to, data=region_data or None)
+            region = {"stag": stag, "to": region_to, "length": region_size}
+        if as_json:
+            obj = {"event": "connected", "peer": peer, "negotiated": info, "region": region}
+            if dev is not None:
+                with device_lock(dev):
+                    obj["device"] = {"spec": dev.spec, **dev.identity.to_json(),
+                                     "connection": dev.connection(acc.conn)}
+            emit_event(obj)
+        else:
+            text = f"connection from {peer}: {negotiated_text(info)}"
+            if region:
+                text += (f"\n  region: STag {stag:#x}, TO {region_to:#x}, "
+                         f"{region_size} octets")
+            say(text)
+
+        def emit_tagged(obj):
+            # Connections run side by side: every line says whose it is.
+            obj = {"event": obj["event"], "peer": peer, **obj}
+            if obj["event"] == "closed" and dev is not None:
+                with device_lock(dev):
+                    obj["device"] = dev.status()
+            emit_event(obj)
+
+        err = serve_connection(dp, emit_tagged, recv_size=recv_size, recv_count=recv_count,
+                               idle_timeout=idle_timeout)
+    finally:
+        dp.close()
+    return EXIT_FAILURE if err is not None else EXIT_OK
 
 
 # -- rnic connect ---------------------------------------------------------------------------

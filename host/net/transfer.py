@@ -16,13 +16,22 @@
 * :func:`negotiated_json`, :func:`describe_error`, :class:`Transfer`,
   :func:`run_transfers` and :func:`serve_connection` are the pieces of the two
   CLI commands, usable from Python.
+
+Several connections may share one device, each on its own connection id and
+in its own thread (:class:`rnic.host.net.listener.Listener`): every driver
+sequence of a data path runs under :func:`device_lock` (a register sequence
+selects a connection, then writes its fields: two of them must not
+interleave), completions popped from the device's one completion queue are
+handed to the data path of their connection, and counters are added, not set.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import threading
 import time
+import weakref
 
 from rnic.host.driver.device import WorkRequest
 from rnic.host.spec.errors import Layer
@@ -30,7 +39,7 @@ from rnic.host.spec.regmap import ConnState, CqQueue, CqStatus, SqOpcode
 from rnic.host.net.rnic_sw import Access, DataPath, SoftwareRnic, opcode_from
 
 __all__ = [
-    "make_datapath", "MirroredDataPath", "negotiated_json", "describe_error", "Transfer",
+    "make_datapath", "MirroredDataPath", "device_lock", "negotiated_json", "describe_error", "Transfer",
     "run_transfers", "serve_connection", "MAX_SHOWN",
 ]
 
@@ -64,10 +73,40 @@ def describe_error(info):
 
 # -- data path selection and the device mirror ------------------------------------------
 
+class _Shared:
+    """What the data paths on one device share: its lock and the completions
+    popped from its CQ for another connection than the one that popped them."""
+
+    def __init__(self, device):
+        # A transport with its own re-entrant lock (the simulated device) lends it, so
+        # that its stream exchanges and the register sequences exclude each other too.
+        lock = getattr(device.transport, "lock", None)
+        self.lock = lock if hasattr(lock, "acquire") else threading.RLock()
+        self.cq = collections.defaultdict(collections.deque)    # conn -> Completions
+
+
+_SHARED = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared(device):
+    with _SHARED_LOCK:
+        sh = _SHARED.get(device)
+        if sh is None:
+            sh = _SHARED[device] = _Shared(device)
+        return sh
+
+
+def device_lock(device):
+    """The re-entrant lock every driver sequence on ``device`` runs under."""
+    return _shared(device).lock
+
+
 def make_datapath(neg, device=None, *, conn=0, **kw):
     """The DataPath for connection ``neg`` (see the module docstring)."""
     if device is not None and device.datapath_factory is not None:
-        return device.datapath_factory(device, neg, conn)
+        with device_lock(device):
+            return device.datapath_factory(device, neg, conn)
     rnic = SoftwareRnic(neg, conn=conn, **kw)
     if device is None:
         return rnic
@@ -90,7 +129,12 @@ class MirroredDataPath(DataPath):
         self.device = device
         self.conn = conn
         self.core = getattr(device.transport, "core", None)
-        self.programmed = device.program_connection(conn, rnic.neg)
+        self._shared = _shared(device)
+        self._lock = self._shared.lock
+        with self._lock:
+            self._shared.cq.pop(conn, None)     # left by an earlier user of this id
+            self.programmed = device.program_connection(conn, rnic.neg)
+        self._counted = {}               # counter -> value already added to the device's
         self._waiting_fence = self.programmed["state"] == ConnState.WAIT_RX
         self._pending = collections.defaultdict(collections.deque)   # (queue, wr_id) -> completions
         self._sinks = {}                 # wr_id -> STag of a sink region made for a Read
@@ -129,15 +173,17 @@ class MirroredDataPath(DataPath):
     def register_region(self, stag, length, *, to=0, addr=None,
                         access=Access.REMOTE_READ | Access.REMOTE_WRITE, data=None):
         region = self.rnic.register_region(stag, length, to=to, addr=addr, access=access, data=data)
-        self.device.register_stag(stag, base=to, length=length, conn=self.conn,
-                                  remote_read=bool(access & Access.REMOTE_READ),
-                                  remote_write=bool(access & Access.REMOTE_WRITE))
+        with self._lock:
+            self.device.register_stag(stag, base=to, length=length, conn=self.conn,
+                                      remote_read=bool(access & Access.REMOTE_READ),
+                                      remote_write=bool(access & Access.REMOTE_WRITE))
         return region
 
     def invalidate(self, stag):
         self.rnic.invalidate(stag)
         try:
-            self.device.invalidate_stag(stag)
+            with self._lock:
+                self.device.invalidate_stag(stag)
         except KeyError:
             pass
 
@@ -145,7 +191,8 @@ class MirroredDataPath(DataPath):
         if addr is None:
             addr = self.rnic.alloc(length)
         wr_id = self.rnic.post_recv(length, addr=addr, wr_id=wr_id)
-        self.device.post_receive(self.conn, addr, length, wr_id)
+        with self._lock:
+            self.device.post_receive(self.conn, addr, length, wr_id)
         return wr_id
 
     def post_send(self, opcode, payload=b"", *, wr_id=None, stag=0, to=0, length=None,
@@ -179,43 +226,54 @@ class MirroredDataPath(DataPath):
             raise
         if made is not None:
             self._sinks[wr_id] = made
-        self.device.post_send(WorkRequest(
+        wr = WorkRequest(
             op, conn=self.conn, laddr=laddr, length=n or 0,
             lstag=local_stag or 0, rstag=stag if op in (SqOpcode.RDMA_WRITE, SqOpcode.RDMA_READ)
             else 0, rto=to if op in (SqOpcode.RDMA_WRITE, SqOpcode.RDMA_READ) else 0,
-            inv_stag=inval_stag or 0, wr_id=wr_id, signaled=bool(signaled)))
+            inv_stag=inval_stag or 0, wr_id=wr_id, signaled=bool(signaled))
+        with self._lock:
+            self.device.post_send(wr)
         return wr_id
 
     # -- completions, events, counters through the device
+    _COUNTERS = ("rx_fpdus", "rx_octets", "rx_crc_errors", "rx_marker_errors",
+                 "rx_length_errors", "tx_fpdus", "tx_octets", "tx_markers")
+
     def _sync_counters(self):
+        """Add what this connection counted since the last call (the device's
+        counters are the sum over its connections). Call under the lock."""
         if self.core is None:
             return
         s = self.rnic.stats
-        self.core.set_counters(rx_fpdus=s["rx_fpdus"], rx_octets=s["rx_octets"],
-                               rx_crc_errors=s["rx_crc_errors"],
-                               rx_marker_errors=s["rx_marker_errors"],
-                               rx_length_errors=s["rx_length_errors"],
-                               tx_fpdus=s["tx_fpdus"], tx_octets=s["tx_octets"],
-                               tx_markers=s["tx_markers"])
+        delta = {k: s[k] - self._counted.get(k, 0) for k in self._COUNTERS}
+        self._counted = {k: s[k] for k in self._COUNTERS}
+        self.core.add_counters(**{k: v for k, v in delta.items() if v})
 
     def _poll(self, timeout, max_entries):
-        comps = self.rnic.poll(timeout, max_entries)
-        if self._waiting_fence and self.rnic.fence_open and self.core is not None:
-            self._waiting_fence = False
-            self.core.set_state(self.conn, ConnState.RTS)       # the core leaves the MPA fence
+        comps = self.rnic.poll(timeout, max_entries)        # blocks: not under the lock
         for c in comps:
             if c.wr_id in self._sinks and c.queue == CqQueue.SQ:
                 self.invalidate(self._sinks.pop(c.wr_id))
         if self.core is None:
             return comps
-        for c in comps:
-            self.core.complete(conn=self.conn, wr_id=c.wr_id, opcode=c.opcode, queue=c.queue,
-                               status=c.status, length=c.length,
-                               invalidated=c.inval_stag is not None, inv_stag=c.inval_stag or 0)
-            self._pending[(int(c.queue), c.wr_id & _MASK32)].append(c)
-        self._sync_counters()
+        with self._lock:
+            if self._waiting_fence and self.rnic.fence_open:
+                self._waiting_fence = False
+                self.core.set_state(self.conn, ConnState.RTS)   # the core leaves the MPA fence
+            for c in comps:
+                self.core.complete(conn=self.conn, wr_id=c.wr_id, opcode=c.opcode,
+                                   queue=c.queue, status=c.status, length=c.length,
+                                   invalidated=c.inval_stag is not None,
+                                   inv_stag=c.inval_stag or 0)
+                self._pending[(int(c.queue), c.wr_id & _MASK32)].append(c)
+            self._sync_counters()
+            # The CQ is the device's, not the connection's: what belongs to another
+            # connection waits for that connection's data path.
+            for rc in self.device.poll_cq(max_entries=len(comps) + 64):
+                self._shared.cq[rc.conn].append(rc)
+            mine = self._shared.cq.pop(self.conn, ())
         out = []
-        for rc in self.device.poll_cq(max_entries=max(len(comps), 1) + 16):
+        for rc in mine:
             q = self._pending.get((rc.queue, rc.wr_id))
             if q:
                 out.append(q.popleft())
@@ -228,23 +286,27 @@ class MirroredDataPath(DataPath):
     def poll_events(self):
         events = self.rnic.poll_events()
         if self.core is not None:
-            for ev in events:
-                if ev.kind in ("terminate_sent", "error"):
-                    self.core.report_error(self.conn, ev.info)
-                elif ev.kind == "terminate_received":
-                    self.core.report_error(self.conn, ev.info, state=ConnState.CLOSING)
-                elif ev.kind == "closed":
-                    self.core.set_state(self.conn, ConnState.IDLE if ev.info is None
-                                        else ConnState.ERROR)
-            self._sync_counters()
+            with self._lock:
+                for ev in events:
+                    if ev.kind in ("terminate_sent", "error"):
+                        self.core.report_error(self.conn, ev.info)
+                    elif ev.kind == "terminate_received":
+                        self.core.report_error(self.conn, ev.info, state=ConnState.CLOSING)
+                    elif ev.kind == "closed":
+                        self.core.set_state(self.conn, ConnState.IDLE if ev.info is None
+                                            else ConnState.ERROR)
+                self._sync_counters()
         return events
 
     def close(self, timeout=None):
         self.rnic.close(timeout)
-        self._sync_counters()
+        with self._lock:
+            self._sync_counters()
+            self._shared.cq.pop(self.conn, None)    # the id may be given to another connection
 
     def device_status(self):
-        return self.device.status()
+        with self._lock:
+            return self.device.status()
 
 
 def _from_regs(rc):

@@ -6,16 +6,20 @@ in-process through ``rnic.host.cli.main`` (same code path, faster).
 """
 
 import json
+import os
 import select
 import subprocess
+import socket
 import sys
 import threading
+import time
 
 import pytest
 
 from rnic.host import cli
 from rnic.host.driver.model import ModelTransport
 from rnic.host.driver.transport import TransportServer
+from rnic.host.net import cm
 
 TIMEOUT = 30
 
@@ -27,11 +31,11 @@ def run(*args):
 
 
 class Listener:
-    """``rnic listen --port 0 --once --json ...`` in a subprocess."""
+    """``rnic listen --port 0 --once --json ...`` in a subprocess (``once=False``: no --once)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, once=True):
         self.proc = subprocess.Popen([sys.executable, "-m", "rnic.host.cli", "listen", "--port", "0",
-                                      "--once", "--json", *args],
+                                      *(["--once"] if once else []), "--json", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         r, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT)
         assert r, "the listener printed nothing"
@@ -39,11 +43,36 @@ class Listener:
         assert first["event"] == "listening" and first["host"] == "127.0.0.1"
         self.port = first["port"]
         self.address = f"127.0.0.1:{self.port}"
+        self._buf = b""
+
+    def next_event(self, kind, timeout=TIMEOUT):
+        """Read JSON lines until one of event ``kind``; returns it. (Reads the pipe itself:
+        select() does not see lines a buffered reader has already taken in.)"""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while True:
+            while b"\n" not in self._buf:
+                r, _, _ = select.select([fd], [], [], max(0, deadline - time.monotonic()))
+                assert r, f"no {kind} event"
+                data = os.read(fd, 65536)
+                assert data, f"the listener ended before a {kind} event"
+                self._buf += data
+            line, self._buf = self._buf.split(b"\n", 1)
+            obj = json.loads(line)
+            if obj["event"] == kind:
+                return obj
 
     def finish(self):
         out, err = self.proc.communicate(timeout=TIMEOUT)
         return self.proc.returncode, [json.loads(line) for line in out.decode().splitlines()], \
             err.decode()
+
+    def stop(self):
+        """Kill a listener without --once: its JSON lines not read yet, and its stderr."""
+        self.proc.kill()
+        out, err = self.proc.communicate(timeout=TIMEOUT)
+        out = self._buf + out
+        return [json.loads(line) for line in out.decode().splitlines()], err.decode()
 
     def kill(self):
         if self.proc.poll() is None:
@@ -55,8 +84,8 @@ class Listener:
 def listener():
     made = []
 
-    def start(*args):
-        lst = Listener(*args)
+    def start(*args, **kw):
+        lst = Listener(*args, **kw)
         made.append(lst)
         return lst
 
@@ -368,3 +397,115 @@ def test_listener_serves_connections_one_after_another():
     finally:
         proc.kill()
         proc.communicate()
+
+
+# -- concurrent connection setup -------------------------------------------------------------
+
+def timed_run(*args):
+    t = time.monotonic()
+    code, out, err = run(*args)
+    return time.monotonic() - t, code, out, err
+
+
+def test_silent_and_idle_peers_do_not_delay_connect(listener):
+    """The issue's scenario: 20 sockets that connect and say nothing plus 5 peers that complete
+    MPA and idle delay a valid ``rnic connect`` by less than a second (the silent ones would
+    hold a one-at-a-time listener for --timeout each)."""
+    lst = listener("--timeout", "10", once=False)
+    addr = ("127.0.0.1", lst.port)
+    connect = ("connect", lst.address, "--send", "68656c6c6f", "--write", "0badcafe",
+               "--stag", "0x1000", "--json")
+    timed_run(*connect)                                      # warm-up (imports, caches)
+    base, code, out, err = timed_run(*connect)
+    assert code == 0, err
+    silent = [socket.create_connection(addr) for _ in range(20)]
+    idle = [cm.connect(addr, cm.ConnParams(timeout=TIMEOUT)) for _ in range(5)]
+    try:
+        loaded, code, out, err = timed_run(*connect)
+        assert code == 0, err
+        res = json.loads(out)
+        assert [t["status"] for t in res["transfers"]] == ["success", "success"]
+        assert loaded < base + 1.0, (base, loaded)
+        for s in silent:                                     # still negotiating: not timed out
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                s.recv(1)
+    finally:
+        for s in silent:
+            s.close()
+        for n in idle:
+            n.close()
+    lines, _ = lst.stop()
+    assert len(by_event(lines, "connected")) == 8
+    assert all("peer" in x for x in lines if x["event"] != "listening")
+
+
+def test_half_open_cap_refuses_with_a_line(listener):
+    lst = listener("--max-half-open", "2", "--timeout", "5", once=False)
+    addr = ("127.0.0.1", lst.port)
+    silent = [socket.create_connection(addr) for _ in range(2)]
+    try:
+        over = socket.create_connection(addr)
+        over_peer = f"127.0.0.1:{over.getsockname()[1]}"
+        over.settimeout(TIMEOUT)
+        t = time.monotonic()
+        try:
+            assert over.recv(100) == b""                     # closed at once, unread
+        except ConnectionResetError:
+            pass
+        assert time.monotonic() - t < 2.0
+        over.close()
+        ev = lst.next_event("refused")
+        assert ev == {"event": "refused", "peer": over_peer, "reason": "half_open", "limit": 2}
+    finally:
+        for s in silent:
+            s.close()
+    for _ in silent:                                         # they gave up: room again
+        assert lst.next_event("setup_failed")["error"]["ecode"] == 1
+    code, out, err = run("connect", lst.address, "--send", "00")
+    assert code == 0, err
+    _, err = lst.stop()
+    assert err.splitlines() == [f"rnic listen: refused {over_peer}: 2 MPA negotiations already "
+                                "in progress; closed (--max-half-open 2)"]
+
+
+def test_device_connection_ids_and_max_connections(listener):
+    """With --device each live connection has its own id on the device; over
+    --max-connections a Request gets an MPA Reject and a line on stderr."""
+    lst = listener("--device", "model", "--max-connections", "2", once=False)
+    addr = ("127.0.0.1", lst.port)
+    a = cm.connect(addr, cm.ConnParams(timeout=TIMEOUT))
+    b = cm.connect(addr, cm.ConnParams(timeout=TIMEOUT))
+    conns = [lst.next_event("connected") for _ in range(2)]
+    assert sorted(c["device"]["connection"]["conn"] for c in conns) == [0, 1]
+    assert {c["device"]["connection"]["state"] for c in conns} == {"WAIT_RX"}
+    by_peer = {c["peer"]: c["device"]["connection"]["conn"] for c in conns}
+    code, out, err = run("connect", lst.address, "--send", "00")
+    assert code == 1 and "rejected by" in err
+    ev = lst.next_event("refused")
+    assert (ev["reason"], ev["limit"]) == ("connections", 2)
+    a_peer = f"127.0.0.1:{a.sock.getsockname()[1]}"
+    freed = by_peer[a_peer]
+    a.close()
+    assert lst.next_event("closed")["peer"] == a_peer
+    for _ in range(10):                # the id is released just after the closed line
+        code, out, err = run("connect", lst.address, "--send", "01", "--json")
+        if code == 0:
+            break
+        time.sleep(0.2)
+    assert code == 0, err
+    third = lst.next_event("connected")
+    assert third["device"]["connection"]["conn"] == freed
+    b.close()
+    _, err = lst.stop()
+    assert err.splitlines()[0].startswith("rnic listen: refused 127.0.0.1:")
+    assert err.splitlines()[0].endswith(": all 2 connection contexts in use; MPA Reject sent "
+                                        "(--max-connections 2)")
+
+
+def test_listen_cap_default_is_the_library_default(capsys):
+    from rnic.host.cli import conn
+    from rnic.host.net.listener import DEFAULT_MAX_HALF_OPEN
+    assert conn._MAX_HALF_OPEN == DEFAULT_MAX_HALF_OPEN
+    code, out, _ = in_process(capsys, "listen", "--help")
+    assert code == 0 and "--max-half-open" in out and "--max-connections" in out
