@@ -71,17 +71,23 @@ def cli():
 
     \b
     Examples:
-      rnic demo                              # end-to-end run of the protocol model
-      rnic encode msgs.jsonl -o stream.bin --markers
+      rnic demo                              # end-to-end run over TCP, B on the simulated core
+      rnic encode msgs.jsonl -o stream.bin --markers   # (rnic encode --help: the line format)
       rnic decode stream.bin --markers       # one JSON object per FPDU
       rnic encode msgs.jsonl | rnic decode   # round trip
       rnic listen --port 7000 --once         # accept one MPA connection, serve it
       rnic connect 127.0.0.1:7000 --send 68656c6c6f --read 4 --stag 0x1000
-      rnic status --device model             # register view of a device
+      rnic status --device model             # a fresh in-process model, from reset
+      rnic serve --port 7100 &               # registers that live on between commands:
+      rnic regs write SCRATCH 0x5a --device tcp:127.0.0.1:7100
       rnic status --device uart:/dev/ttyUSB1 # a board running the bitstream, over its UART
       rnic build --board versa_ecp5          # bitstream and fmax/resource report
-    rnic rping -c -a 127.0.0.1 -p 7174 -C 3 -v   # rping against a siw (or rnic) server
-    rnic perftest write 127.0.0.1 -p 18515   # perftest's ib_write_bw -R as client
+      rnic rping -c -a 127.0.0.1 -p 7174 -C 3 -v   # rping against a siw (or rnic) server
+      rnic perftest write 127.0.0.1 -p 18515 # perftest's ib_write_bw -R as client
+
+    Exit status: 0 ok, 1 failure, 2 usage (one line on stderr), 3 a protocol
+    error in the input (rnic decode); 141, quietly, when the reader of the
+    standard output went away (e.g. head).
     """
 
 

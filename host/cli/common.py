@@ -186,14 +186,25 @@ def device_spec(allow_none=True):
     def check(ctx, param, value):
         from rnic.host.driver.device import device_kinds, parse_device_spec
         try:
-            kind, _ = parse_device_spec(value)
+            kind, arg = parse_device_spec(value)
         except ValueError as e:
             raise click.BadParameter(str(e)) from None
+        if kind == "uart":
+            _check_uart_path(arg)
         if kind == "none" and not allow_none:
             raise click.BadParameter("this command needs a device (" + ", ".join(
                 k.usage for k in device_kinds().values() if k.name != "none") + ")")
         return value
     return check
+
+
+def _check_uart_path(arg):
+    """A serial port that is not there is a usage error (as an input file that is not there),
+    found before anything is opened."""
+    from rnic.host.driver.uart import parse_uart_spec
+    path, _ = parse_uart_spec(arg)
+    if not os.path.exists(path):
+        raise click.BadParameter(f"uart:{path}: no such serial port")
 
 
 class _DeviceOption(click.Option):
