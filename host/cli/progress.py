@@ -124,7 +124,7 @@ class BuildView:
             self._progress.start()
             self._task = self._progress.add_task(description, total=None)
         else:
-            self._progress.update(self._task, description=description)
+            self._progress.update(self._task, description=description, refresh=True)
 
     def _stop_live(self):
         progress, self._progress = self._progress, None
