@@ -262,7 +262,7 @@ def _engine_width(engine, width):
 
 
 def _rtl_engine(kind, width):
-    """The cached rnic.sim.mpa_engine engine (its build shown on stderr: the first use builds it)."""
+    """The cached rnic.sim.mpa_engine engine (the first use builds it: stderr shows how)."""
     from rnic.sim import mpa_engine
     with sim_build_progress():
         return (mpa_engine.rx_engine if kind == "rx" else mpa_engine.tx_engine)(width)

@@ -50,7 +50,8 @@ def _text(result):
 
 
 @click.command()
-@device_option("B's data path.", default="sim", kinds=("sim", "none"), choices=("sim", "none", "model"),
+@device_option("B's data path.", default="sim", kinds=("sim", "none"),
+               choices=("sim", "none", "model"),
                extra="model: (the demo only) A and B both in the reference model, in one process, "
                      "no sockets; the other kinds are not demo data paths")
 @click.option("--seed", type=int, default=1, show_default=True, help="Random seed (--device model).")

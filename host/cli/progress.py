@@ -119,7 +119,8 @@ class BuildView:
             from rich.console import Console
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
             console = Console(file=self.stream, force_terminal=True, highlight=False)
-            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
+            self._progress = Progress(SpinnerColumn(),
+                                      TextColumn("{task.description}", markup=False),
                                       TimeElapsedColumn(), console=console, transient=True)
             self._progress.start()
             self._task = self._progress.add_task(description, total=None)
