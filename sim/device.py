@@ -108,7 +108,7 @@ from rnic.host.spec.regmap import DpCrc, DpError
 
 from rnic.sim import fast
 from rnic.sim.fast import VERILATOR_ARGS, FastSim
-from rnic.sim.runner import _locked, _safe, _truthy, build_root
+from rnic.sim.runner import _locked, _safe, _truthy, build_root, report_phase
 
 __all__ = ["SimDevice", "RxUlpdu", "RunOutput", "DeviceBuild", "device_executable", "open_sim",
            "HARNESS", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES"]
@@ -278,6 +278,8 @@ def device_executable(*, width=8, connections=16, stags=256, dp_depth=512, build
             exe = Path(index.read_text().strip())
             if exe.is_file():
                 return exe
+        # (importing the core's Amaranth code is part of the conversion's wait)
+        report_phase("converting to Verilog", f"device_w{width}_c{connections}")
         build = DeviceBuild(**params, build_dir=root)
         index.parent.mkdir(parents=True, exist_ok=True)
         tmp = index.with_suffix(f".{os.getpid()}")
@@ -320,6 +322,8 @@ class SimDevice(Transport):
         self.exe = device_executable(**self.params, build_dir=build_dir)
         self.build_s = time.monotonic() - t0
         self._log = tempfile.TemporaryFile()
+        what = f"device_w{width}_c{connections}"
+        report_phase("starting", what)
         try:
             self._proc = subprocess.Popen([str(self.exe)], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, stderr=self._log)
@@ -330,6 +334,7 @@ class SimDevice(Transport):
         if greeting != want:
             self.close()
             raise DeviceError(f"the simulated device greets {greeting!r}, expected {want!r}")
+        report_phase("ready", what)
 
     def __repr__(self):
         return f"<SimDevice {self.name}{' closed' if self._proc is None else ''}>"

@@ -93,7 +93,7 @@ from pathlib import Path
 
 from rnic.sim.streams import pack as _streams_pack, unpack as _streams_unpack
 
-from rnic.sim.runner import _locked, _safe, _truthy, build_root, verilator_bin_dir
+from rnic.sim.runner import _locked, _safe, _truthy, build_root, report_phase, verilator_bin_dir
 
 __all__ = ["FastSim", "FastResult", "FastSimError", "pack", "unpack", "HARNESS"]
 
@@ -262,6 +262,7 @@ class FastSim:
 
         self.name = name
         self.params = dict(params or {})
+        report_phase("converting to Verilog", name)
         component = component_factory(**self.params)
         if not isinstance(component, wiring.Component):
             raise TypeError(f"component_factory must return a wiring.Component, not {component!r}")
@@ -281,6 +282,7 @@ class FastSim:
         t0 = time.monotonic()
         self._build(root)
         self.build_s = time.monotonic() - t0
+        report_phase("ready", name)
 
     # -- ports ---------------------------------------------------------------
 
@@ -483,7 +485,8 @@ class FastSim:
             }, indent=1, default=repr))
             log = self.build_dir / "build.log"
             with open(log, "w") as f:
-                _compile(self.build_dir, f, root, self.verilator_args, self.make_vars)
+                _compile(self.build_dir, f, root, self.verilator_args, self.make_vars,
+                         what=self.name)
             if not self.exe.is_file():
                 raise FastSimError(f"Verilator build of {self.name} made no {self.exe}")
             stamp.write_text(time.ctime() + "\n")
@@ -692,7 +695,7 @@ def _run_logged(cmd, cwd, env, log, what):
         raise FastSimError(f"{what} failed (rc {rc}); log {log.name}:\n{tail}")
 
 
-def _compile(build_dir, log, root, verilator_args=VERILATOR_ARGS, make_vars=MAKE_VARS):
+def _compile(build_dir, log, root, verilator_args=VERILATOR_ARGS, make_vars=MAKE_VARS, what=None):
     """verilator (C++ generation), then make, reusing cached run-time objects.
 
     The run-time library (verilated.cpp, verilated_threads.cpp) does not
@@ -701,6 +704,8 @@ def _compile(build_dir, log, root, verilator_args=VERILATOR_ARGS, make_vars=MAKE
     """
     env = _build_env(make_vars)
     obj = build_dir / "obj"
+    what = what or build_dir.name
+    report_phase("verilating", what)
     _run_logged([str(verilator_dir() / "bin" / "verilator"), *verilator_args,
                  "--Mdir", "obj", "-o", "Vfast", "top.v", "harness.cpp"],
                 build_dir, env, log, "verilator")
@@ -716,6 +721,7 @@ def _compile(build_dir, log, root, verilator_args=VERILATOR_ARGS, make_vars=MAKE
             shutil.copyfile(src, obj / f"{n}.o")     # fresh mtime: newer than Vtop.mk
             reused.append(n)
     log.write(f"# run-time objects reused from {cache}: {reused}\n")
+    report_phase("compiling C++", what)
     _run_logged(["make", "-C", "obj", "-f", "Vtop.mk", f"-j{BUILD_JOBS}", "Vfast"],
                 build_dir, env, log, "C++ build")
     missing = [n for n in names if n not in reused]

@@ -44,6 +44,11 @@ Environment knobs: ``RNIC_SIM_BUILD`` (build root, instead of the user cache dir
 ``waves=True``: a separate traced build, ``dump.vcd`` in the test directory,
 which is then kept), ``RNIC_SIM_KEEP=1`` (keep test directories of passing
 runs), ``RNIC_SIM_REBUILD=1`` (ignore the stamp and rebuild).
+
+Progress: a first build takes from seconds to about a minute. Inside a
+:func:`build_progress` block, every build (here, in :mod:`rnic.sim.fast` and
+:mod:`rnic.sim.device`) reports its phases (:data:`PHASES`) to a callback, which
+a user interface renders; this layer only names them.
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ import time
 from pathlib import Path
 
 __all__ = ["RunResult", "run", "verilog", "sim_params", "build_root",
-           "verilator_bin_dir", "BUILD_ARGS", "SimFailure"]
+           "verilator_bin_dir", "BUILD_ARGS", "SimFailure", "PHASES", "build_progress",
+           "report_phase"]
 
 #: Verilator arguments for every build. ``-O3`` is Verilator's own optimiser;
 #: the C++ compiler runs at ``OPT_FAST``/``OPT_SLOW`` below (set through
@@ -107,6 +113,34 @@ class RunResult:
     test_s: float          #: seconds spent in the simulation run
     tests: int
     failed: int
+
+
+# ---------------------------------------------------------------------------
+# build progress
+
+#: The phases a build reports, in order: the first three only when it compiles (a cached
+#: build goes from "converting to Verilog" straight to "ready"), "starting" while a
+#: simulation process comes up, "ready" when the build or start is over.
+PHASES = ("converting to Verilog", "verilating", "compiling C++", "starting", "ready")
+
+_listeners = []
+
+
+@contextlib.contextmanager
+def build_progress(callback):
+    """Call ``callback(phase, what)`` for every build phase (:data:`PHASES`) reported while
+    the block runs; ``what`` names the design (e.g. ``device_w8_c16``)."""
+    _listeners.append(callback)
+    try:
+        yield callback
+    finally:
+        _listeners.remove(callback)
+
+
+def report_phase(phase, what):
+    """Tell the :func:`build_progress` listeners that the build of ``what`` entered ``phase``."""
+    for callback in tuple(_listeners):
+        callback(phase, what)
 
 
 # ---------------------------------------------------------------------------
@@ -353,6 +387,7 @@ def run(component_factory, *, name, params=None, test_module, test_dir=None, tes
     module, python_path = _resolve_test_module(test_module, caller_dir)
     waves = bool(waves) or _truthy(os.environ.get("WAVES"))
 
+    report_phase("converting to Verilog", name)
     text = verilog(component_factory, params, name=TOPLEVEL)
     build_args = list(BUILD_ARGS)
     key = hashlib.sha256("\0".join([
@@ -391,7 +426,12 @@ def run(component_factory, *, name, params=None, test_module, test_dir=None, tes
             (build_dir / "params.json").write_text(json.dumps(params, default=repr, sort_keys=True, indent=1))
             log = build_dir / "build.log"
             seeded = []
-            runner.after_verilate = lambda: seeded.append(_seed_runtime(build_dir, waves))
+
+            def after_verilate():
+                seeded.append(_seed_runtime(build_dir, waves))
+                report_phase("compiling C++", name)
+            runner.after_verilate = after_verilate
+            report_phase("verilating", name)
             try:
                 runner.build(sources=sources, hdl_toplevel=TOPLEVEL, build_args=build_args,
                              build_dir=build_dir, waves=waves, timescale=TIMESCALE, log_file=log)
@@ -403,6 +443,7 @@ def run(component_factory, *, name, params=None, test_module, test_dir=None, tes
             stamp.write_text(f"{_tool_versions()}\n{time.ctime()}\n")
             built = True
     build_s = time.monotonic() - t0
+    report_phase("ready", name)
 
     # Per-run directory: xdist workers (and concurrent sessions) must not share results/waves.
     if test_dir is None:

@@ -5,7 +5,8 @@ responder, on the Verilated RnicCore (MPA framing and deframing in the
 gateware, DDP/RDMAP in the model) unless ``device="none"``. They connect
 with RFC 6581 enhanced setup (Rev 2, IRD/ORD, peer-to-peer with a zero-length
 RDMA Write RTR, markers and CRC both ways), then run Send, RDMA Write and
-RDMA Read in both directions and check every placed octet.
+RDMA Read in both directions and check every placed octet. The result has the
+schema of :func:`rnic.host.apps.demo_model.demo_result` (the same for every device).
 """
 
 import os
@@ -13,6 +14,7 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from rnic.host.apps.demo_model import demo_result
 from rnic.host.net import cm
 from rnic.host.spec.regmap import CqQueue
 from rnic.host.net.rnic_sw import SoftwareRnic
@@ -66,7 +68,8 @@ def _exchange(src, dst, name, checks, moved):
 
 
 def run_tcp_demo(*, device="sim"):
-    """Run the demo; returns a dict (``ok`` says whether every check held)."""
+    """Run the demo; returns a :func:`~rnic.host.apps.demo_model.demo_result` (``ok`` says
+    whether every check held)."""
     t0 = time.monotonic()
     checks, moved = [], {}
     dev = None
@@ -90,6 +93,7 @@ def run_tcp_demo(*, device="sim"):
             _exchange(b, a, "B->A", checks, moved)
             checks.append(("no protocol error on either side", a.error is None and b.error is None))
             stats = {"a": dict(a.stats), "b": dict(b.stats)}
+            error = a.error if a.error is not None else b.error
         finally:
             a.close(timeout=2.0)
             b.close(timeout=2.0)
@@ -102,17 +106,31 @@ def run_tcp_demo(*, device="sim"):
     finally:
         if dev:
             dev.close()
-    return {
-        "ok": all(ok for _, ok in checks),
-        "device": device,
-        "negotiated": {
+    return demo_result(
+        ok=all(ok for _, ok in checks),
+        device=device,
+        negotiated={
             "rev": ni.rev, "markers_a_to_b": ni.markers_tx, "markers_b_to_a": ni.markers_rx,
             "crc": ni.crc, "ird": ni.ird, "ord": ni.ord, "p2p": ni.p2p, "rtr": ni.rtr,
-            "peer_private_data": ni.peer_private_data.decode(errors="replace"),
+            "peer_private_data": ni.peer_private_data.hex(),
         },
-        "moved": moved,
-        "stats": stats,
-        "hardware_counters": counters,
-        "seconds": {"device_start": round(t_dev, 2), "total": round(time.monotonic() - t0, 2)},
-        "checks": [{"check": n, "ok": ok} for n, ok in checks],
-    }
+        mulpdu=ni.mulpdu,
+        moved=moved,
+        traffic=_traffic(stats, moved),
+        stats=stats,
+        hardware_counters=counters,
+        terminate=None if error is None else error.to_json(),
+        seconds={"device_start": round(t_dev, 2) if dev else None,
+                 "total": round(time.monotonic() - t0, 2)},
+        checks=[{"check": n, "ok": ok} for n, ok in checks],
+    )
+
+
+def _traffic(stats, moved):
+    """The ``traffic`` of the schema from both ends' counters (TCP segments: not counted)."""
+    wire = stats["a"]["tx_octets"] + stats["b"]["tx_octets"]
+    payload = sum(sum(m.values()) for m in moved.values())
+    return {"fpdus": stats["a"]["tx_fpdus"] + stats["b"]["tx_fpdus"], "tcp_segments": None,
+            "markers": stats["a"]["tx_markers"] + stats["b"]["tx_markers"],
+            "wire_octets": wire, "payload_octets": payload,
+            "payload_per_wire_octet": round(payload / wire, 4) if wire else None}

@@ -15,9 +15,14 @@ Two RNICs (initiator A, responder B) entirely in the reference model:
 
 Every step is checked (memories, completions, error codes); the result says
 what was checked and whether it held.
+
+The result has one schema whichever device ran the demo (:func:`demo_result`, used by
+:func:`rnic.host.apps.demo.run_tcp_demo` too): the keys of :data:`RESULT_KEYS`, facts a
+run does not have being None.
 """
 
 import random
+import time
 
 from rnic.host.model import mpa_frames, rdmap
 from rnic.host.spec.errors import ErrorInfo, Layer
@@ -27,9 +32,44 @@ from rnic.host.model.segment import TxStream
 from rnic.host.model.sink import Access, Error, Memory, ReadRequestQueued, ReadResponseComplete, \
     SendComplete, Sink
 
-__all__ = ["run_demo"]
+__all__ = ["run_demo", "demo_result", "RESULT_KEYS", "NEGOTIATED_KEYS", "TRAFFIC_KEYS",
+           "MOVED_KEYS"]
 
 EMSS = 1460
+
+#: The keys of a demo result, for every device (``rnic demo --help`` describes them).
+RESULT_KEYS = ("ok", "device", "negotiated", "mulpdu", "moved", "traffic", "stats",
+               "hardware_counters", "terminate", "seconds", "checks")
+#: The keys of ``negotiated`` (what MPA setup agreed on, as A sees it).
+NEGOTIATED_KEYS = ("rev", "markers_a_to_b", "markers_b_to_a", "crc", "ird", "ord", "p2p", "rtr",
+                   "peer_private_data", "request_octets", "reply_octets")
+#: The keys of ``traffic`` (the FPDU streams of both directions together).
+TRAFFIC_KEYS = ("fpdus", "tcp_segments", "markers", "wire_octets", "payload_octets",
+                "payload_per_wire_octet")
+#: The keys of each direction of ``moved`` ("A->B": A sends to, writes into and reads from B).
+MOVED_KEYS = ("send", "write", "read")
+
+
+def _shaped(obj, keys, what):
+    if obj is None:
+        return None
+    unknown = set(obj) - set(keys)
+    if unknown:
+        raise ValueError(f"{what}: unknown keys {sorted(unknown)}")
+    return {k: obj.get(k) for k in keys}
+
+
+def demo_result(**facts):
+    """A demo result in its one schema: every key of :data:`RESULT_KEYS` (nested:
+    :data:`NEGOTIATED_KEYS`, :data:`TRAFFIC_KEYS`, :data:`MOVED_KEYS`), None for a fact
+    not given; ValueError for a key outside the schema."""
+    out = _shaped(facts, RESULT_KEYS, "demo result")
+    out["negotiated"] = _shaped(out["negotiated"], NEGOTIATED_KEYS, "negotiated")
+    out["traffic"] = _shaped(out["traffic"], TRAFFIC_KEYS, "traffic")
+    if out["moved"] is not None:
+        out["moved"] = {name: _shaped(m, MOVED_KEYS, f"moved {name}")
+                        for name, m in out["moved"].items()}
+    return out
 
 
 class _Wire:
@@ -87,7 +127,8 @@ def _negotiate(checks):
 
 
 def run_demo(*, seed=1):
-    """Run the demo; returns a dict (``ok`` says whether every check held)."""
+    """Run the demo; returns a :func:`demo_result` (``ok`` says whether every check held)."""
+    t0 = time.monotonic()
     rng = random.Random(seed)
     checks = []
     conn = _negotiate(checks)
@@ -154,11 +195,14 @@ def run_demo(*, seed=1):
 
     wire = a_to_b.octets + b_to_a.octets
     payload = a_to_b.payload + b_to_a.payload
-    return {
-        "ok": all(ok for _, ok in checks),
-        "connection": conn,
-        "mulpdu": mul,
-        "traffic": {
+    return demo_result(
+        ok=all(ok for _, ok in checks),
+        device="model",
+        negotiated=conn,
+        mulpdu=mul,
+        moved={"A->B": {"send": sum(map(len, sends)), "write": len(write), "read": len(src)},
+               "B->A": {"send": 0, "write": 0, "read": 0}},
+        traffic={
             "fpdus": a_to_b.fpdus + b_to_a.fpdus,
             "tcp_segments": a_to_b.segments + b_to_a.segments,
             "markers": a_to_b.markers + b_to_a.markers,
@@ -166,10 +210,11 @@ def run_demo(*, seed=1):
             "payload_octets": payload,
             "payload_per_wire_octet": round(payload / wire, 4),
         },
-        "terminate": None if term is None else ErrorInfo(term.layer, term.etype, term.ecode,
-                                                        err.info.text).to_json(),
-        "checks": [{"check": name, "ok": ok} for name, ok in checks],
-    }
+        terminate=None if term is None else ErrorInfo(term.layer, term.etype, term.ecode,
+                                                     err.info.text).to_json(),
+        seconds={"device_start": None, "total": round(time.monotonic() - t0, 2)},
+        checks=[{"check": name, "ok": ok} for name, ok in checks],
+    )
 
 
 def _split_terminate(ulpdu):

@@ -4,7 +4,8 @@ import sys
 
 import click
 
-from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK, emit, fail, progress_say
+from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK, emit, fail
+from rnic.host.cli.progress import sim_build_progress
 
 __all__ = ["bench"]
 
@@ -46,7 +47,8 @@ def bench_mpa(widths, ulpdus, seed, connections, as_json):
     back-pressure. Reports cycles from the first to the last beat, wire
     octets, efficiency = wire octets / (cycles x W), beats, simulated
     cycles/s and build seconds. Every output octet is checked against the
-    model; a mismatch exits 1. Progress goes to stderr on a terminal.
+    model; a mismatch exits 1. Progress goes to stderr: a live line on a
+    terminal, one line per phase of a simulation build when piped.
 
     \b
     Examples:
@@ -57,8 +59,9 @@ def bench_mpa(widths, ulpdus, seed, connections, as_json):
     from rnic.sim.mpa_engine import RtlEngineError
     from rnic.host.tools.bench import BenchMismatch, run_bench, text_report
     try:
-        report = run_bench(widths, ulpdus=ulpdus, seed=seed, connections=connections,
-                           say=progress_say())
+        with sim_build_progress() as view:
+            report = run_bench(widths, ulpdus=ulpdus, seed=seed, connections=connections,
+                               say=view.say if view.live else None)
     except (RtlEngineError, FastSimError, BenchMismatch) as exc:
         return fail(str(exc))
     if as_json:
@@ -94,8 +97,9 @@ def bench_ddp(widths, ops, messages, as_json):
     (DDP/RDMAP headers, MPA length, pad, CRC, markers; rnic.host.model.segment and
     rnic.host.model.fpdu), with octets, cycles and Gb/s at 125 and 156.25 MHz. Every
     placed octet is checked (address, order, value) and the framer's wire
-    octets against the model; a failure exits 1. Progress goes to stderr on
-    a terminal.
+    octets against the model; a failure exits 1. Progress goes to stderr: a
+    live line on a terminal, one line per phase of a simulation build when
+    piped.
 
     \b
     Examples:
@@ -104,8 +108,9 @@ def bench_ddp(widths, ops, messages, as_json):
     """
     from rnic.host.tools.bench import DDP_OPS, BenchMismatch, ddp_text_report, run_ddp_bench
     try:
-        report = run_ddp_bench(widths, ops=DDP_OPS if ops == "all" else (ops,),
-                               messages=messages, say=progress_say())
+        with sim_build_progress() as view:
+            report = run_ddp_bench(widths, ops=DDP_OPS if ops == "all" else (ops,),
+                                   messages=messages, say=view.say if view.live else None)
     except BenchMismatch as exc:
         return fail(str(exc))
     if as_json:

@@ -6,9 +6,19 @@ import sys
 
 import click
 
-from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_PROTOCOL, emit, fail, progress_say
+from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_PROTOCOL, OutputFile, emit, fail
+from rnic.host.cli.progress import sim_build_progress
 
-__all__ = ["ENGINES", "decode", "encode"]
+__all__ = ["ENGINES", "decode", "encode", "SAMPLE_INPUT"]
+
+#: Complete input lines of ``rnic encode`` (a Send of "hello" and an RDMA Write), shown by its
+#: help and the README (a test encodes them).
+SAMPLE_INPUT = (
+    '{"ddp": {"t": 0, "l": 1, "dv": 1, "qn": 0, "msn": 1, "mo": 0}, '
+    '"rdmap": {"rv": 1, "opcode": 3}, "payload": "68656c6c6f"}',
+    '{"ddp": {"t": 1, "l": 1, "dv": 1, "stag": 4096, "to": 0}, '
+    '"rdmap": {"rv": 1, "name": "write"}, "payload": "0badcafe"}',
+)
 
 
 #: Engines that ``rnic encode``/``rnic decode`` can run on: the Python model (rnic.host.model.fpdu)
@@ -120,50 +130,45 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
         if strict:
             from rnic.sim.fast import FastSimError
             from rnic.sim.mpa_engine import RtlEngineError, strict_checks
-            say = progress_say()
-            if say:
-                say(f"DDP/RDMAP receive path W={width}: Verilog and Verilator model (built once, "
-                    "then cached)")
             try:
-                strict_infos = strict_checks(items, _strict_check, width=width)
+                with sim_build_progress():
+                    strict_infos = strict_checks(items, _strict_check, width=width)
             except (RtlEngineError, FastSimError) as exc:
                 fail(f"rtl engine: {exc}")
                 return EXIT_FAILURE
         if not report(items, strict_infos):
             sys.exit(EXIT_PROTOCOL)
         return EXIT_OK
-    try:
-        while True:
-            chunk = file.read(_CHUNK)
-            if not chunk:
-                break
-            if not report(dec.feed(chunk)):
-                sys.exit(EXIT_PROTOCOL)
-    except OSError as exc:
-        raise click.FileError(file.name, str(exc)) from None
+    while True:
+        chunk = _read(file, _CHUNK)
+        if not chunk:
+            break
+        if not report(dec.feed(chunk)):      # (a closed stdout raises here: main() ends quietly)
+            sys.exit(EXIT_PROTOCOL)
     tail = dec.close()
     if tail is not None:
         report([tail])
         sys.exit(EXIT_PROTOCOL)
 
 
-@click.command()
-@click.argument("file", type=click.File("r"), default="-")
-@click.option("--markers", is_flag=True, help="Insert MPA markers.")
-@click.option("--no-crc", is_flag=True, help="Write zeros in the CRC field.")
-@click.option("--marker-origin", type=int, default=0, show_default=True, callback=_marker_origin,
-              help="Stream offset of a marker (offset 0 = first octet written); multiple of 4.")
-@click.option("-o", "--output", type=click.File("wb"), default="-",
-              help="Where to write the FPDU stream (default: standard output).")
-@click.option("--engine", type=click.Choice(ENGINES), default="model", show_default=True,
-              help="What does the framing: the Python model, or the RTL framer on Verilator.")
-@click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default=None,
-              help="Datapath width W of --engine rtl (default 8); an error with other engines.")
-def encode(file, markers, no_crc, marker_origin, output, engine, width):
-    """Frame ULPDUs given as JSON lines into an MPA FPDU stream.
+@click.command(help=f"""Frame ULPDUs given as JSON lines into an MPA FPDU stream.
 
-    Each input line is an object of the shape `rnic decode` prints (its
-    ddp, rdmap and payload keys are used, others ignored).
+    FILE (default: standard input) holds one JSON object per line (UTF-8),
+    of the shape `rnic decode` prints: its ddp, rdmap and payload keys are
+    used, others ignored (so decode's output encodes again). Complete lines,
+    a Send of "hello" and a tagged RDMA Write of 4 octets:
+
+    \b
+    {SAMPLE_INPUT[0]}
+    {SAMPLE_INPUT[1]}
+
+    ddp: t (tagged), l (last), dv (DDP version), then qn, msn, mo
+    (untagged) or stag, to (tagged); rdmap: rv (RDMAP version) and opcode
+    (0..7) or name (write, read_request, read_response, send, send_inv,
+    send_se, send_se_inv, terminate); payload: hex octets. Blank lines and
+    decode's error lines are skipped. A bad line is a usage error (status
+    2) naming its line number; with -o FILE, FILE is then left as it was
+    (the stream is written to a temporary name and renamed on success).
 
     --engine rtl frames them on the Verilated TX framer (hdl/mpa_tx.py)
     instead of the model; the octets are the same.
@@ -173,15 +178,39 @@ def encode(file, markers, no_crc, marker_origin, output, engine, width):
       rnic encode msgs.jsonl -o stream.bin --markers
       rnic decode a.bin | rnic encode --markers > b.bin
       rnic encode msgs.jsonl --markers --engine rtl --width 4 -o stream.bin
-    """
-    from rnic.host.model.fpdu import FpduEncoder
-
+    """)
+@click.argument("file", type=click.File("rb"), default="-")
+@click.option("--markers", is_flag=True, help="Insert MPA markers.")
+@click.option("--no-crc", is_flag=True, help="Write zeros in the CRC field.")
+@click.option("--marker-origin", type=int, default=0, show_default=True, callback=_marker_origin,
+              help="Stream offset of a marker (offset 0 = first octet written); multiple of 4.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="Where to write the FPDU stream (default: standard output); written only "
+                   "when every line framed.")
+@click.option("--engine", type=click.Choice(ENGINES), default="model", show_default=True,
+              help="What does the framing: the Python model, or the RTL framer on Verilator.")
+@click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default=None,
+              help="Datapath width W of --engine rtl (default 8); an error with other engines.")
+def encode(file, markers, no_crc, marker_origin, output, engine, width):
+    """``rnic encode`` (its help is above: it shows SAMPLE_INPUT)."""
     width = _engine_width(engine, width)
-    if engine == "rtl":
-        return _encode_rtl(file, output, markers=markers, crc=not no_crc,
-                           marker_origin=marker_origin, width=width)
-    enc = FpduEncoder(markers=markers, crc=not no_crc, marker_origin=marker_origin)
-    for lineno, line in enumerate(file, 1):
+    with OutputFile(output) as out:
+        if engine == "rtl":
+            status = _encode_rtl(file, out.file, markers=markers, crc=not no_crc,
+                                 marker_origin=marker_origin, width=width)
+        else:
+            status = _encode_model(file, out.file, markers=markers, crc=not no_crc,
+                                   marker_origin=marker_origin)
+        if status == EXIT_OK:
+            out.commit()
+    return status
+
+
+def _encode_model(file, output, *, markers, crc, marker_origin):
+    """``rnic encode`` on the model: each line framed and written as it comes."""
+    from rnic.host.model.fpdu import FpduEncoder
+    enc = FpduEncoder(markers=markers, crc=crc, marker_origin=marker_origin)
+    for lineno, line in _input_lines(file):
         try:
             ulpdu = _encode_input_line(line)
             if ulpdu is None:
@@ -191,6 +220,34 @@ def encode(file, markers, no_crc, marker_origin, output, engine, width):
             raise click.UsageError(f"{file.name}, line {lineno}: {exc}") from None
         output.write(fpdu)
     output.flush()
+    return EXIT_OK
+
+
+def _read(file, n=-1):
+    """``file.read(n)``; an unreadable input is a usage error (status 2), as for click.File."""
+    try:
+        return file.read(n)
+    except OSError as exc:
+        raise click.FileError(file.name, exc.strerror or str(exc)) from None
+
+
+def _input_lines(file):
+    """``(line number, octets)`` of the binary ``file`` (decoded by :func:`_encode_input_line`,
+    so that a line that is not UTF-8 is an input error like any other)."""
+    lineno = 0
+    while True:
+        raw = _read_line(file)
+        if not raw:
+            return
+        lineno += 1
+        yield lineno, raw
+
+
+def _read_line(file):
+    try:
+        return file.readline()
+    except OSError as exc:
+        raise click.FileError(file.name, exc.strerror or str(exc)) from None
 
 
 # -- --engine rtl ---------------------------------------------------------------------------
@@ -205,23 +262,17 @@ def _engine_width(engine, width):
 
 
 def _rtl_engine(kind, width):
-    """The cached rnic.sim.mpa_engine engine (a note on a terminal: the first use builds it)."""
+    """The cached rnic.sim.mpa_engine engine (the first use builds it: stderr shows how)."""
     from rnic.sim import mpa_engine
-    say = progress_say()
-    if say:
-        say(f"{'RX deframer' if kind == 'rx' else 'TX framer'} W={width}: Verilog and "
-            "Verilator model (built once, then cached)")
-    return (mpa_engine.rx_engine if kind == "rx" else mpa_engine.tx_engine)(width)
+    with sim_build_progress():
+        return (mpa_engine.rx_engine if kind == "rx" else mpa_engine.tx_engine)(width)
 
 
 def _decode_rtl(file, *, markers, crc, marker_origin, mulpdu, width):
     """The FpduRecord/FpduError list of ``rnic decode --engine rtl`` (None: failed, reported)."""
     from rnic.sim.fast import FastSimError
     from rnic.sim.mpa_engine import RtlEngineError, decode as rtl_decode
-    try:
-        data = file.read()
-    except OSError as exc:
-        raise click.FileError(file.name, str(exc)) from None
+    data = _read(file)
     try:
         return rtl_decode(data, markers=markers, crc=crc, marker_origin=marker_origin,
                           mulpdu=mulpdu, width=width, engine=_rtl_engine("rx", width))
@@ -230,11 +281,17 @@ def _decode_rtl(file, *, markers, crc, marker_origin, mulpdu, width):
         return None
 
 
-def _encode_input_line(line):
-    """The ULPDU of one input line of ``rnic encode`` (a JSON object as ``rnic decode`` writes),
-    or None for a blank line or an error line of ``rnic decode`` (nothing to frame).
-    Raises ValueError (or TypeError/KeyError) for anything else that is not a ULPDU."""
+def _encode_input_line(raw):
+    """The ULPDU of one input line of ``rnic encode`` (UTF-8 octets of a JSON object as ``rnic
+    decode`` writes), or None for a blank line or an error line of ``rnic decode`` (nothing to
+    frame). Raises ValueError (or TypeError/KeyError) for anything else that is not a ULPDU."""
     from rnic.host.model.dissect import ulpdu_from_json
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (octet {raw[exc.start]:#04x} at column "
+                         f"{exc.start + 1}); the input is JSON lines as `rnic decode` prints "
+                         "them") from None
     if not line.strip():
         return None
     obj = json.loads(line)
@@ -255,7 +312,7 @@ def _encode_rtl(file, output, *, markers, crc, marker_origin, width):
     from rnic.sim.mpa_engine import RtlEngineError, encode as rtl_encode
     from rnic.host.model.fpdu import check_fpduptrs, fpdu_layout
     ulpdus, problem, pos = [], None, 0
-    for lineno, line in enumerate(file, 1):
+    for lineno, line in _input_lines(file):
         try:
             ulpdu = _encode_input_line(line)
             if ulpdu is None:

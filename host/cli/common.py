@@ -5,18 +5,25 @@ Only the standard library and click at import time (``rnic --help`` stays fast);
 rnic is imported inside the functions that need it.
 """
 
+import contextlib
 import json
+import os
+import re
 import sys
 
 import click
 
 __all__ = [
-    "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_PROTOCOL",
-    "emit", "fail", "progress_say", "UInt", "Hex", "device_spec", "open_device_or_fail",
+    "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_PROTOCOL", "EXIT_PIPE",
+    "emit", "fail", "OutputFile", "UInt", "Hex", "SignedArguments", "device_spec",
+    "device_option", "device_kinds_text", "open_device_or_fail",
     "conn_options", "conn_params", "pcap_wrap", "negotiated_text", "event_text",
 ]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_PROTOCOL = 0, 1, 2, 3
+#: A closed standard output (``rnic decode big.bin | head -1``): the status a shell reports
+#: for ``cat`` in the same place (128 + SIGPIPE), reached quietly.
+EXIT_PIPE = 141
 
 
 def emit(obj, out):
@@ -31,27 +38,73 @@ def fail(text):
     return EXIT_FAILURE
 
 
-def progress_say():
-    """Progress lines on stderr when it is a terminal; None (quiet) when piped."""
-    if not sys.stderr.isatty():
-        return None
-    import time as _time
-    start = _time.monotonic()
+class OutputFile:
+    """The ``-o FILE`` of a command: written under a temporary name in FILE's directory and
+    renamed onto FILE by :meth:`commit`; without a commit (a failure, an exception) the
+    temporary file is removed and FILE left as it was. ``-`` is standard output (written as
+    it comes: nothing to take back). Use as a context manager; ``file`` is the binary
+    stream."""
 
-    def say(text):
-        click.echo(f"[{_time.monotonic() - start:7.1f} s] {text}", err=True)
-    return say
+    def __init__(self, path, param_hint="'-o' / '--output'"):
+        self.path, self._tmp = path, None
+        if path in (None, "-"):
+            self.file = getattr(sys.stdout, "buffer", sys.stdout)
+            return
+        import tempfile
+        if os.path.isdir(path):
+            raise click.BadParameter(f"{path!r} is a directory", param_hint=param_hint)
+        directory = os.path.dirname(os.path.abspath(path))
+        try:
+            fd, self._tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.",
+                                             suffix=".part", dir=directory)
+        except OSError as e:
+            raise click.BadParameter(f"cannot write {path!r}: {e.strerror}",
+                                     param_hint=param_hint) from None
+        self.file = os.fdopen(fd, "wb")
+
+    def commit(self):
+        """Flush; for a file, give it FILE's name (and the mode a new file would get)."""
+        self.file.flush()
+        if self._tmp is None:
+            return
+        self.file.close()
+        try:
+            mode = os.stat(self.path).st_mode & 0o7777
+        except OSError:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.chmod(self._tmp, mode)
+        os.replace(self._tmp, self.path)
+        self._tmp = None
+
+    def discard(self):
+        """Remove the temporary file (FILE stays as it was)."""
+        if self._tmp is None:
+            return
+        self.file.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._tmp)
+        self._tmp = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.discard()
 
 
 # -- parameter types and callbacks ----------------------------------------------------------
 
 def _parse_uint(text, bits, what):
+    text = str(text).strip()          # (SignedArguments marks a negative number with a space)
     try:
-        v = int(str(text).replace("_", ""), 0)
+        v = int(text.replace("_", ""), 0)
     except ValueError:
         raise click.BadParameter(f"{text!r} is not a number (hex 0x.. or decimal)") from None
     if not 0 <= v < 1 << bits:
-        raise click.BadParameter(f"{what} {text} does not fit {bits} bits")
+        raise click.BadParameter(f"{what} {text} does not fit {bits} bits "
+                                 f"(0..{(1 << bits) - 1:#x})")
     return v
 
 
@@ -87,6 +140,27 @@ class Hex(click.ParamType):
             self.fail(f"{value!r} is not hex octets (e.g. 68656c6c6f)", param, ctx)
 
 
+_NEGATIVE = re.compile(r"-(0[xX][0-9a-fA-F_]+|[0-9][0-9_]*)")
+
+
+class SignedArguments(click.Command):
+    """A command whose arguments may be given as negative numbers.
+
+    click takes ``-1`` for an option ("No such option '-1'"); here such a token reaches its
+    argument (marked with a leading space, which ``int`` ignores), whose type then says
+    what is wrong with it.
+    """
+
+    def parse_args(self, ctx, args):
+        marked = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                marked += args[i:]
+                break
+            marked.append(" " + arg if _NEGATIVE.fullmatch(arg) else arg)
+        return super().parse_args(ctx, marked)
+
+
 def _rtr_types(ctx, param, value):
     if value is None:
         return None
@@ -97,25 +171,90 @@ def _rtr_types(ctx, param, value):
     return frozenset(names)
 
 
+# -- devices --------------------------------------------------------------------------------
+
+def device_kinds_text(names=None):
+    """The device kinds (``names``: only those) as every ``--device`` help lists them, from
+    the driver's one list (:func:`rnic.host.driver.device.device_kinds`)."""
+    from rnic.host.driver.device import device_kinds
+    return "; ".join(f"{k.usage}: {k.help}" for k in device_kinds().values()
+                     if names is None or k.name in names)
+
+
 def device_spec(allow_none=True):
     """The callback of a ``--device`` option: the spec, checked (not opened)."""
     def check(ctx, param, value):
-        from rnic.host.driver.device import parse_device_spec
+        from rnic.host.driver.device import device_kinds, parse_device_spec
         try:
-            kind, _ = parse_device_spec(value)
+            kind, arg = parse_device_spec(value)
         except ValueError as e:
             raise click.BadParameter(str(e)) from None
+        if kind == "uart":
+            _check_uart_path(arg)
         if kind == "none" and not allow_none:
-            raise click.BadParameter("this command needs a device (model or tcp:HOST:PORT)")
+            raise click.BadParameter("this command needs a device (" + ", ".join(
+                k.usage for k in device_kinds().values() if k.name != "none") + ")")
         return value
     return check
 
 
+def _check_uart_path(arg):
+    """A serial port that is not there is a usage error (as an input file that is not there),
+    found before anything is opened."""
+    from rnic.host.driver.uart import parse_uart_spec
+    path, _ = parse_uart_spec(arg)
+    if not os.path.exists(path):
+        raise click.BadParameter(f"uart:{path}: no such serial port")
+
+
+class _DeviceOption(click.Option):
+    """A ``--device`` option whose help ends with the device kinds, read from the driver
+    only when the help is shown (``rnic --help`` does not load the device plug-ins)."""
+
+    def __init__(self, *args, purpose, kinds=None, extra=None, **kw):
+        super().__init__(*args, **kw)
+        self.purpose, self.kinds, self.extra = purpose, kinds, extra
+
+    def get_help_record(self, ctx):
+        self.help = (f"{self.purpose} Kinds: {device_kinds_text(self.kinds)}"
+                     + (f"; {self.extra}" if self.extra else "") + ".")
+        return super().get_help_record(ctx)
+
+
+def device_option(purpose, *, default="none", allow_none=True, kinds=None, extra=None,
+                  choices=None):
+    """The ``--device`` option of a command: ``purpose`` says what the device is for; the
+    help lists every kind the command takes (``kinds``: only these names), then ``extra``.
+    ``choices``: the command takes exactly these words (no parameters), not a device spec."""
+    if kinds is None and not allow_none:
+        kinds = _AllBut("none")
+    check = ({"type": click.Choice(choices)} if choices else
+             {"callback": device_spec(allow_none=allow_none), "metavar": "SPEC"})
+    return click.option("--device", cls=_DeviceOption, purpose=purpose, kinds=kinds,
+                        extra=extra, default=default, show_default=True, **check)
+
+
+class _AllBut:
+    """Every name but some (a ``kinds`` filter of device_kinds_text)."""
+
+    def __init__(self, *names):
+        self.names = names
+
+    def __contains__(self, name):
+        return name not in self.names
+
+
 def open_device_or_fail(spec):
-    """``(device or None, status)``; prints the error line when it cannot be opened."""
+    """``(device or None, status)``: the device opened (showing the simulator's build, if one
+    is needed), or None and the failure status after one error line. A spec whose
+    parameters the device refuses is a usage error."""
+    from rnic.host.cli.progress import sim_build_progress
     from rnic.host.driver.device import DeviceError, open_device
     try:
-        return open_device(spec), None
+        with sim_build_progress():
+            return open_device(spec), None
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--device'") from None
     except (DeviceError, OSError) as e:
         return None, fail(str(e))
 
@@ -126,8 +265,8 @@ def conn_options(f):
     """MPA options shared by listen, connect and rping."""
     f = click.option("--timeout", type=click.FloatRange(0.1, 3600), default=5.0,
                      show_default=True, help="Seconds for the MPA exchange and each transfer.")(f)
-    f = click.option("--device", default="none", show_default=True, callback=device_spec(),
-                     help="Device kept in step with the connection: none, model, tcp:HOST:PORT.")(f)
+    f = device_option("The data path of the connection: a device kept in step with the "
+                      "software RNIC, or one that moves the data itself (sim).")(f)
     f = click.option("--private-data", type=Hex(), default="", help="MPA private data (hex).")(f)
     f = click.option("--crc/--no-crc", default=True, show_default=True,
                      help="Ask for CRCs (C); on if either side asks.")(f)

@@ -15,7 +15,7 @@ from rnic.host.apps.perftest import (DEF_OUT_READS, DEF_RX_SEND, DEF_TX_BW, DEFA
                                      DEFAULT_SIZE, MAX_SIZE, MIN_ITERS, RESULT_LINE,
                                      PerftestError, TestParams, format_report_line, mtu_octets,
                                      result_header, run_client, run_server)
-from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK
+from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK, device_option, fail, open_device_or_fail
 
 __all__ = ["perftest"]
 
@@ -88,9 +88,8 @@ def _banner(p, role, out):
 @click.option("-d", "--ib-dev", "ib_dev", default=None, help="Accepted (no effect here).")
 @click.option("--bind", "bind", default="127.0.0.1", show_default=True,
               help="Server: address to listen on.")
-@click.option("--device", default="none", show_default=True,
-              help="Data path of the test connection: none (software RNIC), sim (the "
-                   "Verilated RNIC core), model, tcp:HOST:PORT.")
+@device_option("The data path of the test connection: a device kept in step with the "
+               "software RNIC, or one that moves the data itself (sim).")
 @click.option("--crc/--no-crc", default=True, show_default=True, help="Ask for MPA CRCs.")
 @click.option("--timeout", type=click.FloatRange(0.5, 3600), default=30.0, show_default=True,
               help="Seconds for each step (MPA setup, each exchange message, no progress).")
@@ -132,16 +131,16 @@ def perftest(test, server, port, size, iters, run_all, tx_depth, rx_depth, cq_mo
         sys.stdout.flush()
 
     emit = _emitter(as_json, p, role, out)
-    dev = None
-    if device != "none":
-        from rnic.host.driver.device import DeviceError, open_device
+    dev, status = open_device_or_fail(device)
+    if status is not None:
+        return status
+    if dev is not None:
+        from rnic.host.driver.device import DeviceError
         try:
-            dev = open_device(device)
-            if dev is not None:
-                dev.reset()
-        except (DeviceError, OSError, ValueError) as e:
-            click.echo(f"rnic perftest: error: {e}", err=True)
-            return EXIT_FAILURE
+            dev.reset()
+        except (DeviceError, OSError) as e:
+            dev.close()
+            return fail(str(e))
     try:
         if role == "server":
             def listening(bound):

@@ -2,18 +2,33 @@
 
 import json
 import sys
+import textwrap
 
 import click
 
-from rnic.host.cli.common import EXIT_OK, UInt, device_spec, emit, fail, open_device_or_fail
+from rnic.host.cli.common import (EXIT_OK, SignedArguments, UInt, device_option, emit, fail,
+                                  open_device_or_fail)
 
 __all__ = ["regs", "status", "serve"]
 
+#: What regs and status say about the devices they can reach (their help texts).
+_LIVE = """The default device, model, is a fresh in-process model made for this one
+command: it starts from reset every time, and a write is gone when the
+command ends (so is the state of sim, the simulated core, which also runs
+inside the command). For registers that live on between commands, run a
+register server, `rnic serve --port 7100 &` (a model, or --device sim), and
+give --device tcp:127.0.0.1:7100; a board is --device uart:/dev/ttyUSB1."""
+
 
 def _reg_device_option(f):
-    return click.option("--device", default="model", show_default=True,
-                        callback=device_spec(allow_none=False),
-                        help="Device: model (a fresh in-process model) or tcp:HOST:PORT.")(f)
+    return device_option("The device whose registers are read and written.", default="model",
+                         allow_none=False)(f)
+
+
+def _lasting(spec):
+    """Whether the device of ``spec`` outlives the command (DeviceKind.lasting)."""
+    from rnic.host.driver.device import device_kinds, parse_device_spec
+    return device_kinds()[parse_device_spec(spec)[0]].lasting
 
 
 def _reg_name(ctx, param, value):
@@ -29,18 +44,24 @@ def _fields_text(fields):
     return " ".join(f"{k.upper()}={v:#x}" for k, v in fields.items())
 
 
-@click.group()
-def regs():
-    """Read and write device registers by name (REG or REG.FIELD).
+@click.group(help=textwrap.dedent("""\
+    Read and write device registers by name (REG or REG.FIELD).
+
+    {LIVE}
 
     \b
     Examples:
-      rnic regs dump
+      rnic regs dump                                    # a fresh model, from reset
+      rnic serve --port 7100 &                          # registers that live on
+      rnic regs write SCRATCH 0x5a --device tcp:127.0.0.1:7100
+      rnic regs read SCRATCH --device tcp:127.0.0.1:7100  # SCRATCH = 0x5a
       rnic regs read VERSION --json
       rnic regs read CTX_STATUS.STATE --device tcp:127.0.0.1:7100
       rnic regs write SCRATCH 0x12345678 --device tcp:127.0.0.1:7100
       rnic regs write CTRL.ENABLE 1 --device tcp:127.0.0.1:7100
-    """
+    """).replace("{LIVE}", _LIVE))
+def regs():
+    """The ``rnic regs`` group (help above: it shares a paragraph with ``rnic status``)."""
 
 
 @regs.command("dump")
@@ -103,7 +124,7 @@ def regs_read(name, device, as_json):
     return EXIT_OK
 
 
-@regs.command("write")
+@regs.command("write", cls=SignedArguments)
 @click.argument("name", callback=_reg_name)
 @click.argument("value", type=UInt(32, "value"))
 @_reg_device_option
@@ -114,6 +135,11 @@ def regs_write(name, value, device, as_json):
     REG writes the whole word; REG.FIELD is a read-modify-write of the
     register's RW fields (write 1 to a pulse field to fire it, to a W1C
     field to clear it). Prints the register read back.
+
+    \b
+    With a device that ends with the command (model, sim) the write is
+    gone when it ends, which a note on stderr says; use a register server
+    (rnic serve, --device tcp:HOST:PORT) or a board (--device uart:...).
 
     \b
     Examples:
@@ -132,6 +158,10 @@ def regs_write(name, value, device, as_json):
             raise click.UsageError(str(e)) from None
         except (DeviceError, OSError) as e:
             return fail(str(e))
+    if not _lasting(device):
+        click.echo(f"rnic regs write: note: {device} ends with this command, and the write "
+                   "with it (registers that live on: rnic serve, --device tcp:HOST:PORT)",
+                   err=True)
     if as_json:
         emit({"device": device, "name": name.upper(), "written": word, "readback": back},
              sys.stdout)
@@ -141,17 +171,21 @@ def regs_write(name, value, device, as_json):
     return EXIT_OK
 
 
-@click.command()
-@_reg_device_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def status(device, as_json):
-    """Show the device: identity, connections and their state, counters, last error.
+@click.command(help=textwrap.dedent("""\
+    Show the device: identity, connections and their state, counters, last error.
+
+    {LIVE}
 
     \b
     Examples:
-      rnic status
+      rnic status                                   # a fresh model, from reset
       rnic status --device tcp:127.0.0.1:7100 --json
-    """
+      rnic status --device uart:/dev/ttyUSB1        # a board
+    """).replace("{LIVE}", _LIVE))
+@_reg_device_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status(device, as_json):
+    """``rnic status`` (help above: it shares a paragraph with ``rnic regs``)."""
     from rnic.host.driver.device import DeviceError, describe_layer
     dev, st = open_device_or_fail(device)
     if st is not None:
@@ -189,20 +223,25 @@ def status(device, as_json):
 @click.option("--port", type=click.IntRange(0, 65535), required=True,
               help="TCP port (0: any free port; printed).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--device", default="model", show_default=True,
-              callback=device_spec(allow_none=False), help="The device to serve.")
+@device_option("The device to serve (it lives as long as the server).", default="model",
+               allow_none=False)
 @click.option("--once", is_flag=True, help="Exit after the first client disconnects.")
 @click.option("--json", "as_json", is_flag=True, help="Print the address as JSON.")
 def serve(port, host, device, once, as_json):
     """Serve a device's registers over TCP, for --device tcp:HOST:PORT.
 
-    The protocol is one ASCII line per access (R ADDR / W ADDR VALUE);
-    see rnic.host.driver.device. Runs until interrupted (or --once).
+    The device lives as long as the server: what one command writes, the
+    next one reads (`rnic regs`, `rnic status`, `rnic listen --device
+    tcp:...`). The protocol is one ASCII line per access (R ADDR / W ADDR
+    VALUE); see rnic.host.driver.transport. Runs until interrupted (or
+    --once).
 
     \b
     Examples:
       rnic serve --port 7100 &
-      rnic status --device tcp:127.0.0.1:7100
+      rnic regs write SCRATCH 0x5a --device tcp:127.0.0.1:7100
+      rnic regs read SCRATCH --device tcp:127.0.0.1:7100
+      rnic serve --port 7100 --device sim     # the simulated core's registers
     """
     from rnic.host.driver.transport import TransportServer
     dev, st = open_device_or_fail(device)

@@ -161,7 +161,7 @@ def test_model_demo_passes_its_checks():
     assert code == 0, err
     result = json.loads(out)
     assert result["ok"] and all(c["ok"] for c in result["checks"])
-    assert result["connection"]["crc"] and result["connection"]["markers_a_to_b"]
+    assert result["negotiated"]["crc"] and result["negotiated"]["markers_a_to_b"]
     assert result["terminate"]["layer"] == 1 and result["terminate"]["ecode"] == 0
     assert 0.9 < result["traffic"]["payload_per_wire_octet"] < 1.0
 
