@@ -3,8 +3,8 @@
 Exit status everywhere: 0 ok, 1 failure, 2 usage (bad option, unreadable or
 undecodable input; one line on stderr), 3 a protocol error found in the input
 (``rnic decode``). A closed standard output (``rnic decode big.bin | head -1``)
-ends the command quietly with 141, what a shell reports for ``cat`` there
-(128 + SIGPIPE); an interrupt (Ctrl-C) with 130. An error nobody foresaw is one
+ends the command quietly with 0: its reader had what it wanted (ripgrep does the same);
+an interrupt (Ctrl-C) ends with 130. An error nobody foresaw is one
 line and status 1 (``RNIC_TRACEBACK=1`` shows the traceback).
 
 One module per command group: :mod:`~rnic.host.cli.codec` (decode, encode),
@@ -86,7 +86,7 @@ def cli():
       rnic perftest write 127.0.0.1 -p 18515 # perftest's ib_write_bw -R as client
 
     Exit status: 0 ok, 1 failure, 2 usage (one line on stderr), 3 a protocol
-    error in the input (rnic decode); 141, quietly, when the reader of the
+    error in the input (rnic decode); 0, quietly, when the reader of the
     standard output went away (e.g. head).
     """
 
@@ -99,6 +99,7 @@ del _command
 
 def main(argv=None):
     """Console entry point: click with one-line errors and the fixed exit statuses."""
+    pipe_closed = False
     try:
         rv = cli.main(args=argv, prog_name="rnic", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -111,16 +112,17 @@ def main(argv=None):
     except click.Abort:
         rv = _error("rnic: aborted", 130)
     except _PipeClosed as exc:          # stdout's reader went away (| head), or a socket's
-        rv = EXIT_PIPE if _closed(sys.stdout) else _unforeseen(exc.__cause__)
+        pipe_closed = _closed(sys.stdout)
+        rv = EXIT_PIPE if pipe_closed else _unforeseen(exc.__cause__)
     except Exception as exc:            # noqa: BLE001 - one line, not a traceback, for a user
         rv = _unforeseen(exc)
     try:
         sys.stdout.flush()              # what is still buffered, while errors can be handled
     except BrokenPipeError:
-        rv = EXIT_PIPE
+        pipe_closed, rv = True, EXIT_PIPE
     except (AttributeError, ValueError, OSError):
         pass
-    if rv == EXIT_PIPE:
+    if pipe_closed:
         _silence()
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
