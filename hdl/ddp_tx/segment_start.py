@@ -10,8 +10,8 @@ from rnic.host.spec.regmap import SqOpcode
 
 from ..beat import check_width, conn_bits
 from ..ddp_rx import ReadRequestOut
-from .headers import (OP_READ_RESPONSE, QN_READ_REQUEST, QN_SEND, READ_REQUEST_LEN, octets, padded,
-                      tagged_header, untagged_header)
+from .headers import (OP_READ_RESPONSE, QN_READ_REQUEST, QN_SEND, READ_REQUEST_LEN, TAGGED_HEADER_LEN,
+                      UNTAGGED_HEADER_LEN, octets, padded, tagged_header, untagged_header)
 from .layouts import EmitStart, FetchStart, SegmentKind, SegmentPlan, TxContext, WorkRequest
 from .terminate import CHECK_TERMINATE_LEN, TerminateHeaders
 
@@ -113,7 +113,8 @@ class SegmentStart(wiring.Component):
         m.d.comb += [
             self.emit.valid.eq(k.any),
             e.header.eq(sel(*self._headers())),
-            e.header_len.eq(sel((k.write, 14), (k.send, 18), (k.read_response, 14), (k.read_request, rreq),
+            e.header_len.eq(sel((k.write, TAGGED_HEADER_LEN), (k.send, UNTAGGED_HEADER_LEN),
+                                (k.read_response, TAGGED_HEADER_LEN), (k.read_request, rreq),
                                 (k.terminate, term.report_len), (k.check_terminate, chk))),
             e.total.eq(total), e.conn.eq(self.conn),
             e.hmask.eq(sel((k.sq, hsq.hmask), (k.read_response, hrr.hmask), (k.read_request, mask(rreq)),

@@ -153,9 +153,10 @@ class TxSequencer(wiring.Component):
         self._r = r = SimpleNamespace(
             ld_c=Signal(),             # ctx <= the context read (the cycle after IDLE's pick)
             popped=Signal(),           # conn came out of the active FIFO this turn
-            prefer_post=Signal(), rrq_hold=Signal(),  # (rrq's connection has a full queue)
-            rde=Signal(ReadEntry(), name="rd_entry_q"),  # oldest outstanding Read (registered
-            # for timing: BRAM clk-to-out)
+            prefer_post=Signal(),      # IDLE serves wr before the next turn
+            rrq_hold=Signal(),         # rrq's connection has a full Read Request queue
+            # the oldest outstanding Read (registered for timing: BRAM clk-to-out)
+            rde=Signal(ReadEntry(), name="rd_entry_q"),
             wbp=Signal(),              # write the context back in the first EMIT cycle
             cq_force=Signal(),         # the completion registers hold one to offer
             cq_after=Signal(),         # the segment completes a work request: after EMIT

@@ -9,7 +9,8 @@ from rnic.host.spec.regmap import SqOpcode
 
 from ..beat import check_width, conn_bits
 from ..ddp_rx import TERM_BYTES, ReadRequestOut, TermReport
-from .headers import OP_TERMINATE, QN_READ_REQUEST, QN_TERMINATE, READ_REQUEST_LEN, octets, padded, untagged_header
+from .headers import (OP_TERMINATE, QN_READ_REQUEST, QN_TERMINATE, READ_REQUEST_LEN, UNTAGGED_HEADER_LEN, octets,
+                      padded, untagged_header)
 from .layouts import HEADER_MAX
 
 __all__ = ["TerminateBuilder", "TerminateHeaders", "CHECK_TERMINATE_LEN"]
@@ -17,9 +18,9 @@ __all__ = ["TerminateBuilder", "TerminateHeaders", "CHECK_TERMINATE_LEN"]
 #: Octets of the Terminate of a failed Read Response source check: its header, the 6-octet
 #: Terminate control (Layer/EType/ErrorCode, Hdrct, DDP Segment Length), the Read Request's
 #: DDP header and its Read Request header.
-CHECK_TERMINATE_LEN = 18 + 6 + READ_REQUEST_LEN
+CHECK_TERMINATE_LEN = UNTAGGED_HEADER_LEN + 6 + READ_REQUEST_LEN
 _HDRCT_MDR = 0xE0        # Terminate Hdrct: M, D and R set (both headers and the segment length follow)
-assert 18 + TERM_BYTES <= HEADER_MAX and CHECK_TERMINATE_LEN <= HEADER_MAX
+assert UNTAGGED_HEADER_LEN + TERM_BYTES <= HEADER_MAX and CHECK_TERMINATE_LEN <= HEADER_MAX
 
 
 class TerminateHeaders(data.StructLayout):
@@ -93,7 +94,7 @@ class TerminateBuilder(wiring.Component):
         check = header + control + request_ddp + request_rdmap
         assert len(check) == CHECK_TERMINATE_LEN
         m.d.comb += [out.report.eq(Cat(*padded(report))), out.check.eq(Cat(*padded(check)))]
-        report_len = 18 + rep.tlen
+        report_len = UNTAGGED_HEADER_LEN + rep.tlen
         m.d.sync += [out.report_len.eq(report_len),
                      out.report_hmask.eq(Cat(*[report_len > b for b in range(W)])),
                      out.report_last_beat.eq(report_len <= W)]

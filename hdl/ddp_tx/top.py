@@ -26,6 +26,7 @@ from ..mpa_tx import MpaTxBeat
 from .conn_queue import ConnQueue
 from .emitter import SegmentEmitter
 from .fetch import PayloadFetch
+from .headers import TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN
 from .layouts import ReadDone, TxCompletion, TxConnCfg, WorkRequest, check_depths
 from .planner import SegmentPlanner
 from .queues import TxQueues
@@ -184,7 +185,7 @@ class DdpTx(wiring.Component):
     ``cq`` offers a completion 1 cycle after the ULPDU's last beat (Send, Write) or 4
     cycles after ``read_done`` is taken (Read: the outstanding Read's entry registered,
     then the length compare registered); ``rr_done`` is queued in the cycle after the
-    last beat of the Read Response (into its FIFO; offered one cycle later). IDLE arbitrates among registered copies of the
+    last beat of the Read Response (into its FIFO; offered 2 cycles later). IDLE arbitrates among registered copies of the
     request streams' ``valid``: a request is picked at the earliest in the cycle after its
     ``valid`` rises. ``cfg`` is taken 2 cycles after IDLE picks it,
     ``wr``, ``rrq``, ``read_done`` and ``term`` 3 cycles after (the context is read at the
@@ -227,8 +228,8 @@ class DdpTx(wiring.Component):
         depths = dict(sq_depth=self.sq_depth, rrq_depth=self.rrq_depth, ord_depth=self.ord_depth)
         m.submodules.seq = seq = TxSequencer(width=W, connections=C, addr_width=AW, **depths)
         m.submodules.queues = queues = TxQueues(connections=C, **depths)
-        m.submodules.sq_planner = sq_plan = SegmentPlanner(width=W, addr_width=AW, headers=(14, 18))
-        m.submodules.rr_planner = rr_plan = SegmentPlanner(width=W, addr_width=AW, headers=(14,))
+        m.submodules.sq_planner = sq_plan = SegmentPlanner(width=W, addr_width=AW, headers=(TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN))
+        m.submodules.rr_planner = rr_plan = SegmentPlanner(width=W, addr_width=AW, headers=(TAGGED_HEADER_LEN,))
         m.submodules.stag_table = stags = TxStagTable(stags=self.stags, connections=C, addr_width=AW)
         m.submodules.source_check = check = SourceCheck(connections=C, addr_width=AW)
         m.submodules.terminate = term = TerminateBuilder(width=W, connections=C)

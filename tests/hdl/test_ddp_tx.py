@@ -1,4 +1,4 @@
-"""DDP/RDMAP transmit path (hdl/ddp_tx.py) against the golden model rnic.host.model.segment.TxStream.
+"""DDP/RDMAP transmit path (hdl/ddp_tx/) against the golden model rnic.host.model.segment.TxStream.
 
 (a) Elaboration: every width and connections=1024 convert to Verilog; bad parameters raise.
 (b) Verilator + cocotb (tests/hdl/cocotb_ddp_tx.py): random work requests of every opcode
