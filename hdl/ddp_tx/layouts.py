@@ -1,8 +1,8 @@
 """Layouts of the DDP/RDMAP transmit path: its host-facing ports and the records its stages pass.
 
 Port layouts (:class:`rnic.hdl.ddp_tx.DdpTx`): :class:`WorkRequest`, :class:`TxConnCfg`,
-:class:`ReadDone`, :class:`TxCompletion`. Register-map enums as field shapes of the widths
-the ports have always had: :data:`SqOpcode` (4 bits), :data:`CqStatus` (8 bits). The rest are
+:class:`ReadDone`, :class:`TxCompletion`. Register-map enums as field shapes of the port
+fields' widths: :data:`SqOpcode` (4 bits), :data:`CqStatus` (8 bits). The rest are
 internal: the per-connection context (:class:`TxContext`), an outstanding Read
 (:class:`ReadEntry`), a row of the TX STag table (:class:`StagRow`), the plan of a queue head's
 next segment (:class:`SegmentPlan`), the kind of segment that starts (:class:`SegmentKind`)

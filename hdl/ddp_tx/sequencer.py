@@ -153,7 +153,7 @@ class TxSequencer(wiring.Component):
         self._r = r = SimpleNamespace(
             ld_c=Signal(),             # ctx <= the context read (the cycle after IDLE's pick)
             popped=Signal(),           # conn came out of the active FIFO this turn
-            prefer_post=Signal(),      # IDLE serves wr before the next turn
+            prefer_post=Signal(),      # a waiting post goes before the next turn (they alternate)
             rrq_hold=Signal(),         # rrq's connection has a full Read Request queue
             # the oldest outstanding Read (registered for timing: BRAM clk-to-out)
             rde=Signal(ReadEntry(), name="rd_entry_q"),
@@ -433,7 +433,7 @@ class TxSequencer(wiring.Component):
         c, r, wre, go = self.ctx, self._r, self.sq_entry, self.start
         hsq, hrr = self.sq_plan, self.rr_plan
         with m.State("START_SQ_SEGMENT"):
-            # the context is updated for after the segment now (the segment always goes
+            # the context is updated for after the segment here (the segment always goes
             # out whole); its completion is posted in COMPLETE_AFTER_EMIT after the last beat
             with m.If(hsq.last):
                 self._sq_pop(m)
