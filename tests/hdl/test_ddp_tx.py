@@ -1,4 +1,4 @@
-"""DDP/RDMAP transmit path (hdl/ddp_tx.py) against the golden model rnic.host.model.segment.TxStream.
+"""DDP/RDMAP transmit path (hdl/ddp_tx/) against the golden model rnic.host.model.segment.TxStream.
 
 (a) Elaboration: every width and connections=1024 convert to Verilog; bad parameters raise.
 (b) Verilator + cocotb (tests/hdl/cocotb_ddp_tx.py): random work requests of every opcode
@@ -23,6 +23,21 @@ def test_convert_widths_and_1024():
         assert "m_axi__araddr" in text and "o__payload" in text
     text = verilog.convert(DdpTx(width=8, connections=1024), name="ddp_tx_1024", emit_src=False)
     assert text.count("[1023:0]") >= 1
+
+
+def test_port_layouts():
+    """Opcode and status fields carry the register map's enums at the port fields' widths."""
+    from amaranth.hdl import Shape, unsigned
+
+    from rnic.hdl.ddp_tx import TxCompletion, WorkRequest
+    from rnic.host.spec.regmap import CqStatus, SqOpcode
+    wr, cq = WorkRequest(connections=16), TxCompletion(connections=16)
+    assert wr.size == 4 + 1 + 4 + 64 + 32 + 32 + 32 + 64 + 32 + 32
+    assert cq.size == 4 + 32 + 8 + 32 + 4
+    for field, spec, width in ((wr["opcode"], SqOpcode, 4), (cq["opcode"], SqOpcode, 4),
+                               (cq["status"], CqStatus, 8)):
+        assert Shape.cast(field.shape) == unsigned(width)
+        assert {m.name: m.value for m in field.shape} == {m.name: m.value for m in spec}
 
 
 def test_bad_parameters():

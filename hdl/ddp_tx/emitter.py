@@ -1,0 +1,142 @@
+"""The output side of the segmenter: header and payload words merged into ULPDU beats.
+See :class:`SegmentEmitter`."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from ..beat import check_width, conn_bits
+from ..mpa_tx import MpaTxBeat
+from ..synth_hints import register_copies
+from .layouts import HEADER_MAX, EmitStart
+
+__all__ = ["SegmentEmitter"]
+
+
+class SegmentEmitter(wiring.Component):
+    """Emits one ULPDU: its header octets, then the payload from the memory words, rotated
+    so that the payload follows the header without a gap.
+
+    Parameters
+    ----------
+    width : int
+        Datapath width W in octets.
+    connections : int
+        Connection contexts.
+
+    Ports
+    -----
+    start : In(stream(EmitStart))
+        Load a segment (always taken; only while no segment is being emitted).
+    words : In(stream(unsigned(8 * W)))
+        The payload's memory words in order, from the W-aligned address of its first
+        octet (:class:`rnic.hdl.ddp_tx.fetch.PayloadFetch`): the emitter takes exactly
+        ``lastw + 1`` of them per segment.
+    o : Out(stream(MpaTxBeat))
+        The ULPDU: ``length`` on the ``first`` beat, every beat full but the last.
+    done : Out(1)
+        The ULPDU's last beat is taken on ``o`` (combinational).
+
+    Latency, throughput and packet boundaries
+    -----------------------------------------
+    The first beat is offered in the cycle after ``start`` when the segment is header-only
+    or its header fills the first beat, else when the first memory word is there (``pre``:
+    the word that only starts the first beat is loaded first, one cycle). Then one beat per
+    cycle, limited only by ``o.ready`` and ``words.valid``: the header is merged with the
+    memory words by a byte rotator (no bubble at the header/payload seam). The per-beat
+    conditions (a memory word is needed, last beat, header and length masks) are registers
+    computed one beat ahead, so that ``o.valid`` is one gate of registers. One ULPDU at a
+    time; ``first``/``last`` delimit it.
+    """
+
+    def __init__(self, *, width, connections):
+        check_width(width)
+        self.width = width
+        C = connections
+        super().__init__({
+            "start": In(stream.Signature(EmitStart(width=width, connections=C), always_ready=True)),
+            "words": In(stream.Signature(8 * width)),
+            "o": Out(stream.Signature(MpaTxBeat(width=width, connections=C))),
+            "done": Out(1),
+        })
+        self._conn_bits = conn_bits(C)
+
+    def elaborate(self, platform):
+        m = Module()
+        W, LW = self.width, exact_log2(self.width)
+        hsh = Signal(8 * HEADER_MAX)   # header (+ inline payload) octets not yet sent, octet 0 first
+        hrem = Signal(range(HEADER_MAX + 1))
+        tot = Signal(17)               # octets of the ULPDU from the current beat on
+        t = Signal(signed(20))         # index of the memory word that the current beat ends in
+        lastw = Signal(signed(20))     # index of the last memory word (-1: none)
+        prev = Signal(8 * W)
+        e_first = Signal()
+        e_len = Signal(16)
+        e_conn = Signal(self._conn_bits)
+        pre = Signal()                 # load memory word 0 into ``prev`` first (when lo >= header)
+        # The following are registers kept in step with hrem/tot/t (registered for timing:
+        # they gate o.valid, whose handshake enables the wide hsh/prev/rotator registers, and
+        # would otherwise be wide compares in front of that enable).
+        emitting = Signal()            # a ULPDU is being emitted
+        need = Signal()                # the current beat takes a memory word: 0 <= t <= lastw
+        last_beat = Signal()           # tot <= W
+        hmask = Signal(W)              # octet b of the beat comes from hsh: b < hrem
+        tmask = Signal(W)              # octet b of the beat is in the ULPDU: b < tot
+
+        words = self.words
+        cur = Signal(8 * W)
+        m.d.comb += cur.eq(Mux(need, words.payload, 0))
+        win = Signal(16 * W)
+        m.d.comb += win.eq(Cat(prev, cur))
+        rdat = Signal(8 * W)
+        # the rotation (octets of ``prev`` skipped): each output octet's multiplexer has its
+        # own copy (timing: one register fanning out to all of them is on the critical
+        # path); all are loaded together when a segment starts
+        rot_c = register_copies(LW, W, name="rot_c")
+        for b in range(W):
+            # (a Switch: one multiplexer tree, not a chain of W priority levels)
+            with m.Switch(rot_c[b]):
+                for r in range(W):
+                    with m.Case(r):
+                        m.d.comb += rdat[8 * b:8 * b + 8].eq(win[8 * (r + b):8 * (r + b) + 8])
+        outd = Signal(8 * W)
+        for b in range(W):
+            m.d.comb += outd[8 * b:8 * b + 8].eq(
+                Mux(tmask[b], Mux(hmask[b], hsh[8 * b:8 * b + 8], rdat[8 * b:8 * b + 8]), 0))
+        o = self.o
+        m.d.comb += [
+            o.payload.data.eq(outd), o.payload.n.eq(Mux(last_beat, tot[:LW + 1], W)),
+            o.payload.first.eq(e_first), o.payload.last.eq(last_beat),
+            o.payload.length.eq(e_len), o.payload.conn.eq(e_conn),
+            o.valid.eq(emitting & ~pre & (~need | words.valid)),
+        ]
+        with m.If(emitting & pre & words.valid):
+            m.d.comb += words.ready.eq(1)
+            m.d.sync += [prev.eq(words.payload), pre.eq(0)]
+        with m.If(o.valid & o.ready):
+            m.d.sync += [
+                hsh.eq(hsh >> (8 * W)), hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
+                t.eq(t + 1), e_first.eq(0),
+                # the same flags for the next beat (hrem - W, tot - W, t + 1)
+                need.eq((t >= -1) & (t < lastw)), last_beat.eq(tot <= 2 * W),
+                hmask.eq(Cat(*[hrem > b + W for b in range(W)])),
+                tmask.eq(Cat(*[tot > b + W for b in range(W)])),
+            ]
+            with m.If(need):
+                m.d.comb += words.ready.eq(1)
+                m.d.sync += prev.eq(cur)
+            m.d.comb += self.done.eq(last_beat)
+            with m.If(last_beat):
+                m.d.sync += emitting.eq(0)
+
+        s = self.start.payload
+        with m.If(self.start.valid):
+            m.d.sync += [
+                hsh.eq(s.header), hrem.eq(s.header_len), e_first.eq(1), e_conn.eq(s.conn), emitting.eq(1),
+                hmask.eq(s.hmask), tot.eq(s.total), e_len.eq(s.total),
+                *[rc.eq(s.rot) for rc in rot_c],
+                t.eq(s.t), lastw.eq(s.lastw), pre.eq(s.pre), need.eq(s.need), last_beat.eq(s.last_beat),
+                tmask.eq(s.tmask),
+            ]
+        return m
