@@ -10,10 +10,10 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .beat import check_width, OctetBeat, conn_bits
-from .crc32c import CRC32C_INIT, crc32c_words_model
-from .mpa_config import MpaConfig
-from .synth_hints import register_copies
+from ..beat import check_width, OctetBeat, conn_bits
+from ..crc32c import CRC32C_INIT, crc32c_words_model
+from ..mpa_config import MpaConfig
+from ..synth_hints import register_copies
 
 __all__ = ["MpaTxBeat", "MpaTxFramer", "TX_CONTEXT"]
 

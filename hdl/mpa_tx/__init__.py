@@ -1,0 +1,1 @@
+from .framer import MpaTxBeat, MpaTxFramer, TX_CONTEXT
