@@ -65,49 +65,58 @@ class MpaRxDeframer(wiring.Component):
 
     Operation
     ---------
-    An input register, then a pipeline of six stages; four of them are
-    per-connection machines with their own context memory (one row per
-    connection). A stage reads the row of a beat while the beat is in the
-    stage before it and registers it when it takes the beat, so no memory
-    output is on a logic path; it writes every beat's context back, one
-    cycle after the beat, from a register. The write-backs a read may have
-    missed (those of the stage's last three beats and of the beat it is
-    finishing) are kept in registers and used instead of the row for a beat
-    of their connection (see ``_context_memory``).
+    An input register, then a pipeline of stages, one component each
+    (docstrings there); four of them are per-connection machines with their
+    own context memory (one row per connection). A stage reads the row of a
+    beat while the beat is in the stage before it and registers it when it
+    takes the beat, so no memory output is on a logic path; it writes every
+    beat's context back, one cycle after the beat, from a register. The
+    write-backs a read may have missed (those of the stage's last three
+    beats and of the beat it is finishing) are kept in registers and used
+    instead of the row for a beat of their connection (see
+    :func:`~rnic.hdl.mpa_rx.stage.context_memory`).
 
-    1. realign (:class:`MpaRxAlignCtx`): the 0..3 leftover octets and the
-       beat make up to W/4 whole 32-bit words. Every FPDU and marker starts
-       on this grid, so the rest is a machine over words, unrolled over the
-       W/4 words of a beat.
-    2. parse (:class:`MpaRxParseCtx`): each word is a marker (by the marker
-       phase), the first word of an FPDU (ULPDU_Length and 2 ULPDU octets),
-       a ULPDU word (the last one incl. the pad) or the CRC word; FPDUPTRs
-       and the ULPDU_Length limits are checked here (as flags). An FPDU may
-       end and the next start in one beat. (What depends on a word alone,
-       ULPDU_Length + 1 in words and the like, is worked out by stage 1.)
-    3. CRC precompute (no context): the CRC register is linear, so the part
-       of each word's CRC state that depends on the words alone is computed
-       here (unrolled over pairs of words), with the selections of stage 4.
-    4. CRC (:class:`MpaRxCrcCtx`): adds the part that depends on the state
-       at the beat's start; gives the computed CRC at each CRC word.
-    5. verdict (no context): CRC comparison, error precedence.
-    6. output (:class:`MpaRxOutCtx`), behind a 2-beat buffer and a
-       register stage that fetches its context and prepares each step from
+    1. :class:`~rnic.hdl.mpa_rx.realign.MpaRxRealign` (input register,
+       ``cfg``/segment arbitration; context :class:`MpaRxAlignCtx`): the
+       0..3 leftover octets and the beat make up to W/4 whole 32-bit words.
+       Every FPDU and marker starts on this grid, so the rest is a machine
+       over words, unrolled over the W/4 words of a beat.
+    2. :class:`~rnic.hdl.mpa_rx.parse.MpaRxParse` (:class:`MpaRxParseCtx`):
+       FPDU delineation, marker removal and check, length check. Each word
+       is a marker (by the marker phase), the first word of an FPDU
+       (ULPDU_Length and 2 ULPDU octets), a ULPDU word (the last one incl.
+       the pad) or the CRC word; FPDUPTRs and the ULPDU_Length limits are
+       checked here (as flags). An FPDU may end and the next start in one
+       beat. (What depends on a word alone, ULPDU_Length + 1 in words and
+       the like, is worked out by stage 1.)
+    3. :class:`~rnic.hdl.mpa_rx.crc_precompute.MpaRxCrcPrecompute` (no
+       context): the CRC register is linear, so the part of each word's CRC
+       state that depends on the words alone is computed here (unrolled over
+       pairs of words), with the selections of stage 4.
+    4. :class:`~rnic.hdl.mpa_rx.crc_accumulate.MpaRxCrcAccumulate`
+       (:class:`MpaRxCrcCtx`): adds the part that depends on the state at
+       the beat's start; gives the computed CRC at each CRC word.
+    5. :class:`~rnic.hdl.mpa_rx.verdict.MpaRxVerdict` (no context): CRC
+       comparison, error precedence.
+    6. :class:`~rnic.hdl.mpa_rx.step_split.MpaRxStepSplit` (no context),
+       behind a 2-beat buffer: prepares each step of the output stage from
        the tags alone (which words the step covers: a beat holding a second
        FPDU end after a clean one goes through in two steps; where the FPDU
        ends; the words of the current and of the next ULPDU, each
-       compacted, markers and CRC removed), so that the step itself only
-       appends the compacted words to the connection's output carry;
-       output beats are the carry shifted by the 2 octets of
-       ULPDU_Length. A ULPDU's final octets (at most W) are held back in the
-       context, also across segment boundaries, until its CRC word has been
-       seen, so that the ``last`` beat carries the verdict; all other ULPDU
-       octets are passed through as soon as they make a full beat
-       (cut-through: FPDUs up to 64 KB are not buffered). After an error
-       this stage drops everything of the connection (the stages before it
-       go on parsing what follows as FPDUs; it is dropped).
+       compacted, markers and CRC removed).
+    7. :class:`~rnic.hdl.mpa_rx.output.MpaRxOutput` (:class:`MpaRxOutCtx`):
+       appends the compacted words to the connection's output carry; output
+       beats are the carry shifted by the 2 octets of ULPDU_Length. A
+       ULPDU's final octets (at most W) are held back in the context, also
+       across segment boundaries, until its CRC word has been seen, so that
+       the ``last`` beat carries the verdict; all other ULPDU octets are
+       passed through as soon as they make a full beat (cut-through: FPDUs
+       up to 64 KB are not buffered). After an error this stage drops
+       everything of the connection (the stages before it go on parsing
+       what follows as FPDUs; it is dropped).
 
-    Then an output FIFO of 4 beats (8 at W >= 16).
+    Then :class:`~rnic.hdl.mpa_rx.output_buffer.MpaRxOutputBuffer`, an
+    output FIFO of 4 beats (8 at W >= 16).
 
     Checks, per FPDU, in the order of the reference model
     (:class:`rnic.host.model.fpdu.FpduDecoder`): ULPDU_Length > MULPDU (TOO_LONG),

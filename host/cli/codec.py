@@ -70,7 +70,7 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
     payload. On the first protocol error prints {"offset", "error": {layer,
     etype, ecode, text}}, stops and exits with status 3.
 
-    --engine rtl runs the Verilated RX deframer (hdl/mpa_rx.py) instead of the
+    --engine rtl runs the Verilated RX deframer (hdl/mpa_rx/) instead of the
     model, fed in TCP segments of random sizes; it prints the same lines. With
     --strict the header checks are those of the Verilated DDP/RDMAP receive
     path (hdl/ddp_rx.py: versions, opcode, queue number), which must agree with
@@ -165,7 +165,7 @@ def encode(file, markers, no_crc, marker_origin, output, engine, width):
     Each input line is an object of the shape `rnic decode` prints (its
     ddp, rdmap and payload keys are used, others ignored).
 
-    --engine rtl frames them on the Verilated TX framer (hdl/mpa_tx.py)
+    --engine rtl frames them on the Verilated TX framer (hdl/mpa_tx/)
     instead of the model; the octets are the same.
 
     \b

@@ -1,4 +1,4 @@
-"""MPA RX deframer (hdl/mpa_rx.py) against the golden model rnic.host.model.fpdu.FpduDecoder.
+"""MPA RX deframer (hdl/mpa_rx/) against the golden model rnic.host.model.fpdu.FpduDecoder.
 
 (a) Amaranth's Python simulator at W = 4 and 8: random FPDU streams made by
     rnic.host.model.fpdu.FpduEncoder (ULPDUs of 14..1442 octets with a DDP-looking first
