@@ -65,7 +65,7 @@ class MpaRxCrcAccumulate(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         K = self.width // 4
-        p, take, done = stage_register(m, self.i, self.o, name="p2")
+        p, take, done = stage_register(m, self.i, self.o, name="prepared_beat")
         nxt = Signal(MpaRxCrcCtx())
         cur, same, fwd = context_memory(
             m, "ctx_crc", MpaRxCrcCtx(), self.connections,

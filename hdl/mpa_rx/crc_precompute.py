@@ -58,7 +58,7 @@ class MpaRxCrcPrecompute(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         K = self.width // 4
-        q, take, _ = stage_register(m, self.i, self.o, name="q")
+        q, take, _ = stage_register(m, self.i, self.o, name="parsed_beat")
         m.d.comb += [self.ahead.load.eq(take), self.ahead.conn.eq(self.i.payload.conn)]
         r = self._word_chains(m, q)
         live_b = [Signal(name=f"blive{i}") for i in range(K + 1)]   # no CRC word before i

@@ -86,8 +86,8 @@ class MpaRxOutput(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W, K = self.width, self.width // 4
-        valid = Signal(name="p4_valid")
-        p = Signal(self.i.payload.shape(), name="p4")
+        valid = Signal(name="out_step_valid")
+        p = Signal(self.i.payload.shape(), name="out_step")
         step = Signal()
         take = Signal()
         m.d.comb += [
@@ -115,7 +115,7 @@ class MpaRxOutput(wiring.Component):
             self.w.keep1.eq(step & full & has_end),
         ]
 
-        cw_cont = Signal.like(cur.cw)       # cw after a step that goes on (table of stage A)
+        cw_cont = Signal.like(cur.cw)       # cw after a step that goes on (the step split's table)
         with m.Switch(Cat(cur.cw, full)):
             for f in range(2):
                 for c in range(K + 2):

@@ -112,7 +112,7 @@ class MpaRxParse(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W = self.width
-        p, take, done = stage_register(m, self.i, self.o, name="p1")
+        p, take, done = stage_register(m, self.i, self.o, name="aligned_beat")
         nxt = Signal(MpaRxParseCtx(width=W))
         cur = context_memory(
             m, "ctx_parse", MpaRxParseCtx(width=W), self.connections,

@@ -79,26 +79,26 @@ class MpaRxRealign(wiring.Component):
         m = Module()
         W, K, N = self.width, self.width // 4, self.connections
         beat_layout = OctetBeat(width=W, connections=N)
-        vin = Signal()                                  # input register
-        bin_ = Signal(beat_layout)
-        cin = Signal()                                  # it holds a cfg op
-        cpin = Signal(MpaConfig(connections=N))
-        v0 = Signal()                                   # realign register
-        b0 = Signal(beat_layout)
-        c0 = Signal()                                   # it holds a cfg op
-        cp0 = Signal(MpaConfig(connections=N))
-        rdy0 = Signal()                                 # the realign register can take a beat
-        rdy_in = Signal()                               # the input register can take one
-        done_in = Signal()
-        done0 = Signal()
+        in_valid = Signal()                             # the input register holds a beat
+        in_beat = Signal(beat_layout)
+        in_cfg = Signal()                               # ... a cfg op
+        in_cfg_payload = Signal(MpaConfig(connections=N))
+        align_valid = Signal()                          # the realign register holds a beat
+        align_beat = Signal(beat_layout)
+        align_cfg = Signal()                            # ... a cfg op
+        align_cfg_payload = Signal(MpaConfig(connections=N))
+        align_ready = Signal()                          # the realign register can take a beat
+        in_ready = Signal()                             # the input register can take one
+        in_done = Signal()
+        align_done = Signal()
         m.d.comb += [
-            rdy0.eq(~v0 | self.o.ready),
-            rdy_in.eq(~vin | rdy0),
-            done_in.eq(vin & rdy0),
-            done0.eq(v0 & self.o.ready),
-            self.o.valid.eq(v0),
-            self.ahead.load.eq(done_in),
-            self.ahead.conn.eq(bin_.conn),
+            align_ready.eq(~align_valid | self.o.ready),
+            in_ready.eq(~in_valid | align_ready),
+            in_done.eq(in_valid & align_ready),
+            align_done.eq(align_valid & self.o.ready),
+            self.o.valid.eq(align_valid),
+            self.ahead.load.eq(in_done),
+            self.ahead.conn.eq(in_beat.conn),
         ]
 
         # input arbitration: a cfg write waits while a segment of its connection is open
@@ -111,54 +111,63 @@ class MpaRxRealign(wiring.Component):
         m.d.comb += [
             cfg_block.eq(seg_open & (seg_conn == cfg.conn)),
             cfg_go.eq(self.cfg.valid & ~cfg_block),
-            self.cfg.ready.eq(rdy_in & ~cfg_block),
-            self.i.ready.eq(rdy_in & ~cfg_go),
+            self.cfg.ready.eq(in_ready & ~cfg_block),
+            self.i.ready.eq(in_ready & ~cfg_go),
             i_take.eq(self.i.valid & self.i.ready),
         ]
         with m.If(i_take):
             m.d.sync += [seg_open.eq(~self.i.payload.last), seg_conn.eq(self.i.payload.conn)]
         # The input register loads whenever it may take something (timing: its enable does
-        # not depend on the valids of the ports; vin says whether it holds a beat).
-        with m.If(rdy_in):
-            m.d.sync += [vin.eq(cfg_go | self.i.valid), cin.eq(cfg_go), cpin.eq(cfg)]
+        # not depend on the valids of the ports; in_valid says whether it holds a beat).
+        with m.If(in_ready):
+            m.d.sync += [in_valid.eq(cfg_go | self.i.valid), in_cfg.eq(cfg_go),
+                         in_cfg_payload.eq(cfg)]
             with m.If(cfg_go):
                 m.d.sync += [
-                    bin_.data.eq(0), bin_.n.eq(0), bin_.first.eq(1), bin_.last.eq(1),
-                    bin_.conn.eq(cfg.conn),
+                    in_beat.data.eq(0), in_beat.n.eq(0), in_beat.first.eq(1), in_beat.last.eq(1),
+                    in_beat.conn.eq(cfg.conn),
                 ]
             with m.Else():
-                m.d.sync += bin_.eq(self.i.payload)
-        with m.If(done_in):
-            m.d.sync += [v0.eq(1), c0.eq(cin), cp0.eq(cpin), b0.eq(bin_)]
-        with m.Elif(done0):
-            m.d.sync += v0.eq(0)
+                m.d.sync += in_beat.eq(self.i.payload)
+        with m.If(in_done):
+            m.d.sync += [align_valid.eq(1), align_cfg.eq(in_cfg),
+                         align_cfg_payload.eq(in_cfg_payload), align_beat.eq(in_beat)]
+        with m.Elif(align_done):
+            m.d.sync += align_valid.eq(0)
 
         # realign
         nxt = Signal(MpaRxAlignCtx())
-        # (the input register loads whenever rdy_in: a segment's beat or a cfg op, cin)
+        # (the input register loads whenever in_ready: a segment's beat or a cfg op, in_cfg)
         cur = context_memory(
             m, "ctx_align", MpaRxAlignCtx(), N,
-            load_en=rdy_in, load_addr=(self.i.payload.conn, cfg.conn), load_pick=cfg_go,
-            load_picked=cin,
-            take=done_in, in_conn=bin_.conn, valid=v0, conn=b0.conn, done=done0, nxt=nxt)
+            load_en=in_ready, load_addr=(self.i.payload.conn, cfg.conn), load_pick=cfg_go,
+            load_picked=in_cfg, take=in_done, in_conn=in_beat.conn, valid=align_valid,
+            conn=align_beat.conn, done=align_done, nxt=nxt)
+        self._realign(m, cur, nxt, align_beat, align_cfg, align_cfg_payload)
+        return m
+
+    def _realign(self, m, cur, nxt, beat, is_cfg, cfg):
+        """The words of the connection's leftover octets ``cur`` and ``beat`` (or the cfg op)
+        onto ``o.payload``; the context after it, ``nxt``."""
+        W, K = self.width, self.width // 4
         cat = Signal(8 * (W + 3))
         with m.Switch(cur.lo_n):
             for k in range(4):
                 with m.Case(k):
-                    m.d.comb += cat.eq(Cat(cur.lo[:8 * k], b0.data) if k else b0.data)
+                    m.d.comb += cat.eq(Cat(cur.lo[:8 * k], beat.data) if k else beat.data)
         total = Signal(range(W + 4))
         nwords = Signal(range(K + 1))
-        m.d.comb += [total.eq(cur.lo_n + b0.n), nwords.eq(total >> 2)]
+        m.d.comb += [total.eq(cur.lo_n + beat.n), nwords.eq(total >> 2)]
         with m.Switch(nwords):
             for j in range(K + 1):
                 with m.Case(j):
                     m.d.comb += nxt.lo.eq(cat[32 * j:32 * j + 24])
         o = self.o.payload
         m.d.comb += [
-            nxt.lo_n.eq(Mux(c0, 0, total[:2])),
-            o.words.eq(Mux(c0, Cat(cp0.markers, cp0.crc, cp0.phase, cp0.mulpdu), cat[:32 * K])),
-            o.nw.eq(Mux(c0, 0, nwords)),
-            o.first.eq(b0.first), o.last.eq(b0.last), o.conn.eq(b0.conn), o.cfg.eq(c0),
+            nxt.lo_n.eq(Mux(is_cfg, 0, total[:2])),
+            o.words.eq(Mux(is_cfg, Cat(cfg.markers, cfg.crc, cfg.phase, cfg.mulpdu), cat[:32 * K])),
+            o.nw.eq(Mux(is_cfg, 0, nwords)),
+            o.first.eq(beat.first), o.last.eq(beat.last), o.conn.eq(beat.conn), o.cfg.eq(is_cfg),
         ]
         # timing: the values of the parse stage that depend on a word alone (adders,
         # compares of the ULPDU_Length field) are worked out here, beside the short loop
@@ -174,4 +183,3 @@ class MpaRxRealign(wiring.Component):
             ]
             # ((u + 1) >> 2) - c in one adder
             m.d.comb += [pre.lvalm[c].eq((u + (1 - 4 * c) % (1 << 17))[2:17]) for c in range(K)]
-        return m

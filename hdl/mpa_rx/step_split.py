@@ -77,7 +77,7 @@ class MpaRxStepSplit(wiring.Component):
         cut = Signal()          # the beat goes to the output in two steps (a second FPDU end)
         wo = Signal(range(max(K, 2)))                   # first word of the beat still to go
         valid = Signal()
-        p = Signal(layout, name="p4a")
+        p = Signal(layout, name="step_beat")
         a_move = Signal()
         a_release = Signal()
         m.d.comb += [

@@ -48,7 +48,7 @@ class MpaRxVerdict(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         K = self.width // 4
-        p, _, _ = stage_register(m, self.i, self.o, name="p3")
+        p, _, _ = stage_register(m, self.i, self.o, name="crc_beat")
         words = [p.words[32 * i:32 * i + 32] for i in range(K)]
         tags = Signal(data.ArrayLayout(OutTag(), K))
         for i in range(K):
