@@ -78,7 +78,7 @@ class MpaTxInput(wiring.Component):
         in_accept = Signal()
         # A: 2-octet shift
         a_valid = Signal()
-        a = Signal(self.o.payload.shape(), name="a")
+        a = Signal(self.o.payload.shape(), name="a")     # (its room is left 0: B computes it)
         carry = Signal(16)
         # B: the group offered to the buffer
         b_valid = self.o.valid
