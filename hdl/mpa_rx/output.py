@@ -7,7 +7,7 @@ from amaranth.utils import bits_for
 
 from ..beat import check_width
 from ..mpa_config import CrcStatus
-from .layouts import RX_ABORTED, MpaRxBeat, OutputStep
+from .layouts import RX_ABORTED, OutputStep
 from .output_buffer import output_write_signature
 from .stage import ahead_signature, context_memory
 
