@@ -6,17 +6,15 @@ phase, leftover octets, error state). The host writes it before the first
 octet of the connection and, after an error, to reset the connection.
 """
 
-import enum
-
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 
 from rnic.host.spec.limits import MARKER_INTERVAL
+from rnic.host.spec.regmap import DpCrc, DpError
 
 from .beat import conn_bits
 
 __all__ = ["MARKER_INTERVAL", "MpaConfig", "CrcStatus", "RxError"]
-
 
 
 class MpaConfig(data.StructLayout):
@@ -47,17 +45,10 @@ class MpaConfig(data.StructLayout):
         })
 
 
-class CrcStatus(enum.IntEnum):
-    """CRC result of one received FPDU."""
-    UNCHECKED = 0
-    OK = 1
-    BAD = 2
+#: CRC result of one received FPDU (the ``crc`` field of the RX deframer's output beats):
+#: the register map's :class:`~rnic.host.spec.regmap.DpCrc`, under the deframer's name.
+CrcStatus = DpCrc
 
-
-class RxError(enum.IntEnum):
-    """Why the RX deframer stopped a connection (0: no error)."""
-    NONE = 0
-    CRC = 1        # MPA error 2
-    MARKER = 2     # MPA error 3: FPDUPTR disagrees with the ULPDU_Length chain
-    TOO_LONG = 3   # ULPDU_Length above MULPDU
-    TOO_SHORT = 4  # ULPDU_Length below the DDP header its control octet announces
+#: Why the RX deframer stopped a connection, or ``NONE`` (the ``error`` field of its output
+#: beats): the register map's :class:`~rnic.host.spec.regmap.DpError`, under the deframer's name.
+RxError = DpError

@@ -80,7 +80,7 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
     payload. On the first protocol error prints {"offset", "error": {layer,
     etype, ecode, text}}, stops and exits with status 3.
 
-    --engine rtl runs the Verilated RX deframer (hdl/mpa_rx.py) instead of the
+    --engine rtl runs the Verilated RX deframer (hdl/mpa_rx/) instead of the
     model, fed in TCP segments of random sizes; it prints the same lines. With
     --strict the header checks are those of the Verilated DDP/RDMAP receive
     path (hdl/ddp_rx.py: versions, opcode, queue number), which must agree with
@@ -170,7 +170,7 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
     2) naming its line number; with -o FILE, FILE is then left as it was
     (the stream is written to a temporary name and renamed on success).
 
-    --engine rtl frames them on the Verilated TX framer (hdl/mpa_tx.py)
+    --engine rtl frames them on the Verilated TX framer (hdl/mpa_tx/)
     instead of the model; the octets are the same.
 
     \b

@@ -157,14 +157,22 @@ class CqStatus(enum.IntEnum):
 
 
 class DpCrc(enum.IntEnum):
-    """CRC verdict of a received ULPDU (``DP_RX_STATUS.CRC``; the RX deframer's ``CrcStatus``)."""
+    """CRC verdict of a received ULPDU (``DP_RX_STATUS.CRC``).
+
+    Also the type of the ``crc`` field of the RX deframer's output beats (named ``CrcStatus`` in
+    ``rnic.hdl.mpa_config``), 2 bits.
+    """
     UNCHECKED = 0  # CRC checking is off for the connection
     OK = 1
     BAD = 2
 
 
 class DpError(enum.IntEnum):
-    """Why a received ULPDU was not delivered (``DP_RX_STATUS.ERROR``; the RX deframer's ``RxError``)."""
+    """Why a received ULPDU was not delivered (``DP_RX_STATUS.ERROR``).
+
+    Also the type of the ``error`` field of the RX deframer's output beats (named ``RxError`` in
+    ``rnic.hdl.mpa_config``), 3 bits.
+    """
     NONE = 0
     CRC = 1        # MPA error 2: the octets were passed on, the CRC did not match
     MARKER = 2     # MPA error 3: a marker's FPDUPTR disagrees with the ULPDU_Length chain

@@ -1,4 +1,4 @@
-"""MPA RX deframer (hdl/mpa_rx.py) against the golden model rnic.host.model.fpdu.FpduDecoder.
+"""MPA RX deframer (hdl/mpa_rx/) against the golden model rnic.host.model.fpdu.FpduDecoder.
 
 (a) Amaranth's Python simulator at W = 4 and 8: random FPDU streams made by
     rnic.host.model.fpdu.FpduEncoder (ULPDUs of 14..1442 octets with a DDP-looking first
@@ -626,8 +626,8 @@ def test_elaborate_1024():
 
 def test_crc_word_model():
     """The deframer's CRC matrices against the crc32c package (through rnic.host.model.crc)."""
-    from rnic.hdl.crc32c import CRC32C_INIT
-    from rnic.hdl.mpa_rx import _mpow_masks, crc32c_word_model
+    from rnic.hdl.crc32c import CRC32C_INIT, crc32c_power_masks
+    from rnic.hdl.mpa_rx import crc32c_word_model
     rng = random.Random(9)
     for _ in range(50):
         data = rng.randbytes(4 * rng.randint(0, 30))
@@ -640,7 +640,7 @@ def test_crc_word_model():
         v = s0
         for _ in range(c):
             v = crc32c_word_model(v, 0)
-        assert sum((bin(s0 & mk).count("1") & 1) << i for i, mk in enumerate(_mpow_masks(c))) == v
+        assert sum((bin(s0 & mk).count("1") & 1) << i for i, mk in enumerate(crc32c_power_masks(c))) == v
 
 
 def test_bad_params():

@@ -1,4 +1,4 @@
-"""MPA TX framer (hdl/mpa_tx.py) against the golden model rnic.host.model.fpdu.FpduEncoder.
+"""MPA TX framer (hdl/mpa_tx/) against the golden model rnic.host.model.fpdu.FpduEncoder.
 
 (a) Amaranth's Python simulator at W = 4 and 8: several connections interleaved
     at ULPDU granularity with independent random phases, markers and CRC on/off,
@@ -367,10 +367,10 @@ def test_latency():
 
 @pytest.mark.parametrize("lanes", [1, 2, 4])
 def test_crc_lanes(lanes):
-    """_crc_lanes (closed form and chained) against a bit-serial CRC32c register."""
+    """crc32c_lanes (closed form and chained) against a bit-serial CRC32c register."""
     from amaranth.hdl import Module, Signal
 
-    from rnic.hdl.mpa_tx import _crc_lanes
+    from rnic.hdl.crc32c import crc32c_lanes
 
     def crc32c_word_model(state, word):      # reflected Castagnoli, one 32-bit word
         state ^= word
@@ -386,7 +386,7 @@ def test_crc_lanes(lanes):
     starts = [Signal(name=f"s{k}") for k in range(lanes)]
     outs = {}
     for unroll in (False, True):
-        cins, after = _crc_lanes(m, state, words, starts, unroll=unroll)
+        cins, after = crc32c_lanes(m, state, words, starts, unroll=unroll)
         sigs = [Signal(32, name=f"cin{k}_{unroll}") for k in range(lanes)]
         aft = Signal(32, name=f"after_{unroll}")
         m.d.comb += [sg.eq(c) for sg, c in zip(sigs, cins)] + [aft.eq(after)]

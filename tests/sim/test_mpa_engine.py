@@ -307,7 +307,7 @@ def _fpdu_with_wrapped_fpduptrs(n, origin):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "hdl/mpa_rx.py: with MULPDU above 64768 (allowed by the cfg and by `rnic decode "
+    "hdl/mpa_rx: with MULPDU above 64768 (allowed by the cfg and by `rnic decode "
     "--mulpdu`), a marker more than 0xFFFF octets after ULPDU_Length needs an FPDUPTR "
     "that does not fit 16 bits; the model reports MPA error 3, the deframer compares "
     "the pointer mod 2**16 and delivers the FPDU"))
