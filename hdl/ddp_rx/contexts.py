@@ -8,7 +8,7 @@ from amaranth.utils import exact_log2
 
 from ..beat import conn_bits
 from ..synth_hints import no_rw_collision
-from .header import SegmentView
+from .header import SegmentView, header_rows
 from .layouts import ConnContext, ConnCtl, QueueState, RqPost, RrDone
 from .sequencer import Step, Take
 
@@ -91,7 +91,7 @@ class ContextTable(wiring.Component):
             "ctl": In(ConnCtl(connections=C)), "rq_post": In(RqPost(connections=C)),
             "rr_done": In(RrDone(connections=C)), "head_conn": In(CB),
             "request": Out(HostRequest(connections=C)),
-            "header_cycle": In(range(-(-18 // width) + 2)),
+            "header_cycle": In(range(header_rows(width) + 2)),
             "seg": In(SegmentView(slots=slots, connections=C)),
             "qn": In(2), "new_queue": In(QueueState()),
             "cq_done": In(1), "rrq_done": In(1), "term_done": In(1),

@@ -1,4 +1,4 @@
-"""The control buffer: per connection, the QN 1 (Read Request) and QN 2 (Terminate) message being received."""
+"""The control buffer: per connection, the QN 1 (Read Request) and QN 2 (Terminate) messages."""
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring

@@ -8,7 +8,8 @@ from amaranth.utils import exact_log2
 from .layouts import UlpduEntry
 from .sequencer import Step, in_steps
 
-__all__ = ["SegmentView", "HeaderRead", "HeaderReader", "header_rows", "header_cycles"]
+__all__ = ["SegmentView", "HeaderRead", "HeaderReader", "header_rows", "header_cycles",
+           "big_endian"]
 
 
 def header_rows(width):
@@ -62,9 +63,9 @@ class HeaderRead(data.StructLayout):
                           "slot": unsigned(max(1, exact_log2(slots)))})
 
 
-def _be(byte_sigs):
-    """Big-endian value of a list of 8-bit values (first = most significant)."""
-    return Cat(*reversed(byte_sigs))
+def big_endian(octets):
+    """The big-endian value of a list of 8-bit values (the first is the most significant)."""
+    return Cat(*reversed(octets))
 
 
 class HeaderReader(wiring.Component):
@@ -128,8 +129,9 @@ class HeaderReader(wiring.Component):
             seg.entry.eq(ent), seg.header.eq(hdr[:8 * 18]),
             seg.tagged.eq(T), seg.last.eq(hb[0][6]), seg.ddp_version.eq(hb[0][0:2]),
             seg.rdmap_version.eq(hb[1][6:8]), seg.opcode.eq(hb[1][0:4]),
-            seg.stag.eq(_be(hb[2:6])), seg.to.eq(_be(hb[6:14])),
-            seg.qn.eq(_be(hb[6:10])), seg.msn.eq(_be(hb[10:14])), seg.mo.eq(_be(hb[14:18])),
+            seg.stag.eq(big_endian(hb[2:6])), seg.to.eq(big_endian(hb[6:14])),
+            seg.qn.eq(big_endian(hb[6:10])), seg.msn.eq(big_endian(hb[10:14])),
+            seg.mo.eq(big_endian(hb[14:18])),
             seg.header_len.eq(Mux(T, 14, 18)),
             self.last_cycle.eq(hk == self.cycles - 1),
         ]

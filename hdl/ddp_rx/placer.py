@@ -282,10 +282,10 @@ class _PlacerRegs:
 
     def __init__(self, *, width, addr_width, slot_rows, to_memory):
         LW, RB = exact_log2(width), exact_log2(slot_rows)
-        self.axi = to_memory                                # target: host memory (else the control buffer)
+        self.axi = to_memory                                # host memory, else the control buffer
         self.addr = Signal(addr_width, name="p_addr")       # aligned address of the next output word
         self.lo = Signal(max(1, LW), name="p_lo")           # A mod W
-        self.rem = Signal(18, name="p_rem")                 # octets from the current word's start to the end
+        self.rem = Signal(18, name="p_rem")                 # octets from the word's start to the end
         self.first_word = Signal(name="p_first_word")
         self.r = Signal(max(1, LW), name="p_r")             # byte rotation
         self.row = Signal(RB + 1, name="p_row")

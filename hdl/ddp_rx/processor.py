@@ -10,7 +10,7 @@ from ..axi import AXI4WriteSignature
 from .axi_writer import AxiWriter, WriteAddress
 from .contexts import ContextTable
 from .control_buffer import ControlBuffer
-from .header import HeaderReader
+from .header import HeaderReader, big_endian
 from .layouts import (
     Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite, TermReport, UlpduEntry,
 )
@@ -133,8 +133,8 @@ class SegmentProcessor(wiring.Component):
 
     def _connect_segment(self, m):
         """The header reader, the validator and the placer, and the slot buffer's read port
-        they share: the placer's rows while it places (its set-up and PLACE), else the
-        header reader's."""
+        that the header reader (IDLE, HEADER) and the placer (its set-up states, PLACE)
+        share: each drives zeros outside its own states."""
         hdr, val, plc = self.header, self.validator, self.placer
         seg = hdr.seg
         m.d.comb += [
@@ -145,9 +145,10 @@ class SegmentProcessor(wiring.Component):
             plc.seg.eq(seg), plc.qn.eq(val.qn), plc.buffer_addr.eq(val.recv_buffer.addr),
             plc.slot_data.eq(self.slot_rd.data), plc.room.eq(self.axi_writer.room),
         ]
-        # (each reads in states of its own and drives zeros in the others)
-        m.d.comb += [self.slot_rd.en.eq(hdr.slot_read.en | plc.read.en),
-                     self.slot_rd.addr.eq(Cat(hdr.slot_read.row | plc.read.row, hdr.slot_read.slot))]
+        m.d.comb += [
+            self.slot_rd.en.eq(hdr.slot_read.en | plc.read.en),
+            self.slot_rd.addr.eq(Cat(hdr.slot_read.row | plc.read.row, hdr.slot_read.slot)),
+        ]
 
     def _connect_tables(self, m):
         seq, seg, val = self.sequencer, self.header.seg, self.validator
@@ -158,7 +159,7 @@ class SegmentProcessor(wiring.Component):
         m.d.comb += [
             st.header_last.eq(self.header.last_cycle),
             st.request.eq(self.stag_w.payload), st.take.eq(seq.take.stag_w),
-            st.stag.eq(seg.stag), st.source_stag.eq(Cat(*reversed(mb[16:20]))),
+            st.stag.eq(seg.stag), st.source_stag.eq(big_endian(mb[16:20])),
             st.qn.eq(val.qn), st.invalidate.eq(val.invalidate),
             rq.request.eq(cx.request.post), rq.post_ok.eq(cx.post_ok),
             rq.post_index.eq(cx.post_index), rq.read_index.eq(val.rq_read),
@@ -170,8 +171,6 @@ class SegmentProcessor(wiring.Component):
             cx.qn.eq(val.qn), cx.new_queue.eq(val.new_queue),
             cx.cq_done.eq(cq_done), cx.rrq_done.eq(rrq_done),
             cx.term_done.eq(self.term.valid & self.term.ready),
-            cb.place.valid.eq(self.placer.control.valid),
-            cb.place.payload.eq(self.placer.control.payload),
             cb.conn.eq(seg.entry.conn), cb.request_conn.eq(cx.request.post.conn),
             cb.qn.eq(val.qn), cb.rrq_done.eq(rrq_done), cb.last.eq(seg.last),
             self.rq_overflow.eq(cx.rq_overflow),
@@ -186,10 +185,11 @@ class SegmentProcessor(wiring.Component):
             rep.message.eq(self.control_buffer.message),
             rep.message_bad.eq(self.validator.message_bad), rep.error.eq(self.validator.error),
             self.cq.payload.eq(rep.cq), self.rrq.payload.eq(rep.rrq), self.term.payload.eq(rep.term),
-            aw.push.valid.eq(self.placer.push.valid), aw.push.payload.eq(self.placer.push.payload),
             self.aw_side.eq(aw.aw_side),
             self.release.valid.eq((self.sequencer.state == Step.DONE)
                                   & self.header.seg.entry.has_slot),
             self.release.payload.eq(self.header.seg.entry.slot),
         ]
+        wiring.connect(m, self.placer.push, aw.push)
+        wiring.connect(m, self.placer.control, self.control_buffer.place)
         wiring.connect(m, aw.m_axi, wiring.flipped(self.m_axi))

@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .contexts import ReadResponseTotals
-from .header import SegmentView
+from .header import SegmentView, big_endian
 from .layouts import (
     QN1_CAP, TERM_BYTES, Completion, ConnContext, Opcode, ReadRequestOut, RecvEntry, TermReport,
 )
@@ -13,11 +13,6 @@ from .sequencer import Step
 from .validator import ErrorVerdict
 
 __all__ = ["Reporter"]
-
-
-def _be(byte_sigs):
-    """Big-endian value of a list of 8-bit values (first = most significant)."""
-    return Cat(*reversed(byte_sigs))
 
 
 class Reporter(wiring.Component):
@@ -92,9 +87,9 @@ class Reporter(wiring.Component):
                 with m.If(self.qn == 1):
                     m.d.sync += [
                         rr.conn.eq(conn), rr.msn.eq(c.q1.msn),
-                        rr.sink_stag.eq(_be(mb[0:4])), rr.sink_to.eq(_be(mb[4:12])),
-                        rr.size.eq(_be(mb[12:16])), rr.src_stag.eq(_be(mb[16:20])),
-                        rr.src_to.eq(_be(mb[20:28])),
+                        rr.sink_stag.eq(big_endian(mb[0:4])), rr.sink_to.eq(big_endian(mb[4:12])),
+                        rr.size.eq(big_endian(mb[12:16])), rr.src_stag.eq(big_endian(mb[16:20])),
+                        rr.src_to.eq(big_endian(mb[20:28])),
                     ]
                 with m.Elif(~self.message_bad):
                     m.d.sync += [

@@ -1,9 +1,10 @@
 """The processor's sequencer: one FSM over host requests and segments."""
 
-from amaranth.hdl import Cat, Module, Value, unsigned
+from amaranth.hdl import Cat, Module, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..synth_hints import one_hot
 from .layouts import Opcode
 
 __all__ = ["Step", "in_steps", "Take", "DecodeVerdict", "Sequencer"]
@@ -85,9 +86,9 @@ class Sequencer(wiring.Component):
     Ports
     -----
     state : Out(Step)
-        The current state. The datapaths act on it in ``m.Switch(state)`` cases, so that
-        their multiplexers are those of the FSM's own case statement (one-hot encoded by the
-        synthesis).
+        The current state (the FSM's, encoded one-hot by the synthesis). The datapaths act
+        on it in ``m.Switch(state)`` cases, so that their multiplexers are those of the FSM's
+        own case statement.
     ctl_valid, stag_w_valid, rq_post_valid, rr_done_valid, segment_valid : In(1)
         A request of each kind is waiting (``segment``: a complete ULPDU).
     take : Out(Take)
@@ -135,155 +136,156 @@ class Sequencer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # The state register is the port itself (a single wire: the synthesis's FSM
-        # extraction takes it once), encoded one-hot like every FSM of the project (the
-        # attribute :func:`rnic.hdl.synth_hints.one_hot` puts on an ``m.FSM``'s register).
-        Value.cast(self.state).attrs["fsm_encoding"] = "one-hot"
-        with m.Switch(self.state):
+        with m.FSM(init="IDLE", name="proc") as fsm:
+            for step in Step:           # (the FSM encodes its states in this order)
+                fsm.ongoing(step.name)
             self._host_requests(m)
             self._segment_checks(m)
             self._segment_finish(m)
+        assert fsm.encoding == {step.name: step.value for step in Step}
+        # (``^ 0``: a net of its own for Amaranth, which glues the attributes of a net onto
+        # every signal aliasing it: the one-hot hint must stay on the state register alone,
+        # as the synthesis extracts an FSM once per wire that carries it; Yosys folds the
+        # XOR away)
+        m.d.comb += self.state.eq(one_hot(fsm) ^ 0)
         return m
-
-    def _go(self, m, step):
-        """The next state is ``step``."""
-        m.d.sync += self.state.eq(step)
 
     def _host_requests(self, m):
         take = self.take
-        with m.Case(Step.IDLE):
+        with m.State("IDLE"):
             with m.If(self.ctl_valid):
                 m.d.comb += take.ctl.eq(1)
-                self._go(m, Step.RESTART)
+                m.next = "RESTART"
             with m.Elif(self.stag_w_valid & self.writes_idle):
                 m.d.comb += take.stag_w.eq(1)
-                self._go(m, Step.STAG_END_SUM)
+                m.next = "STAG_END_SUM"
             with m.Elif(self.rq_post_valid & self.writes_idle):
                 m.d.comb += take.rq_post.eq(1)
-                self._go(m, Step.POST_READ_CONTEXT)
+                m.next = "POST_READ_CONTEXT"
             with m.Elif(self.rr_done_valid):
                 m.d.comb += take.rr_done.eq(1)
-                self._go(m, Step.RELEASE_READ_CONTEXT)
+                m.next = "RELEASE_READ_CONTEXT"
             with m.Elif(self.segment_valid):
                 m.d.comb += take.segment.eq(1)
-                self._go(m, Step.HEADER)
+                m.next = "HEADER"
         for state, then in ((Step.STAG_END_SUM, Step.STAG_WRITE), (Step.STAG_WRITE, Step.IDLE),
                             (Step.RESTART, Step.CLEAR_CONTROL), (Step.POST_READ_CONTEXT, Step.POST),
                             (Step.POST, Step.IDLE), (Step.RELEASE_READ_CONTEXT, Step.RELEASE_COUNT),
                             (Step.RELEASE_COUNT, Step.RELEASE), (Step.RELEASE, Step.IDLE)):
-            with m.Case(state):
-                self._go(m, then)
-        with m.Case(Step.CLEAR_CONTROL):
+            with m.State(state.name):
+                m.next = then.name
+        with m.State("CLEAR_CONTROL"):
             with m.If(self.clear_last):
-                self._go(m, Step.IDLE)
+                m.next = "IDLE"
 
     def _segment_checks(self, m):
-        with m.Case(Step.HEADER):
+        with m.State("HEADER"):
             with m.If(self.header_last):
-                self._go(m, Step.DECODE)
-        with m.Case(Step.DECODE):
+                m.next = "DECODE"
+        with m.State("DECODE"):
             for kind, state in (("done", Step.DONE), ("fail", Step.BUILD_ERROR_REPORT),
                                 ("tagged", Step.CHECK_TAGGED), ("tagged_empty", Step.FINISH_TAGGED),
                                 ("recv_buffer", Step.LOAD_RECV_BUFFER),
                                 ("qn_message", Step.CHECK_QN_MSN)):
                 with m.If(self.decode[kind]):
-                    self._go(m, state)
-        with m.Case(Step.LOAD_RECV_BUFFER):
+                    m.next = state.name
+        with m.State("LOAD_RECV_BUFFER"):
             with m.If(self.msn_in_range):
-                self._go(m, Step.CHECK_QN_MSN)
+                m.next = "CHECK_QN_MSN"
             with m.Else():
-                self._go(m, Step.BUILD_ERROR_REPORT)
-        with m.Case(Step.CHECK_QN_MSN):
+                m.next = "BUILD_ERROR_REPORT"
+        with m.State("CHECK_QN_MSN"):
             with m.If((self.qn != 0) & self.qn_msn_mismatch):
-                self._go(m, Step.BUILD_ERROR_REPORT)
+                m.next = "BUILD_ERROR_REPORT"
             with m.Else():
-                self._go(m, Step.CHECK_OFFSETS)
-        with m.Case(Step.CHECK_OFFSETS):
+                m.next = "CHECK_OFFSETS"
+        with m.State("CHECK_OFFSETS"):
             invalidates = ((self.opcode == Opcode.SEND_INVALIDATE)
                            | (self.opcode == Opcode.SEND_SE_INVALIDATE))
             with m.If(self.offsets_bad):
-                self._go(m, Step.BUILD_ERROR_REPORT)
+                m.next = "BUILD_ERROR_REPORT"
             with m.Elif((self.qn == 0) & self.last & invalidates):
-                self._go(m, Step.CHECK_INVALIDATE)
+                m.next = "CHECK_INVALIDATE"
             with m.Elif(self.length_nz):
-                self._go(m, Step.PLACE)
+                m.next = "PLACE"
             with m.Else():
-                self._go(m, Step.FINISH_UNTAGGED)
-        with m.Case(Step.CHECK_INVALIDATE):
+                m.next = "FINISH_UNTAGGED"
+        with m.State("CHECK_INVALIDATE"):
             with m.If(self.invalidate_bad):
-                self._go(m, Step.BUILD_ERROR_REPORT)
+                m.next = "BUILD_ERROR_REPORT"
             with m.Elif(self.length_nz):
-                self._go(m, Step.PLACE)
+                m.next = "PLACE"
             with m.Else():
-                self._go(m, Step.FINISH_UNTAGGED)
-        with m.Case(Step.CHECK_TAGGED):
+                m.next = "FINISH_UNTAGGED"
+        with m.State("CHECK_TAGGED"):
             with m.If(self.tagged_bad):
-                self._go(m, Step.BUILD_ERROR_REPORT)
+                m.next = "BUILD_ERROR_REPORT"
             with m.Else():
-                self._go(m, Step.PLACE)
+                m.next = "PLACE"
 
     def _segment_finish(self, m):
-        with m.Case(Step.PLACE):
+        with m.State("PLACE"):
             with m.If(self.placed):
                 with m.If(self.tagged):
-                    self._go(m, Step.FINISH_TAGGED)
+                    m.next = "FINISH_TAGGED"
                 with m.Else():
-                    self._go(m, Step.FINISH_UNTAGGED)
-        with m.Case(Step.FINISH_TAGGED):
+                    m.next = "FINISH_UNTAGGED"
+        with m.State("FINISH_TAGGED"):
             with m.If(self.last & (self.opcode == Opcode.RDMA_READ_RESPONSE)):
-                self._go(m, Step.COMPLETE_READ_RESPONSE)
+                m.next = "COMPLETE_READ_RESPONSE"
             with m.Else():
-                self._go(m, Step.DONE)
-        for state, then in ((Step.COMPLETE_READ_RESPONSE, Step.DONE), (Step.COMPLETE_SEND, Step.DRAIN_READ)):
-            with m.Case(state):
+                m.next = "DONE"
+        for state, then in ((Step.COMPLETE_READ_RESPONSE, Step.DONE),
+                            (Step.COMPLETE_SEND, Step.DRAIN_READ)):
+            with m.State(state.name):
                 m.d.comb += self.cq_valid.eq(self.writes_idle)
                 with m.If(self.writes_idle & self.cq_ready):
-                    self._go(m, then)
-        with m.Case(Step.FINISH_UNTAGGED):
+                    m.next = then.name
+        with m.State("FINISH_UNTAGGED"):
             with m.If(self.last):
                 with m.If(self.qn == 0):
-                    self._go(m, Step.DRAIN_READ)
+                    m.next = "DRAIN_READ"
                 with m.Else():
-                    self._go(m, Step.READ_MESSAGE)
+                    m.next = "READ_MESSAGE"
             with m.Else():
-                self._go(m, Step.DONE)
+                m.next = "DONE"
         for state, then in ((Step.DRAIN_READ, Step.DRAIN_LOAD), (Step.DRAIN_LOAD, Step.DRAIN_DECIDE),
                             (Step.CHECK_MESSAGE, Step.MESSAGE_VERDICT),
                             (Step.WAIT_SOURCE_ROW, Step.WAIT_SOURCE_CHECKS),
                             (Step.WAIT_SOURCE_CHECKS, Step.CHECK_SOURCE_STAG),
                             (Step.BUILD_ERROR_REPORT, Step.REPORT), (Step.DONE, Step.IDLE)):
-            with m.Case(state):
-                self._go(m, then)
-        with m.Case(Step.DRAIN_DECIDE):
+            with m.State(state.name):
+                m.next = then.name
+        with m.State("DRAIN_DECIDE"):
             with m.If(self.drain_go):
-                self._go(m, Step.COMPLETE_SEND)
+                m.next = "COMPLETE_SEND"
             with m.Else():
-                self._go(m, Step.DONE)
-        with m.Case(Step.READ_MESSAGE):
+                m.next = "DONE"
+        with m.State("READ_MESSAGE"):
             with m.If(self.read_back_last):
-                self._go(m, Step.CHECK_MESSAGE)
-        with m.Case(Step.MESSAGE_VERDICT):
+                m.next = "CHECK_MESSAGE"
+        with m.State("MESSAGE_VERDICT"):
             with m.If(self.message_bad):
-                self._go(m, Step.BUILD_ERROR_REPORT)
+                m.next = "BUILD_ERROR_REPORT"
             with m.Elif((self.qn == 1) & self.read_size_nz):
-                self._go(m, Step.WAIT_SOURCE_ROW)
+                m.next = "WAIT_SOURCE_ROW"
             with m.Elif(self.qn == 1):
-                self._go(m, Step.QUEUE_READ_REQUEST)
+                m.next = "QUEUE_READ_REQUEST"
             with m.Else():
-                self._go(m, Step.REPORT)
-        with m.Case(Step.CHECK_SOURCE_STAG):
+                m.next = "REPORT"
+        with m.State("CHECK_SOURCE_STAG"):
             with m.If(self.source_bad):
-                self._go(m, Step.BUILD_ERROR_REPORT)
+                m.next = "BUILD_ERROR_REPORT"
             with m.Else():
-                self._go(m, Step.QUEUE_READ_REQUEST)
-        with m.Case(Step.QUEUE_READ_REQUEST):
+                m.next = "QUEUE_READ_REQUEST"
+        with m.State("QUEUE_READ_REQUEST"):
             m.d.comb += self.rrq_valid.eq(1)
             with m.If(self.rrq_ready):
-                self._go(m, Step.CLEAR_READ_REQUEST)
-        with m.Case(Step.CLEAR_READ_REQUEST):
+                m.next = "CLEAR_READ_REQUEST"
+        with m.State("CLEAR_READ_REQUEST"):
             with m.If(self.clear_last):
-                self._go(m, Step.DONE)
-        with m.Case(Step.REPORT):
+                m.next = "DONE"
+        with m.State("REPORT"):
             m.d.comb += self.term_valid.eq(self.aw_quiet)
             with m.If(self.aw_quiet & self.term_ready):
-                self._go(m, Step.DONE)
+                m.next = "DONE"

