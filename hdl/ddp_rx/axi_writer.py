@@ -43,7 +43,8 @@ class PlacerWrite(data.StructLayout):
 
 class AxiWriter(wiring.Component):
     """Single-beat full-width AXI4 writes (``awlen`` 0), through an AW and a W queue of four
-    (registers), with at most 127 writes not yet acknowledged on B.
+    (registers); a pusher that keeps to ``room`` has at most 128 writes not yet acknowledged
+    on B.
 
     Ports
     -----

@@ -5,7 +5,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from .layouts import UlpduEntry
+from .layouts import Opcode, UlpduEntry
 from .sequencer import Step, in_steps
 
 __all__ = ["SegmentView", "HeaderRead", "HeaderReader", "header_rows", "header_cycles",
@@ -47,7 +47,7 @@ class SegmentView(data.StructLayout):
             "entry": UlpduEntry(slots=slots, connections=connections),
             "header": unsigned(8 * 18),
             "tagged": unsigned(1), "last": unsigned(1), "ddp_version": unsigned(2),
-            "rdmap_version": unsigned(2), "opcode": unsigned(4),
+            "rdmap_version": unsigned(2), "opcode": Opcode,
             "stag": unsigned(32), "to": unsigned(64),
             "qn": unsigned(32), "msn": unsigned(32), "mo": unsigned(32),
             "header_len": unsigned(5), "length": unsigned(17), "length_nz": unsigned(1),
@@ -92,10 +92,10 @@ class HeaderReader(wiring.Component):
         In HEADER: its last cycle (:func:`header_cycles` of them).
 
     Latency: the header is in ``seg`` at the end of HEADER, which lasts
-    ``header_cycles(width)`` cycles (5 at W = 4, 3 at W = 8 and 16, 3 at W = 32).
+    ``header_cycles(width)`` cycles (5 at W = 4, 3 at W = 8, 16 and 32).
 
     For checkers: with ``platform == "formal"`` it asserts that HEADER's cycle count stays
-    below its last (``lemma_hk``) and that the registered ``length``, ``length_nz`` and
+    below the number of its cycles (``lemma_hk``) and that the registered ``length``, ``length_nz`` and
     ``end`` hold their operands' values in the states that use them (``lemma_n_q``,
     ``lemma_n_nz``, ``lemma_endv``).
     """
@@ -105,7 +105,6 @@ class HeaderReader(wiring.Component):
         self.rows = header_rows(width)
         #: cycles of HEADER
         self.cycles = header_cycles(width)
-        self._slots = slots
         self._slot_rows = slot_bytes // width
         super().__init__({
             "state": In(Step),

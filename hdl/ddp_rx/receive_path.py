@@ -70,7 +70,7 @@ class DdpRx(wiring.Component):
         Errors and received Terminates (one per connection until ``ctl``).
     m_axi : Out(AXI4WriteSignature)
         Placement writes: single-beat (``awlen`` 0) full-width writes, byte strobes, at
-        most 127 not acknowledged on B.
+        most 128 not acknowledged on B.
     aw_conn : Out(conn)
         Connection of the write on ``m_axi`` AW (side band, for checkers).
     rq_overflow : Out(1)

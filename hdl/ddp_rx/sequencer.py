@@ -126,7 +126,7 @@ class Sequencer(wiring.Component):
             "cq_valid": Out(1), "cq_ready": In(1),
             "rrq_valid": Out(1), "rrq_ready": In(1),
             "term_valid": Out(1), "term_ready": In(1),
-            "tagged": In(1), "last": In(1), "opcode": In(4), "length_nz": In(1), "qn": In(2),
+            "tagged": In(1), "last": In(1), "opcode": In(Opcode), "length_nz": In(1), "qn": In(2),
             "clear_last": In(1), "header_last": In(1), "decode": In(DecodeVerdict()),
             "msn_in_range": In(1), "qn_msn_mismatch": In(1), "offsets_bad": In(1),
             "invalidate_bad": In(1), "tagged_bad": In(1), "placed": In(1), "drain_go": In(1),
