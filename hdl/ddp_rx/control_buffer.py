@@ -73,6 +73,8 @@ class ControlBuffer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W, C, CROWS, state = self.width, self.connections, self.crows, self.state
+        # Marked no_rw_collision (rnic.hdl.synth_hints): read only in READ_MESSAGE, where no
+        # write is pending.
         mem = no_rw_collision(Memory(shape=8 * W, depth=C * CROWS, init=[]))
         m.submodules.memory = mem
         wp = mem.write_port(granularity=8)
