@@ -39,10 +39,10 @@ Pieces
     goes through a flip-flop into a 32-bit signature register (one pin), so
     placement and timing see the core between registers, with nothing
     constant and nothing unused.
-:class:`InterimCore`
-    The register bank plus the MPA TX framer with the RnicCore port contract
-    (``s_axil``, ``tx_ulpdu``, ``tx_wire``): what the board top builds while
-    :mod:`rnic.hdl.rnic_core` does not exist (see :func:`default_core`).
+:class:`FramerCore`
+    The register bank plus the MPA TX framer behind RnicCore's ports ``s_axil``,
+    ``tx_ulpdu`` and ``tx_wire``: a small core whose bitstream builds in minutes
+    (``rnic build --core framer``; the build flow's test).
 
 Board registers (32 bit, at 0x1000 + offset, through the UART bridge)
 ---------------------------------------------------------------------
@@ -52,7 +52,7 @@ offset   name            rw  content
 0x00     BRD_ID          ro  0x42524430 ("BRD0")
 0x04     BRD_CLK         ro  core clock frequency in Hz (as built)
 0x08     BRD_STATUS      ro  bit 0 PLL locked, 1 PHY out of reset, 2 RGMII RX clock seen
-                             in the last ~1 ms, 3 the core is RnicCore (0: InterimCore)
+                             in the last ~1 ms, 3 the core is RnicCore (0: FramerCore)
 0x0C     BRD_GEN         rw  bit 0 traffic source on; bits 31..16 connection mask
                              (the source's connection ids are LFSR & mask)
 0x10     BRD_TX_BEATS    ro  beats the core accepted from the traffic source
@@ -82,11 +82,12 @@ from .beat import OctetBeat, conn_bits
 from .mpa_tx import MpaTxBeat, MpaTxFramer
 from .axi import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature
 from .regbank import RegisterBank
+from .rnic_core import RnicCore
 from .uart_bridge import UARTBridge
 
 __all__ = [
-    "Board", "BOARDS", "PllConfig", "ecp5_pll", "BoardTop", "CoreHarness", "InterimCore",
-    "default_core", "core_name", "BoardLogic", "BoardRegisters", "AXI4LiteSplit", "UlpduSource", "Signature32",
+    "Board", "BOARDS", "PllConfig", "ecp5_pll", "BoardTop", "CoreHarness", "FramerCore",
+    "core_name", "BoardLogic", "BoardRegisters", "AXI4LiteSplit", "UlpduSource", "Signature32",
     "BOARD_ID", "BOARD_BASE",
 ]
 
@@ -247,10 +248,11 @@ class ECP5PLL(Elaboratable):
         return m
 
 
-# -- the core until rnic.hdl.rnic_core exists ------------------------------------------------
+# -- a small core, for the build flow ---------------------------------------------------------
 
-class InterimCore(wiring.Component):
-    """Register bank + MPA TX framer behind the RnicCore port contract (TX side only).
+class FramerCore(wiring.Component):
+    """Register bank + MPA TX framer behind RnicCore's ports (TX side only): a small core
+    whose bitstream builds in minutes (``rnic build --core framer``).
 
     Ports: ``s_axil`` (as :class:`~rnic.hdl.regbank.RegisterBank`), ``tx_ulpdu``
     (In, :class:`~rnic.hdl.mpa_tx.MpaTxBeat`), ``tx_wire`` (Out,
@@ -315,21 +317,6 @@ class InterimCore(wiring.Component):
             r.tx_octets_hi.count.eq(octets[32:]),
         ]
         return m
-
-
-def _rnic_core_class():
-    try:
-        module = importlib.import_module("rnic.hdl.rnic_core")
-    except ModuleNotFoundError as e:
-        if e.name != "rnic.hdl.rnic_core":
-            raise
-        return None
-    return getattr(module, "RnicCore", None)
-
-
-def default_core():
-    """``rnic.hdl.rnic_core.RnicCore`` if it exists, else :class:`InterimCore`."""
-    return _rnic_core_class() or InterimCore
 
 
 def _block(name):
@@ -447,10 +434,11 @@ class UlpduSource(Elaboratable):
         # the next ULPDU's length and whether it is more than one beat, registered from the
         # LFSR every cycle (timing: no adder and compare in front of the beat logic); a
         # length may so come from the LFSR's value of the cycle before, which is as random
+        lfsr_len = Signal(16)
+        m.d.comb += lfsr_len.eq(lfsr.value[4:14] + self.MIN_LENGTH)
         new_len = Signal(16)
         new_multi = Signal()
-        m.d.sync += [new_len.eq(lfsr.value[4:14] + self.MIN_LENGTH),
-                     new_multi.eq(lfsr.value[4:14] + self.MIN_LENGTH > W)]
+        m.d.sync += [new_len.eq(lfsr_len), new_multi.eq(lfsr_len > W)]
         left_multi = Signal()               # left > W
         new_conn = Signal.like(conn)
         raw = lfsr.value[16:16 + len(conn)] & self.conn_mask[:len(conn)]
@@ -681,7 +669,7 @@ class BoardLogic(wiring.Component):
         self.connections = connections
         self.clk_freq = clk_freq
         self.baud = baud
-        self.core_factory = core or default_core()
+        self.core_factory = core or RnicCore
         self.frame_timeout = frame_timeout
         super().__init__({
             "rx": In(1, init=1), "tx": Out(1, init=1),
@@ -781,7 +769,7 @@ class BoardTop(Elaboratable):
         UART line rate (default 115200).
     core : callable
         ``core(width=, connections=)`` returning the core component (default
-        :func:`default_core`).
+        :class:`~rnic.hdl.rnic_core.RnicCore`).
     eth : bool
         Drive the RGMII PHY pins (default: if the board has a PHY).
     """
@@ -795,7 +783,7 @@ class BoardTop(Elaboratable):
         self.connections = connections
         self.freq = freq
         self.baud = baud
-        self.core_factory = core or default_core()
+        self.core_factory = core or RnicCore
         self.eth = (board.eth is not None) if eth is None else eth
         self.pll = None                     # PllConfig, after elaboration
         self.domains = ("sync", "eth_tx", "eth_rx") if self.eth else ("sync",)
@@ -954,7 +942,7 @@ class CoreHarness(Elaboratable):
         self.width = width
         self.connections = connections
         self.freq = freq
-        self.core_factory = core or default_core()
+        self.core_factory = core or RnicCore
         self.harness_ffs = None
         self.pll = None
         self.domains = ("sync",)

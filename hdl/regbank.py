@@ -209,54 +209,63 @@ class RegisterBank(wiring.Component):
         ]
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
-        word = Signal(amap.addr_width - 2)
-        with m.If(rd_go):
-            m.d.sync += word.eq(bus.araddr[word_bits])
-        gb, sb = self.GROUP_BITS, self.SET_BITS
-        groups = {}
-        for r in amap:
-            groups.setdefault((r.addr >> 2) >> gb, []).append(r)
-        sets = {}
-        for g in groups:
-            sets.setdefault(g >> sb, []).append(g)
-        group_data = {g: Signal(32, name=f"rd_group{g}") for g in groups}
-        group_hit = {g: Signal(name=f"rd_hit{g}") for g in groups}
-        set_data = {t: Signal(32, name=f"rd_set{t}") for t in sets}
-        set_hit = {t: Signal(name=f"rd_set_hit{t}") for t in sets}
-        group_sel = Signal(len(word) - gb)      # (the whole upper word: unmapped too)
-        set_sel = Signal(len(word) - gb - sb)
         m.d.sync += [rd_s1.eq(rd_go), rd_s2.eq(rd_s1), rd_s3.eq(rd_s2)]
+        gb, sb = self.GROUP_BITS, self.SET_BITS
+        word = bus.araddr[word_bits]
+        # The group's address bits (the upper word address: unmapped ones too), registered
+        # level by level; the level's own low bits select within it.
+        group = Signal(len(word) - gb)
+        group_sel = Signal(len(word) - gb)
+        set_sel = Signal(len(word) - gb - sb)
+        with m.If(rd_go):
+            m.d.sync += group.eq(word[gb:])
+        with m.If(rd_s1):
+            m.d.sync += group_sel.eq(group)
+        with m.If(rd_s2):
+            m.d.sync += set_sel.eq(group_sel[sb:])
         # Each group selects its member with its own copy of the low word bits (timing: one
         # register feeding every group's multiplexer was the bank's critical path, by its
         # fanout); they are loaded before any read uses them.
-        member = dict(zip(groups, register_copies(gb, len(groups), name="rd_member")))
-        for g in groups:
+        registers = {r.addr >> 2: (self._read_value(r), 1) for r in amap}
+        group_keys = list(dict.fromkeys(a >> gb for a in registers))
+        member = dict(zip(group_keys, register_copies(gb, len(group_keys), name="rd_member")))
+        for copy in member.values():
             with m.If(rd_go):
-                m.d.sync += member[g].eq(bus.araddr[word_bits][:gb])
-        with m.If(rd_s1):
-            m.d.sync += group_sel.eq(word >> gb)
-            for g, regs in groups.items():
-                m.d.sync += [group_data[g].eq(0), group_hit[g].eq(0)]
-                with m.Switch(member[g]):
-                    for r in regs:
-                        with m.Case((r.addr >> 2) & ((1 << gb) - 1)):
-                            m.d.sync += [group_data[g].eq(self._read_value(r)), group_hit[g].eq(1)]
-        with m.If(rd_s2):
-            m.d.sync += set_sel.eq(group_sel >> sb)
-            for t, members in sets.items():
-                m.d.sync += [set_data[t].eq(0), set_hit[t].eq(0)]
-                with m.Switch(group_sel[:sb]):
-                    for g in members:
-                        with m.Case(g & ((1 << sb) - 1)):
-                            m.d.sync += [set_data[t].eq(group_data[g]), set_hit[t].eq(group_hit[g])]
+                m.d.sync += copy.eq(word[:gb])
+        groups = self._mux_level(m, rd_s1, registers, gb, lambda g: member[g], "rd_group")
+        sets = self._mux_level(m, rd_s2, groups, sb, lambda t: group_sel[:sb], "rd_set")
         with m.If(rd_s3):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
             with m.Switch(set_sel):
-                for t in sets:
+                for t, (data, hit) in sets.items():
                     with m.Case(t):
-                        m.d.sync += [bus.rdata.eq(set_data[t]),
-                                     bus.rresp.eq(Mux(set_hit[t], RESP_OKAY, RESP_SLVERR))]
+                        m.d.sync += [bus.rdata.eq(data), bus.rresp.eq(Mux(hit, RESP_OKAY, RESP_SLVERR))]
         return m
+
+    @staticmethod
+    def _mux_level(m, enable, items, bits, select, name):
+        """One register level of the read data multiplexer.
+
+        ``items`` maps an address (in words at the first level, in groups above) to its
+        ``(data, hit)``; the items whose addresses agree above the low ``bits`` form a
+        group, which selects its member by ``select(group)`` (the low ``bits``) into two
+        registers, loaded while ``enable``: the data (0 when no member matches) and the hit
+        flag. Returns ``{group: (data, hit)}`` for the next level.
+        """
+        groups = {}
+        for addr, item in items.items():
+            groups.setdefault(addr >> bits, []).append((addr & ((1 << bits) - 1), item))
+        out = {}
+        for g, members in groups.items():
+            data, hit = Signal(32, name=f"{name}{g}"), Signal(name=f"{name}_hit{g}")
+            with m.If(enable):
+                m.d.sync += [data.eq(0), hit.eq(0)]
+                with m.Switch(select(g)):
+                    for low, (value, present) in members:
+                        with m.Case(low):
+                            m.d.sync += [data.eq(value), hit.eq(present)]
+            out[g] = (data, hit)
+        return out
 
     #: Registers per group of the read data's first mux level (log2).
     GROUP_BITS = 3

@@ -13,6 +13,10 @@ __all__ = ["build_cmd"]
 #: starts without importing Amaranth; tests check that the two agree).
 _BOARD_NAMES = ("versa_ecp5", "ecpix5", "ecpix5_45")
 
+#: Cores of ``--core``: rnic.host.tools.build.CORES, then the blocks of the core
+#: (rnic.hdl.board_top.BLOCKS), kept here for the same reason (tests check them).
+_CORE_NAMES = ("rnic", "framer", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx")
+
 
 def _int_list(ctx, param, value):
     try:
@@ -47,11 +51,9 @@ def _progress_printer():
               help="Core clock target in MHz (made by the PLL; the timing constraint).")
 @click.option("--baud", type=click.IntRange(1200, 12_000_000), default=115200, show_default=True,
               help="UART rate of the register bridge.")
-@click.option("--core", "core",
-              type=click.Choice(["auto", "interim", "rnic", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx"]),
-              default="auto", show_default=True,
-              help="auto: RnicCore if hdl/rnic_core.py exists, else the interim core "
-                   "(register bank + MPA TX framer); ddp_rx, ddp_tx, mpa_rx, mpa_tx: that block "
+@click.option("--core", "core", type=click.Choice(_CORE_NAMES), default="rnic", show_default=True,
+              help="rnic: the RNIC core (RnicCore); framer: a small core (register bank + MPA TX "
+                   "framer) that builds in minutes; ddp_rx, ddp_tx, mpa_rx, mpa_tx: that block "
                    "of the core alone (with --top core), to see what each costs.")
 @click.option("--top", type=click.Choice(["board", "core"]), default="board", show_default=True,
               help="board: the full board top (PLL, UART bridge, PHY pins, LEDs); core: the core "

@@ -41,7 +41,7 @@ from pathlib import Path
 __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
     "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
-    "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS",
+    "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS", "CORES",
 ]
 
 #: The memory attribute of :func:`rnic.hdl.synth_hints.no_rw_collision` (Yosys's name).
@@ -52,6 +52,9 @@ DEFAULT_FREQ_MHZ = 125.0
 GOAL_FREQ_MHZ = 156.25
 SWEEP_WIDTHS = (4, 8, 16)
 SWEEP_CONNECTIONS = (16, 1024)
+#: Whole cores ``BuildConfig.core`` names (besides the blocks of rnic.hdl.board_top.BLOCKS):
+#: ``rnic`` the RNIC core, ``framer`` a small one (register bank + MPA TX framer).
+CORES = ("rnic", "framer")
 
 #: Amaranth's tool name -> (YoWASP command, PyPI package that ships it).
 TOOLS = {
@@ -287,9 +290,10 @@ class BuildConfig:
     """What to build.
 
     ``top`` is ``"board"`` (:class:`~rnic.hdl.board_top.BoardTop`) or ``"core"``
-    (:class:`~rnic.hdl.board_top.CoreHarness`). ``core`` names the core class
-    (``"auto"``: ``RnicCore`` if :mod:`rnic.hdl.rnic_core` exists, else
-    ``InterimCore``; or ``"interim"``, ``"rnic"``).
+    (:class:`~rnic.hdl.board_top.CoreHarness`). ``core`` names the core: ``"rnic"``
+    (:class:`~rnic.hdl.rnic_core.RnicCore`), ``"framer"``
+    (:class:`~rnic.hdl.board_top.FramerCore`, small: it builds in minutes) or one block of
+    the core (:data:`~rnic.hdl.board_top.BLOCKS`, with ``top="core"``).
     """
     board: str = "versa_ecp5"
     width: int = 8
@@ -297,7 +301,7 @@ class BuildConfig:
     freq_mhz: float = DEFAULT_FREQ_MHZ
     baud: int = 115200
     top: str = "board"
-    core: str = "auto"
+    core: str = "rnic"
     seed: int = 1
     out_dir: str | None = None
     allow_timing_fail: bool = False
@@ -453,18 +457,13 @@ def board_top_blocks():
 
 def _core_factory(name):
     from rnic.hdl import board_top
-    if name == "auto":
-        return board_top.default_core()
-    if name == "interim":
-        return board_top.InterimCore
     if name == "rnic":
-        cls = board_top._rnic_core_class()
-        if cls is None:
-            raise BuildError("rnic.hdl.rnic_core.RnicCore does not exist (yet): use --core interim/auto")
-        return cls
+        return board_top.RnicCore
+    if name == "framer":
+        return board_top.FramerCore
     if name in board_top.BLOCKS:
         return board_top._block(name)
-    raise BuildError(f"unknown core {name!r} (auto, interim, rnic, {', '.join(board_top.BLOCKS)})")
+    raise BuildError(f"unknown core {name!r} ({', '.join(CORES)}, {', '.join(board_top.BLOCKS)})")
 
 
 def build(config: BuildConfig, *, progress=None):
@@ -623,7 +622,7 @@ def core_label(factory):
 # -- the sweep ------------------------------------------------------------------------------
 
 def sweep(*, board="versa_ecp5", widths=SWEEP_WIDTHS, connections=SWEEP_CONNECTIONS,
-          freq_mhz=DEFAULT_FREQ_MHZ, core="auto", seed=1, out_dir=None, progress=None,
+          freq_mhz=DEFAULT_FREQ_MHZ, core="rnic", seed=1, out_dir=None, progress=None,
           nextpnr_opts=""):
     """Build the core alone (:class:`~rnic.hdl.board_top.CoreHarness`) for every width x connections.
 

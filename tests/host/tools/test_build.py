@@ -7,7 +7,7 @@ CLI's list agreeing, elaboration of the board top for each board without
 running the tools.
 
 One real run (marked ``slow``, in the default suite, ~40 s here): ``rnic
-build --json`` for the Versa board at W = 4 with 16 connections, interim
+build --json`` for the Versa board at W = 4 with 16 connections, framer
 core (register bank + MPA TX framer, with the UART bridge and the board
 top), through Yosys, nextpnr-ecp5 and ecppack from PyPI; checks the report
 fields and that the bitstream exists. The sweep is a benchmark, not a test.
@@ -113,9 +113,9 @@ def test_boards_agree_with_cli():
 @pytest.mark.parametrize("board", ["versa_ecp5", "ecpix5"])
 def test_board_top_elaborates(board, tmp_path):
     """Pins, PLL, LEDs and the LPF for each board, without the tools."""
-    from rnic.hdl.board_top import BOARDS, BoardTop, InterimCore
+    from rnic.hdl.board_top import BOARDS, BoardTop, FramerCore
     b = BOARDS[board]
-    top = BoardTop(b, width=4, connections=16, core=InterimCore)
+    top = BoardTop(b, width=4, connections=16, core=FramerCore)
     plan = b.make_platform().build(top, name="top", do_build=False)
     lpf = plan.files["top.lpf"]
     # the board clock is constrained (nextpnr derives the PLL outputs from it); the PHY's
@@ -123,6 +123,17 @@ def test_board_top_elaborates(board, tmp_path):
     assert 'FREQUENCY PORT "clk100_0' in lpf
     assert "eth_rgmii_0__rst__io" in lpf and "uart_0__tx__io" in lpf
     assert top.pll.f_out == 125e6 and top.pll.f_aux == 125e6
+
+
+def test_cores_agree_with_cli():
+    """``--core`` offers the whole cores and the blocks the flow builds; ``rnic`` is the default."""
+    from rnic.hdl.board_top import BLOCKS, FramerCore, RnicCore
+    from rnic.host.cli.build import _CORE_NAMES
+    assert _CORE_NAMES == flow.CORES + BLOCKS
+    assert flow.BuildConfig().core == "rnic"
+    assert flow._core_factory("rnic") is RnicCore and flow._core_factory("framer") is FramerCore
+    with pytest.raises(flow.BuildError, match="unknown core 'auto'"):
+        flow._core_factory("auto")
 
 
 def test_cli_usage_errors():
@@ -154,12 +165,12 @@ def test_real_build(tmp_path):
     """Yosys + nextpnr-ecp5 + ecppack on the smallest board configuration."""
     out = tmp_path / "versa"
     r = CliRunner().invoke(cli, ["build", "--board", "versa_ecp5", "--width", "4",
-                                 "--connections", "16", "--core", "interim", "--out", str(out),
+                                 "--connections", "16", "--core", "framer", "--out", str(out),
                                  "--json", "--allow-timing-fail"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     rep = json.loads(r.output)
     assert rep["board"] == "versa_ecp5" and rep["device"] == "LFE5UM-45F" and rep["speed"] == "8"
-    assert rep["core"] == "InterimCore" and rep["width"] == 4 and rep["connections"] == 16
+    assert rep["core"] == "FramerCore" and rep["width"] == 4 and rep["connections"] == 16
     sync = next(c for c in rep["clocks"] if c["domain"] == "sync")
     assert sync["constraint_mhz"] == 125 and 50 < sync["fmax_mhz"] < 400
     assert {c["domain"] for c in rep["clocks"]} == {"sync", "eth_tx", "eth_rx"}

@@ -1,0 +1,120 @@
+"""The receive path's reports: the TERM_* queue, the transmit path, the connection state
+(see :class:`TerminateQueue`)."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..ddp_rx import TERM_BYTES, TermReport
+from ..synth_hints import SyncFIFOBuffered
+from .layouts import ConnError, ConnReport
+from .registers import register_signature
+from .slices import slice_out_of
+
+__all__ = ["TerminateQueue"]
+
+
+class TerminateQueue(wiring.Component):
+    """Every report of the receive path (an error found here, or a Terminate received) goes
+    to three places at once: the queue the host reads through TERM_* (``depth``
+    entries; TERM_CMD.POP drops the head), the transmit path (``responder``: an error
+    sends a Terminate and stops the connection's transmit side, a received Terminate
+    stops it) and the per-connection state (``report``). An error found here also goes
+    to the error capture (``error``).
+
+    A report is taken when the queue has room, the transmit path and the per-connection
+    state took the previous one, and the reset sweep ended at least a cycle before.
+
+    Ports
+    -----
+    regs : In(register_signature(...))
+        TERM_CMD.POP and the views TERM_STATUS, TERM_INFO, TERM_DATA0 ..
+    i : In(stream.Signature(TermReport))
+        :class:`~rnic.hdl.ddp_rx.DdpRx` ``term``.
+    responder : Out(stream.Signature(TermReport))
+        To :class:`~rnic.hdl.ddp_tx.DdpTx` ``term``.
+    report : Out(stream.Signature(ConnReport))
+    error : Out(stream.Signature(ConnError, always_ready=True))
+    sweeping : In(1)
+    nonempty : Out(1)
+        The queue holds a report (for the interrupt).
+
+    Latency and throughput
+    ----------------------
+    ``i`` passes a half-rate register slice (reports are rare and wide); ``responder`` and
+    ``report`` are offered from one register loaded at the take (the cycle after it): one
+    report every two cycles at most. The queue stores
+    the payload with the octets beyond its length zeroed, so that the TERM_DATA views only
+    select (timing). The views are registers, one cycle behind the queue (see
+    :class:`~rnic.hdl.rnic_core.completion_queue.CompletionQueue`).
+    """
+
+    #: The register fields the component uses.
+    REGISTERS = ("term_cmd", "term_status", "term_info",
+                 *(f"term_data{k}" for k in range(TERM_BYTES // 4)))
+
+    def __init__(self, *, connections, depth):
+        self.connections = connections
+        self.depth = depth
+        super().__init__({
+            "regs": In(register_signature(*self.REGISTERS)),
+            "i": In(stream.Signature(TermReport(connections=connections))),
+            "responder": Out(stream.Signature(TermReport(connections=connections))),
+            "report": Out(stream.Signature(ConnReport(connections=connections))),
+            "error": Out(stream.Signature(ConnError(connections=connections), always_ready=True)),
+            "sweeping": In(1),
+            "nonempty": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        r, resp = self.regs, self.responder
+        dterm = slice_out_of(m, "ddp_term_slice", wiring.flipped(self.i), full_rate=False)
+        tm_l = TermReport(connections=self.connections)
+        m.submodules.term_fifo = tmf = SyncFIFOBuffered(width=tm_l.size, depth=self.depth)
+        m.d.comb += self.nonempty.eq(tmf.r_rdy)
+        # the report taken, for the transmit path and the per-connection state, until each
+        # took it
+        term_take = Signal()
+        rep, err, p = self.report, self.error, dterm.payload
+        with m.If(term_take):
+            m.d.sync += [resp.valid.eq(1), resp.payload.eq(p)]
+        with m.Elif(resp.ready):
+            m.d.sync += resp.valid.eq(0)
+        with m.If(term_take):
+            m.d.sync += rep.valid.eq(1)
+        with m.Elif(rep.ready):
+            m.d.sync += rep.valid.eq(0)
+        m.d.comb += [
+            rep.payload.conn.eq(resp.payload.conn), rep.payload.received.eq(resp.payload.received),
+            rep.payload.info.ecode.eq(resp.payload.ecode), rep.payload.info.etype.eq(resp.payload.etype),
+            rep.payload.info.layer.eq(resp.payload.layer),
+        ]
+        # a copy of `sweeping` one cycle behind (timing: its fanout); reset with it, it only
+        # holds reports back one cycle longer after the sweep
+        sweep_t = Signal(init=1)
+        m.d.sync += sweep_t.eq(self.sweeping)
+        m.d.comb += [
+            dterm.ready.eq(tmf.w_rdy & ~rep.valid & ~sweep_t & ~resp.valid),
+            term_take.eq(dterm.valid & dterm.ready),
+            tmf.w_en.eq(term_take),
+            err.valid.eq(term_take & ~p.received), err.payload.conn.eq(p.conn),
+            err.payload.info.ecode.eq(p.ecode), err.payload.info.etype.eq(p.etype),
+            err.payload.info.layer.eq(p.layer),
+        ]
+        tm_in = Signal(tm_l)
+        m.d.comb += [
+            tm_in.eq(p),
+            tm_in.term.eq(Cat(*(Mux(p.tlen > i, p.term[8 * i:8 * i + 8], 0) for i in range(TERM_BYTES)))),
+            tmf.w_data.eq(tm_in),
+        ]
+        tm = Signal(tm_l)
+        m.d.comb += [tm.eq(Mux(tmf.r_rdy, tmf.r_data, 0)), tmf.r_en.eq(r.term_cmd.pop)]
+        m.d.sync += [
+            r.term_status.valid.eq(tmf.r_rdy), r.term_status.received.eq(tm.received),
+            r.term_status.len.eq(tm.tlen), r.term_status.conn.eq(tm.conn),
+            r.term_info.layer.eq(tm.layer), r.term_info.etype.eq(tm.etype), r.term_info.ecode.eq(tm.ecode),
+        ]
+        for k in range(TERM_BYTES // 4):
+            m.d.sync += getattr(r, f"term_data{k}").data.eq(tm.term[32 * k:32 * k + 32])
+        return m
