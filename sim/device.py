@@ -40,7 +40,7 @@ conversion, port naming, Verilator flags, run-time object cache, build
 lock and build directory (``fast-device_w<W>_c<N>-<hash>`` under
 :func:`rnic.sim.runner.build_root`). Converting the core to Verilog
 takes several seconds, so a second index keyed by the *sources* (the
-``hdl``/``host`` modules ``hdl/rnic_core.py`` imports, transitively:
+``rnic.hdl``/``rnic.host`` modules :mod:`rnic.hdl.rnic_core` imports, transitively:
 :func:`core_sources`; this module, the harness, ``sim/fast.py``, the
 parameters and tool versions) maps straight to a finished executable: a
 cached device starts in well under a second.

@@ -1,5 +1,7 @@
 """Suite-wide pytest options: ``--wide`` runs the W = 16 and 32 gateware regressions."""
 
+import re
+
 import pytest
 
 
@@ -15,3 +17,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "wide" in item.keywords:
             item.add_marker(skip)
+
+
+#: A line of build progress as ``rnic`` writes it on a non-terminal stderr
+#: (rnic.host.cli.progress): ``rnic bench ddp: [   1.2 s] bench_ddp_w8: verilating``.
+PROGRESS_LINE = re.compile(r"^rnic(?: [a-z][\w-]*)*: \[ *\d+\.\d s\] \S.*$")
+
+
+@pytest.fixture
+def progress_only():
+    """A check that a command's stderr is quiet but for build-progress lines: a command that
+    happens to build a simulation (a fresh cache) reports one line per phase, and that is all
+    it may say."""
+    def check(err):
+        text = err.decode() if isinstance(err, bytes) else err
+        other = [line for line in text.splitlines() if not PROGRESS_LINE.match(line)]
+        assert not other, f"stderr has more than build progress: {other}"
+    return check

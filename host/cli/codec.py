@@ -83,7 +83,7 @@ def decode(file, markers, no_crc, marker_origin, mulpdu, strict, engine, width):
     --engine rtl runs the Verilated RX deframer (hdl/mpa_rx/) instead of the
     model, fed in TCP segments of random sizes; it prints the same lines. With
     --strict the header checks are those of the Verilated DDP/RDMAP receive
-    path (hdl/ddp_rx.py: versions, opcode, queue number), which must agree with
+    path (hdl/ddp_rx/: versions, opcode, queue number), which must agree with
     the model's.
 
     \b
