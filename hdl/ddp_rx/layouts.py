@@ -12,7 +12,10 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
 from amaranth.utils import ceil_log2, exact_log2
 
+from rnic.host.spec.protocol import READ_REQUEST_LEN, TERMINATE_MAX_LEN, RdmapOpcode
+
 from ..beat import conn_bits
+from ..mpa_config import RxError
 
 __all__ = [
     "TERM_BYTES", "QN1_CAP", "QN2_CAP", "QN2_BASE", "CTL_BYTES", "Opcode",
@@ -21,26 +24,28 @@ __all__ = [
 ]
 
 #: Octets of the Terminate payload in a :class:`TermReport` (4 + 2 + 18 + 28).
-TERM_BYTES = 52
+TERM_BYTES = TERMINATE_MAX_LEN
 #: Octets of a QN 1 message (RDMA Read Request) and the largest QN 2 message (Terminate).
-QN1_CAP = 28
-QN2_CAP = 52
+QN1_CAP = READ_REQUEST_LEN
+QN2_CAP = TERMINATE_MAX_LEN
 #: The QN 2 message buffer starts at octet 32 of a connection's control buffer.
 QN2_BASE = 32
 #: Control-message buffer per connection: QN 1 at octets 0..31, QN 2 at 32..95.
 CTL_BYTES = 96
 
 
-class Opcode(enum.IntEnum, shape=4):
-    """RDMAP opcodes (RFC 5040 section 4.2), as in the RDMAP control octet."""
-    RDMA_WRITE = 0
-    RDMA_READ_REQUEST = 1
-    RDMA_READ_RESPONSE = 2
-    SEND = 3
-    SEND_INVALIDATE = 4
-    SEND_SE = 5
-    SEND_SE_INVALIDATE = 6
-    TERMINATE = 7
+def _shaped(name, members, shape):
+    # Amaranth's functional enum API takes no shape, so build the class through its metaclass.
+    namespace = enum.EnumType.__prepare__(name, (enum.IntEnum,))
+    for member in members:
+        namespace[member.name] = member.value
+    namespace["__module__"] = __name__
+    return enum.EnumType(name, (enum.IntEnum,), namespace, shape=shape)
+
+
+#: RDMAP opcodes (RFC 5040 section 4.2) as a layout field type: the low 4 bits of the RDMAP
+#: control octet. Members and values are those of the spec layer's ``RdmapOpcode``.
+Opcode = _shaped("Opcode", RdmapOpcode, 4)
 
 
 # ---------------------------------------------------------------------------- port layouts
@@ -98,7 +103,7 @@ class Completion(data.StructLayout):
 
     def __init__(self, *, connections):
         super().__init__({
-            "conn": unsigned(conn_bits(connections)), "opcode": unsigned(4),
+            "conn": unsigned(conn_bits(connections)), "opcode": Opcode,
             "msn": unsigned(32), "wr_id": unsigned(32), "length": unsigned(32),
             "solicited": unsigned(1), "invalidated": unsigned(1), "inval_stag": unsigned(32),
             "stag": unsigned(32), "to": unsigned(64),
@@ -151,7 +156,7 @@ class UlpduEntry(data.StructLayout):
         super().__init__({
             "slot": unsigned(max(1, exact_log2(slots))), "has_slot": unsigned(1),
             "conn": unsigned(conn_bits(connections)), "len": unsigned(16),
-            "err": unsigned(3), "ovf": unsigned(1),
+            "err": RxError, "ovf": unsigned(1),
         })
 
 

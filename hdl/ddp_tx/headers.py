@@ -3,26 +3,27 @@ octet 0 first: the building blocks of :mod:`.segment_start` and :mod:`.terminate
 
 from amaranth.hdl import Const
 
+from rnic.host.spec.protocol import (
+    DDP_VERSION, QN_READ_REQUEST, QN_SEND, QN_TERMINATE, RDMAP_VERSION, READ_REQUEST_LEN, T_FLAG,
+    TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN, RdmapOpcode,
+)
+
 from .layouts import HEADER_MAX
 
 __all__ = ["OP_READ_RESPONSE", "OP_TERMINATE", "QN_SEND", "QN_READ_REQUEST", "QN_TERMINATE",
-           "TAGGED_HEADER_LEN", "UNTAGGED_HEADER_LEN", "READ_REQUEST_LEN",
+           "TAGGED_HEADER_LEN", "UNTAGGED_HEADER_LEN", "READ_REQUEST_SEGMENT_LEN",
            "octets", "tagged_header", "untagged_header", "padded"]
 
-#: RDMAP opcodes that are no work request opcode (RFC 5040 section 4.2; the work request
-#: ones are :class:`rnic.host.spec.regmap.SqOpcode`).
-OP_READ_RESPONSE = 2
-OP_TERMINATE = 7
-#: Untagged queue numbers (RFC 5040 section 5.1).
-QN_SEND, QN_READ_REQUEST, QN_TERMINATE = 0, 1, 2
-#: Octets of a tagged and of an untagged DDP header with the RDMAP control (RFC 5041 section 4).
-TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN = 14, 18
-#: Octets of a Read Request segment: untagged header and the 28-octet Read Request header.
-READ_REQUEST_LEN = UNTAGGED_HEADER_LEN + 28
+#: RDMAP opcodes that are no work request opcode (the work request ones are
+#: :class:`rnic.host.spec.regmap.SqOpcode`).
+OP_READ_RESPONSE = RdmapOpcode.RDMA_READ_RESPONSE.value
+OP_TERMINATE = RdmapOpcode.TERMINATE.value
+#: Octets of a Read Request segment: untagged header and the Read Request header.
+READ_REQUEST_SEGMENT_LEN = UNTAGGED_HEADER_LEN + READ_REQUEST_LEN
 
-_DDP_TAGGED = 0x80       # DDP control: T (L is bit 6: ``last << 6``)
-_DDP_VERSION = 0x01      # DDP control: DV = 1
-_RDMAP_VERSION = 0x40    # RDMAP control: RV = 1 (the opcode in the low 4 bits)
+_DDP_TAGGED = T_FLAG             # DDP control: T (L is bit 6: ``last << 6``)
+_DDP_VERSION = DDP_VERSION       # DDP control: DV in the low 2 bits
+_RDMAP_VERSION = RDMAP_VERSION << 6  # RDMAP control: RV in the high 2 bits, the opcode low
 
 
 def octets(value, nbytes):

@@ -10,7 +10,7 @@ from rnic.host.spec.regmap import SqOpcode
 
 from ..beat import check_width, conn_bits
 from ..ddp_rx import ReadRequestOut
-from .headers import (OP_READ_RESPONSE, QN_READ_REQUEST, QN_SEND, READ_REQUEST_LEN, TAGGED_HEADER_LEN,
+from .headers import (OP_READ_RESPONSE, QN_READ_REQUEST, QN_SEND, READ_REQUEST_SEGMENT_LEN, TAGGED_HEADER_LEN,
                       UNTAGGED_HEADER_LEN, octets, padded, tagged_header, untagged_header)
 from .layouts import EmitStart, FetchStart, SegmentKind, SegmentPlan, TxContext, WorkRequest
 from .terminate import CHECK_TERMINATE_LEN, TerminateHeaders
@@ -91,7 +91,7 @@ class SegmentStart(wiring.Component):
                                         Const(0, 32))
                         + octets(wre.lstag, 4) + octets(wre.laddr, 8) + octets(wre.length, 4)
                         + octets(wre.rstag, 4) + octets(wre.rto, 8))
-        assert len(read_request) == READ_REQUEST_LEN
+        assert len(read_request) == READ_REQUEST_SEGMENT_LEN
         return [(k.write, Cat(*padded(write))), (k.send, Cat(*padded(send))),
                 (k.read_response, Cat(*padded(read_response))), (k.read_request, Cat(*padded(read_request))),
                 (k.terminate, self.terminate.report), (k.check_terminate, self.terminate.check)]
@@ -107,7 +107,7 @@ class SegmentStart(wiring.Component):
             return Const(sum(1 << b for b in range(W) if octets > b), W)
 
         # the header-only kinds: a Read Request and the Terminates
-        rreq, chk = READ_REQUEST_LEN, CHECK_TERMINATE_LEN
+        rreq, chk = READ_REQUEST_SEGMENT_LEN, CHECK_TERMINATE_LEN
         total = sel((k.sq, hsq.tot), (k.read_response, hrr.tot), (k.read_request, rreq),
                     (k.terminate, term.report_len), (k.check_terminate, chk))
         m.d.comb += [

@@ -9,7 +9,7 @@ from rnic.host.spec.regmap import SqOpcode
 
 from ..beat import check_width, conn_bits
 from ..ddp_rx import TERM_BYTES, ReadRequestOut, TermReport
-from .headers import (OP_TERMINATE, QN_READ_REQUEST, QN_TERMINATE, READ_REQUEST_LEN, UNTAGGED_HEADER_LEN, octets,
+from .headers import (OP_TERMINATE, QN_READ_REQUEST, QN_TERMINATE, READ_REQUEST_SEGMENT_LEN, UNTAGGED_HEADER_LEN, octets,
                       padded, untagged_header)
 from .layouts import HEADER_MAX
 
@@ -18,7 +18,7 @@ __all__ = ["TerminateBuilder", "TerminateHeaders", "CHECK_TERMINATE_LEN"]
 #: Octets of the Terminate of a failed Read Response source check: its header, the 6-octet
 #: Terminate control (Layer/EType/ErrorCode, Hdrct, DDP Segment Length), the Read Request's
 #: DDP header and its Read Request header.
-CHECK_TERMINATE_LEN = UNTAGGED_HEADER_LEN + 6 + READ_REQUEST_LEN
+CHECK_TERMINATE_LEN = UNTAGGED_HEADER_LEN + 6 + READ_REQUEST_SEGMENT_LEN
 _HDRCT_MDR = 0xE0        # Terminate Hdrct: M, D and R set (both headers and the segment length follow)
 assert UNTAGGED_HEADER_LEN + TERM_BYTES <= HEADER_MAX and CHECK_TERMINATE_LEN <= HEADER_MAX
 
@@ -90,7 +90,7 @@ class TerminateBuilder(wiring.Component):
         request_rdmap = (octets(rq.sink_stag, 4) + octets(rq.sink_to, 8) + octets(rq.size, 4)
                          + octets(rq.src_stag, 4) + octets(rq.src_to, 8))
         control = [Const((Layer.RDMAP << 4) | RdmapErrorType.REMOTE_PROTECTION, 8), self.code,
-                   Const(_HDRCT_MDR, 8), Const(0, 8), Const(0, 8), Const(READ_REQUEST_LEN, 8)]
+                   Const(_HDRCT_MDR, 8), Const(0, 8), Const(0, 8), Const(READ_REQUEST_SEGMENT_LEN, 8)]
         check = header + control + request_ddp + request_rdmap
         assert len(check) == CHECK_TERMINATE_LEN
         m.d.comb += [out.report.eq(Cat(*padded(report))), out.check.eq(Cat(*padded(check)))]

@@ -15,7 +15,7 @@ import click
 
 __all__ = [
     "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_PROTOCOL", "EXIT_PIPE",
-    "emit", "fail", "OutputFile", "UInt", "Hex", "SignedArguments", "device_spec",
+    "emit", "fail", "OutputFile", "OutputPath", "UInt", "Hex", "SignedArguments", "device_spec",
     "device_option", "device_kinds_text", "open_device_or_fail",
     "conn_options", "conn_params", "pcap_wrap", "negotiated_text", "event_text",
 ]
@@ -95,6 +95,23 @@ class OutputFile:
 
 
 # -- parameter types and callbacks ----------------------------------------------------------
+
+class OutputPath(click.Path):
+    """A file the command will write later (``--pcap``): a usage error now, not at the first
+    connection, when it names a directory or its directory is missing or not writable."""
+
+    def __init__(self):
+        super().__init__(dir_okay=False, writable=True)
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        directory = os.path.dirname(os.path.abspath(value))
+        if not os.path.isdir(directory):
+            self.fail(f"directory {directory!r} does not exist", param, ctx)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            self.fail(f"directory {directory!r} is not writable", param, ctx)
+        return value
+
 
 def _parse_uint(text, bits, what):
     text = str(text).strip()          # (SignedArguments marks a negative number with a space)

@@ -8,7 +8,7 @@ import click
 
 from rnic.host.cli.common import (EXIT_FAILURE, EXIT_OK, Hex, UInt, conn_options, conn_params,
                                   emit, event_text, fail, negotiated_text, open_device_or_fail,
-                                  pcap_wrap)
+                                  OutputPath, pcap_wrap)
 
 __all__ = ["listen", "connect"]
 
@@ -67,7 +67,7 @@ _MAX_HALF_OPEN = 64
                    "and a line on stderr (default: the device's connection contexts with "
                    "--device, else no limit).")
 @click.option("--once", is_flag=True, help="Exit after the first connection.")
-@click.option("--pcap", "pcap_file", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--pcap", "pcap_file", type=OutputPath(), default=None,
               help="Write each connection's TCP traffic to this pcap file (the 2nd connection "
                    "to FILE-2.EXT, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line.")
@@ -329,7 +329,7 @@ def _transfers(ctx, send, write, read, stag, to):
               help="The peer's STag of the --write/--read before it (before any: the default).")
 @click.option("--to", multiple=True, type=UInt(64, "TO"),
               help="The peer's TO of the --write/--read before it (default 0).")
-@click.option("--pcap", "pcap_file", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--pcap", "pcap_file", type=OutputPath(), default=None,
               help="Write the connection's TCP traffic to this pcap file.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context

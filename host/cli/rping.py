@@ -6,7 +6,7 @@ import sys
 import click
 
 from rnic.host.cli.common import (EXIT_FAILURE, EXIT_OK, conn_options, conn_params, event_text,
-                                  fail, negotiated_text, open_device_or_fail, pcap_wrap)
+                                  fail, negotiated_text, open_device_or_fail, OutputPath, pcap_wrap)
 
 __all__ = ["rping"]
 
@@ -43,7 +43,7 @@ def _rping_size(ctx, param, value):
 @click.option("--retry", type=click.FloatRange(0, 3600), default=0.0, show_default=True,
               help="Client: keep retrying the connection this many seconds while it is refused "
                    "or closed before the MPA Reply (a peer that is not listening yet).")
-@click.option("--pcap", "pcap_file", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--pcap", "pcap_file", type=OutputPath(), default=None,
               help="Write the connection's TCP traffic to this pcap file.")
 @click.option("--json", "as_json", is_flag=True,
               help="JSON: one result object (the server prints a listening line first).")

@@ -17,18 +17,13 @@ import struct
 from dataclasses import dataclass
 
 from rnic.host.spec.errors import DdpErrorType, DdpTaggedCode, DdpUntaggedCode, ErrorInfo, ProtocolError
+from rnic.host.spec.protocol import DDP_VERSION, L_FLAG, T_FLAG, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN
 
 __all__ = [
     "DDP_VERSION", "T_FLAG", "L_FLAG", "TAGGED_HEADER_LEN", "UNTAGGED_HEADER_LEN",
     "TaggedHeader", "UntaggedHeader", "header_length", "parse", "build",
     "check_version",
 ]
-
-DDP_VERSION = 1
-T_FLAG = 0x80
-L_FLAG = 0x40
-TAGGED_HEADER_LEN = 14
-UNTAGGED_HEADER_LEN = 18
 
 _TAGGED = struct.Struct(">BBIQ")
 _UNTAGGED = struct.Struct(">BB4sIII")

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from rnic.host.model.crc import crc32c, crc_field, crc_from_field, CRC_FIELD_LEN
 from rnic.host.spec.errors import ErrorInfo, MpaError
 from rnic.host.spec.limits import MARKER_INTERVAL, MAX_MULPDU, MIN_MULPDU
+from rnic.host.spec.protocol import TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN
 
 __all__ = [
     "MARKER_INTERVAL", "MARKER_LEN", "LENGTH_FIELD_LEN", "MIN_MULPDU", "MAX_MULPDU",
@@ -75,9 +76,6 @@ MARKER_LEN = 4
 LENGTH_FIELD_LEN = 2
 #: Largest value of the ULPDU_Length field.
 MAX_ULPDU_LENGTH = 0xFFFF
-#: DDP header sizes (RFC 5041): tagged (T = 1) and untagged (T = 0).
-TAGGED_HEADER_LEN = 14
-UNTAGGED_HEADER_LEN = 18
 
 _T_BIT = 0x80
 

@@ -30,12 +30,15 @@ RDMAP Remote Operation Error, Unspecified (layer 0, type 2, code 0xFF): the
 peer sent a malformed RDMAP message and no table names a closer code.
 """
 
-import enum
 import struct
 from dataclasses import dataclass
 
 from rnic.host.model import ddp
 from rnic.host.spec.errors import ErrorInfo, Layer, ProtocolError, RdmapErrorType, RdmapOperationCode
+from rnic.host.spec.protocol import (
+    QN_READ_REQUEST, QN_SEND, QN_TERMINATE, RDMAP_VERSION, READ_REQUEST_LEN, TERMINATE_MAX_LEN,
+    RdmapOpcode,
+)
 
 __all__ = [
     "RDMAP_VERSION", "Opcode", "OPCODE_NAMES", "TAGGED_OPCODES", "INVALIDATE_OPCODES",
@@ -44,19 +47,8 @@ __all__ = [
     "check_header", "ReadRequest", "Terminate", "TERMINATE_MAX_LEN",
 ]
 
-RDMAP_VERSION = 1
-
-
-class Opcode(enum.IntEnum):
-    """RDMAP opcodes (RFC 5040 section 4.2)."""
-    RDMA_WRITE = 0
-    RDMA_READ_REQUEST = 1
-    RDMA_READ_RESPONSE = 2
-    SEND = 3
-    SEND_INVALIDATE = 4
-    SEND_SE = 5
-    SEND_SE_INVALIDATE = 6
-    TERMINATE = 7
+#: The RDMAP opcodes (RFC 5040 section 4.2); defined once in the spec layer.
+Opcode = RdmapOpcode
 
 
 OPCODE_NAMES = {
@@ -75,9 +67,10 @@ TAGGED_OPCODES = frozenset({Opcode.RDMA_WRITE, Opcode.RDMA_READ_RESPONSE})
 INVALIDATE_OPCODES = frozenset({Opcode.SEND_INVALIDATE, Opcode.SEND_SE_INVALIDATE})
 SOLICITED_OPCODES = frozenset({Opcode.SEND_SE, Opcode.SEND_SE_INVALIDATE})
 _QN = {
-    Opcode.RDMA_READ_REQUEST: 1,
-    Opcode.SEND: 0, Opcode.SEND_INVALIDATE: 0, Opcode.SEND_SE: 0, Opcode.SEND_SE_INVALIDATE: 0,
-    Opcode.TERMINATE: 2,
+    Opcode.RDMA_READ_REQUEST: QN_READ_REQUEST,
+    Opcode.SEND: QN_SEND, Opcode.SEND_INVALIDATE: QN_SEND, Opcode.SEND_SE: QN_SEND,
+    Opcode.SEND_SE_INVALIDATE: QN_SEND,
+    Opcode.TERMINATE: QN_TERMINATE,
 }
 
 
@@ -176,7 +169,7 @@ class ReadRequest:
     src_stag: int
     src_to: int
 
-    LENGTH = 28
+    LENGTH = READ_REQUEST_LEN
 
     def __post_init__(self):
         _check_uint("sink_stag", self.sink_stag, 32)
@@ -207,7 +200,7 @@ class ReadRequest:
                 "src_stag": self.src_stag, "src_to": self.src_to}
 
 
-TERMINATE_MAX_LEN = 4 + 2 + ddp.UNTAGGED_HEADER_LEN + ReadRequest.LENGTH  # 52
+assert TERMINATE_MAX_LEN == 4 + 2 + ddp.UNTAGGED_HEADER_LEN + ReadRequest.LENGTH
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -76,8 +76,7 @@ __all__ = [
     "Field", "Register", "RegisterMap", "RegMapError",
     "ConnState", "SqOpcode", "CqQueue", "CqStatus", "DpCrc", "DpError",
     "MAGIC", "VERSION_MAJOR", "VERSION_MINOR", "ADDR_WIDTH", "PARAMS", "REGMAP", "ACCESS_DOC", "BUS_DOC",
-    "c_header", "markdown", "constants", "generated_files", "write_generated", "stale_files",
-    "main",
+    "constants",
 ]
 
 #: Register 0 (``ID``) reads this: ASCII "iWRP" (0x69 0x57 0x52 0x50), most significant byte first.

@@ -11,6 +11,7 @@ the CLI; the start-up time of a cached build.
 """
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -272,13 +273,18 @@ def test_cli_regs_and_status():
 
 
 def test_cached_start_is_quick(sim):
+    """A second device of the same parameters reuses the built executable: nothing is rebuilt
+    (its file is untouched) and it starts in seconds, not the minute a build takes. (The
+    bounds leave room for a machine busy with other work.)"""
+    built = os.stat(sim.exe).st_mtime_ns
     t0 = time.monotonic()
     exe = device_executable(width=8, connections=16)
-    assert exe == sim.exe and time.monotonic() - t0 < 1.0
+    assert exe == sim.exe and time.monotonic() - t0 < 5.0
     t0 = time.monotonic()
     with SimDevice(width=8, connections=16) as dev:
         assert Registers(dev).probe().width == 8
-    assert time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 < 10.0
+    assert os.stat(sim.exe).st_mtime_ns == built
     names = set(core_sources())
     assert {"rnic.hdl.rnic_core", "rnic.hdl.mpa_tx", "rnic.hdl.mpa_rx", "rnic.hdl.regbank",
             "rnic.host.spec.regmap"} <= names

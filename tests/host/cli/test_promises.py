@@ -139,6 +139,21 @@ def test_a_malformed_device_is_a_usage_error_everywhere(capsys, cmd):
         assert "'--device'" in err, (spec, err)
 
 
+PCAP_COMMANDS = [("listen", "--port", "0", "--once"), ("connect", "127.0.0.1:9"),
+                 ("rping", "-s", "-a", "127.0.0.1", "-p", "0")]
+
+
+@pytest.mark.parametrize("cmd", PCAP_COMMANDS, ids=lambda c: c[0])
+def test_a_pcap_file_that_cannot_be_written_is_a_usage_error_before_any_connection(
+        capsys, tmp_path, cmd):
+    for bad, why in [(tmp_path / "missing" / "x.pcap", "does not exist"),
+                     (tmp_path, "is a directory")]:
+        code, out, err = in_process(capsys, *cmd, "--pcap", bad)
+        assert code == 2 and out == "" and one_error_line(err), (bad, err)
+        assert "'--pcap'" in err and why in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("value", ["-1", "-0x5", "-12_000"])
 def test_a_negative_register_value_is_named_not_taken_for_an_option(capsys, value):
     code, out, err = in_process(capsys, "regs", "write", "SCRATCH", value)
