@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..beat import OctetBeat, check_width
+from ..beat import OctetBeat, check_width, conn_bits
 from ..mpa_config import MpaConfig
 from .crc_accumulate import MpaRxCrcAccumulate
 from .crc_precompute import MpaRxCrcPrecompute
@@ -169,8 +169,7 @@ class MpaRxDeframer(wiring.Component):
 
     def __init__(self, *, width, connections=16):
         check_width(width)
-        if not isinstance(connections, int) or connections < 1:
-            raise TypeError(f"connections must be a positive integer, not {connections!r}")
+        conn_bits(connections)   # validates
         self.width = width
         self.connections = connections
         super().__init__({

@@ -894,6 +894,16 @@ class _Run:
                 self.traffic["nonzero"] = any(data)
         comm.handshake(self.local, "the close handshake")
 
+    def run_test_qp(self, tneg):
+        """On the negotiated test QP connection: the data path, the handshakes, this role's
+        flow; returns the result dict."""
+        self.dp = self.make_datapath(tneg)
+        self.comm.handshake(ZERO_DEST, "the handshake after the test QP connected")
+        self.setup_buffers()
+        self.dest_handshakes()
+        (self.client_flow if self.role == "client" else self.server_flow)()
+        return self.result()
+
     def result(self, ok=True, error=None):
         out = {"ok": ok, "test": self.p.test, "role": self.role,
                "peer_version": self.peer_version, "params": self.p.to_json(),
@@ -957,12 +967,7 @@ def run_client(server, port, p, *, device=None, crc=True, timeout=30.0, retry=30
         # siw may miss an FPDU that follows its Reply at once (cm.ConnParams.first_fpdu_delay):
         # let that pause pass here, not inside the measured run
         time.sleep(FIRST_FPDU_DELAY)
-        r.dp = r.make_datapath(tneg)
-        r.comm.handshake(ZERO_DEST, "the handshake after the test QP connected")
-        r.setup_buffers()
-        r.dest_handshakes()
-        r.client_flow()
-        return r.result()
+        return r.run_test_qp(tneg)
     except (cm.MpaSetupError, OSError) as e:
         info = getattr(e, "info", None)
         raise PerftestError(f"connection setup failed: {e}", info) from None
@@ -998,12 +1003,7 @@ def run_server(host, port, p, *, device=None, crc=True, timeout=30.0, accept_tim
             r.comm.handshake(ZERO_DEST, "the go-ahead to connect the test QP")
             tneg, _ = _accept(srv, _conn_params(crc=crc, timeout=timeout, ird=reads,
                                                 ord_=reads), timeout, "test QP connection")
-            r.dp = r.make_datapath(tneg)
-            r.comm.handshake(ZERO_DEST, "the handshake after the test QP connected")
-            r.setup_buffers()
-            r.dest_handshakes()
-            r.server_flow()
-            return r.result()
+            return r.run_test_qp(tneg)
     except (cm.MpaSetupError, OSError) as e:
         info = getattr(e, "info", None)
         raise PerftestError(f"connection setup failed: {e}", info) from None

@@ -353,6 +353,15 @@ def run_bench(widths=WIDTHS, *, ulpdus=DEFAULT_ULPDUS, seed=1, connections=DEFAU
     }
 
 
+def _with_mismatches(lines, report):
+    """The table ``lines`` and a MISMATCH line per unverified result, as one text."""
+    bad = [r for r in report["results"] if not r["verified"]]
+    if bad:
+        lines.append("")
+        lines += [f"MISMATCH: {r['mismatch']}" for r in bad]
+    return "\n".join(lines)
+
+
 def text_report(report):
     """The report as a Markdown table (with a header line and the mismatches, if any)."""
     lines = [
@@ -371,11 +380,7 @@ def text_report(report):
             f"{r['efficiency']:.5f} | {r['beat_rate']:.5f} | {r['beats_in']} | {r['beats_out']} | "
             f"{r['cycles_per_s'] / 1e6:.2f} | {r['cycles_per_cpu_s'] / 1e6:.2f} | {build} | "
             f"{'yes' if r['verified'] else 'NO'} |")
-    bad = [r for r in report["results"] if not r["verified"]]
-    if bad:
-        lines.append("")
-        lines += [f"MISMATCH: {r['mismatch']}" for r in bad]
-    return "\n".join(lines)
+    return _with_mismatches(lines, report)
 
 
 # =============================================================================================
@@ -605,8 +610,4 @@ def ddp_text_report(report):
             f"{r['protocol_limit']:.4f} | {r['of_limit']:.3f} | {r['placed_octets']} | "
             f"{r['cycles']} | {r['wire_octets']} | {r['fpdus']} | {g[0]:.2f} | {g[1]:.2f} | "
             f"{'yes' if r['verified'] else 'NO'} |")
-    bad = [r for r in report["results"] if not r["verified"]]
-    if bad:
-        lines.append("")
-        lines += [f"MISMATCH: {r['mismatch']}" for r in bad]
-    return "\n".join(lines)
+    return _with_mismatches(lines, report)
