@@ -1,8 +1,8 @@
 """Suite-wide pytest options: ``--wide`` runs the W = 16 and 32 gateware regressions."""
 
-import re
-
 import pytest
+
+from rnic.host.cli.progress import PLAIN_LINE
 
 
 def pytest_addoption(parser):
@@ -19,9 +19,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-#: A line of build progress as ``rnic`` writes it on a non-terminal stderr
-#: (rnic.host.cli.progress): ``rnic bench ddp: [   1.2 s] bench_ddp_w8: verilating``.
-PROGRESS_LINE = re.compile(r"^rnic(?: [a-z][\w-]*)*: \[ *\d+\.\d s\] \S.*$")
+#: A line of build progress as ``rnic`` writes it on a non-terminal stderr.
+PROGRESS_LINE = PLAIN_LINE
 
 
 @pytest.fixture

@@ -10,13 +10,18 @@ what a test compares). Nothing ever goes to stdout.
 """
 
 import contextlib
+import re
 import sys
 import threading
 import time
 
 import click
 
-__all__ = ["BuildView", "sim_build_progress"]
+__all__ = ["BuildView", "sim_build_progress", "PLAIN_LINE"]
+
+#: A plain progress line as written off a terminal, for tools that filter a log:
+#: ``rnic bench ddp: [    1.2 s] bench_ddp_w8: verilating``.
+PLAIN_LINE = re.compile(r"^rnic(?: [a-z][\w-]*)*: \[ *\d+\.\d s\] \S.*$")
 
 #: Phases that mean "this build compiles" (a cached build never reports them).
 COMPILING = frozenset({"verilating", "compiling C++"})

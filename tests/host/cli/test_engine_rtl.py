@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from rnic.host.cli import ENGINES, main
+from rnic.host.cli.progress import PLAIN_LINE
 from rnic.host.model.crc import crc32c, crc_field
 from rnic.host.model.dissect import ulpdu_to_json
 from rnic.host.model.fpdu import FpduEncoder
@@ -28,7 +29,8 @@ WIDTHS = [4, 8]
 
 
 def rnic(*args, stdin=b""):
-    """Run ``rnic ARGS`` in this process: (exit status, stdout bytes, stderr text)."""
+    """Run ``rnic ARGS`` in this process: (exit status, stdout bytes, stderr text without the
+    progress lines of a simulation build, which only a fresh cache prints)."""
     runner = CliRunner()
     code = 0
     with runner.isolation(input=stdin) as streams:
@@ -39,7 +41,9 @@ def rnic(*args, stdin=b""):
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         sys.stdout.flush()
         sys.stderr.flush()
-        return code, out.getvalue(), err.getvalue().decode()
+        text = "".join(line for line in err.getvalue().decode().splitlines(keepends=True)
+                       if not PLAIN_LINE.match(line.rstrip("\n")))
+        return code, out.getvalue(), text
 
 
 def ulpdu(rng, i, size):

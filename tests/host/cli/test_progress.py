@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from rnic.host import cli
-from rnic.host.cli.progress import BuildView
+from rnic.host.cli.progress import PLAIN_LINE, BuildView
 from rnic.sim.runner import PHASES, build_progress, report_phase
 
 BUILD = ["converting to Verilog", "verilating", "compiling C++", "ready"]
@@ -52,6 +52,7 @@ def test_plain_lines_show_a_compiling_build_one_line_per_phase():
     lines = out.getvalue().splitlines()
     assert [re.sub(STAMP, "[T]", x) for x in lines] == [
         f"rnic demo: [T] device_w8_c16: {p}" for p in BUILD + START]
+    assert all(PLAIN_LINE.match(x) for x in lines)          # what log filters look for
 
 
 def test_a_live_line_shows_phase_and_elapsed_time_then_goes():
