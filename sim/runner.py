@@ -263,6 +263,13 @@ def _runner_class():
             env.pop("VERILATOR_ROOT", None)
             if self.python_path:
                 env["PYTHONPATH"] = os.pathsep.join([*self.python_path, env.get("PYTHONPATH", "")])
+            # A cached model links cocotb's VPI library by the RUNPATH of the environment that
+            # built it, which may be gone (a CI run's temporary venv): the running
+            # environment's own copy of the same cocotb version (part of the cache key) comes
+            # first, as LD_LIBRARY_PATH is searched before a RUNPATH.
+            import cocotb_tools.config
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                filter(None, [str(cocotb_tools.config.libs_dir), env.get("LD_LIBRARY_PATH", "")]))
             env.update(self.env_overrides)
 
         def _execute_cmds(self, cmds, cwd, stdout=None):

@@ -75,6 +75,28 @@ def test_fifo_roundtrip_and_cache():
     assert again.build_s < 5
 
 
+def test_a_cached_model_runs_after_the_environment_that_built_it_is_gone(tmp_path, monkeypatch):
+    """The build cache is shared by every virtual environment of the user; a model built in one
+    that was removed since (a CI run's temporary venv) must still run in another."""
+    import shutil
+    built = run(BeatFifo, name="smoke_fifo", params=PARAMS, test_module="cocotb_runner_smoke",
+                testcase="sees_params", timeout_s=300)
+    root = tmp_path / "cache"
+    shutil.copytree(built.build_dir, root / built.build_dir.name, symlinks=True,
+                    ignore=shutil.ignore_patterns("runs"))
+    exe = root / built.build_dir.name / "top"
+    binary = exe.read_bytes()
+    import cocotb_tools.config
+    libs = str(cocotb_tools.config.libs_dir).encode()
+    assert binary.count(libs) == 1, "the model names cocotb's library directory once (RUNPATH)"
+    gone = b"/gone" + b"x" * (len(libs) - len(b"/gone"))    # same length: the ELF stays valid
+    exe.write_bytes(binary.replace(libs, gone))
+    monkeypatch.setenv("RNIC_SIM_BUILD", str(root))
+    again = run(BeatFifo, name="smoke_fifo", params=PARAMS, test_module="cocotb_runner_smoke",
+                testcase="sees_params", timeout_s=120)
+    assert not again.built and again.tests == 1 and again.failed == 0
+
+
 def test_failure_is_reported(tmp_path):
     with pytest.raises(SimFailure, match=r"(?s)1 of 1 cocotb tests failed.*fails_on_request.*deliberate failure"):
         run(BeatFifo, name="smoke_fifo", params=PARAMS, test_module="cocotb_runner_smoke",
