@@ -12,6 +12,7 @@ A sender IP of 0.0.0.0 (an RFC 5227 probe) is answered but not learned. Learning
 overwrites a static entry.
 """
 
+import ipaddress
 import struct
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -47,9 +48,9 @@ class ArpPacket:
     """
     op: ArpOp
     sender_mac: bytes
-    sender_ip: object
+    sender_ip: ipaddress.IPv4Address
     target_mac: bytes = bytes(ETH_ADDR_LEN)
-    target_ip: object = _ZERO_IP
+    target_ip: ipaddress.IPv4Address = _ZERO_IP
 
     def __post_init__(self):
         if isinstance(self.op, bool) or not isinstance(self.op, int):
@@ -116,7 +117,7 @@ def request(*, sender_mac, sender_ip, target_ip):
 
 class ArpEntry(NamedTuple):
     """One slot of the cache."""
-    ip: object
+    ip: ipaddress.IPv4Address
     mac: bytes
     static: bool
 
