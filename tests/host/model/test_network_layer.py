@@ -4,6 +4,7 @@ and checked by scapy: every drop reason counted once, the next good frame still 
 import ipaddress
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_RR
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 
@@ -306,3 +307,24 @@ def test_other_config():
     reply = Ether(model.receive(frame).replies[0])
     assert (reply.src, reply[IP].src, reply[IP].dst) == ("02:00:00:00:00:01", "10.0.0.2", "10.200.0.1")
     assert model.receive(ping()[0]).drop is RxDrop.OTHER_MAC
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_frame_is_handled_or_dropped_for_one_reason(data):
+    """Mutated good frames and random octets: no exception, and either handled (nothing
+    counted) or exactly one reason counted."""
+    good = [ping(8)[0], bytes(eth(BCAST) / ARP(op=1, hwsrc=PEER_MAC, psrc=PEER_IP, pdst=NIC_IP)),
+            bytes(eth() / ip() / TCP() / b"data")]
+    frame = bytearray(data.draw(st.sampled_from(good)))
+    for _ in range(data.draw(st.integers(0, 3))):
+        frame[data.draw(st.integers(0, len(frame) - 1))] = data.draw(st.integers(0, 255))
+    frame = bytes(frame[:data.draw(st.integers(0, len(frame)))])
+    model = NicNetModel()
+    result = model.receive(frame)
+    if result.drop is RxDrop.NONE:
+        assert not any(model.counters.values())
+        assert result.replies or result.delivered is not None or Ether(frame).type == 0x0806
+    else:
+        only(model, result.drop)
+        assert not result.replies and result.delivered is None
