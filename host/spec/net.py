@@ -14,7 +14,7 @@ __all__ = [
     "ARP_LEN", "ArpOp", "IPV4_HEADER_LEN", "IPV4_VERSION", "IpProto", "DEFAULT_TTL",
     "ICMP_HEADER_LEN", "IcmpType", "MTU",
     "DEFAULT_NIC_MAC", "DEFAULT_NIC_IP", "DEFAULT_PREFIX", "DEFAULT_PEER_IP",
-    "RxDrop",
+    "RxDrop", "TxDrop",
 ]
 
 #: Preamble octet (7 of them) and start frame delimiter, as sent on GMII (802.3 clause 35).
@@ -118,3 +118,17 @@ class RxDrop(enum.IntEnum):
     IP_OTHER = 11
     IP_PROTOCOL = 12
     ICMP_OTHER = 13
+
+
+class TxDrop(enum.IntEnum):
+    """Why the send path dropped a packet that the layer above handed it; each reason has its
+    own counter.
+
+    ``NO_ROUTE`` the destination is outside the NIC's prefix and no gateway is configured;
+    ``ARP_MISS`` the next hop is not in the ARP cache: the packet is dropped and an ARP
+    request for the next hop is sent in its place (the layer above, TCP, sends it again
+    when it retransmits; the send path holds no packet).
+    """
+    NONE = 0
+    NO_ROUTE = 1
+    ARP_MISS = 2
