@@ -47,7 +47,9 @@ class EthernetPort(wiring.Component):
     width : int
         Octets per beat on ``rx``/``tx``: one of :data:`rnic.host.spec.limits.WIDTHS`.
     rx_depth, tx_depth : int
-        Octets of the receive and transmit frame buffers (powers of 2).
+        Octets of the receive and transmit frame buffers (powers of 2). The transmit
+        buffer sends at line rate when it holds two frames (the one on the wire and the
+        next): at least 2 x 1514 octets, hence 4096.
 
     Ports
     -----
@@ -71,7 +73,7 @@ class EthernetPort(wiring.Component):
         Frames sent, and frames thrown away for being longer than ``tx_depth``.
     """
 
-    def __init__(self, *, width, rx_depth=4096, tx_depth=2048):
+    def __init__(self, *, width, rx_depth=4096, tx_depth=4096):
         self._width = check_width(width)
         self._rx_depth = rx_depth
         self._tx_depth = tx_depth
