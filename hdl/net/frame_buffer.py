@@ -42,7 +42,8 @@ class FrameBuffer(wiring.Component):
       frame longer than the whole ring is discarded (the rest of it is taken and thrown
       away at full rate) with the verdict ``OVERFLOW``.
 
-    Capacity: ``depth`` octets and ``frames`` frames at once; with ``depth = 4096`` that is
+    Capacity: ``depth`` octets and ``frames`` frames at once (plus the frame being read
+    out, whose length has left the queue); with ``depth = 4096`` that is
     two frames of 1514 octets, or 68 of 60 octets (``frames`` defaults to enough for
     ``depth`` octets of 60-octet frames).
 

@@ -60,7 +60,7 @@ class MacRx(wiring.Component):
 
     Latency: an octet of the frame leaves on ``o`` 7 cycles after it is on ``gmii``
     (input register, 5 octets held back, output register); the last octet and its verdict
-    leave 3 cycles after ``rx_dv`` falls. Throughput: one octet per cycle.
+    leave 2 cycles after ``rx_dv`` falls. Throughput: one octet per cycle.
     """
 
     gmii: In(GmiiRx)

@@ -136,7 +136,7 @@ class PortTB(TB):
             await self.cycles(64)
         raise AssertionError(f"timeout: {len(self.frames)} of {count} frames on rx")
 
-    async def wait_tx(self, count, *, timeout_us=2000):
+    async def wait_tx(self, count, *, timeout_us=20000):
         for _ in range(timeout_us * 1000 // (64 * CORE_NS)):
             if self.gmii_snk.count() >= count:
                 return
@@ -201,7 +201,8 @@ async def _good_frames_both_ways(dut, *, backpressure, idle):
     frames.reverse()                         # longest first: every gap is the minimum
     for data in frames:
         tb.tx.extend(_beats(data, tb.W))
-    await tb.wait_rx(len(rx_order))
+    # line rate on gmii_rx, with time to spare for the back-pressure
+    await tb.wait_rx(len(rx_order), timeout_us=sum(len(f) + 30 for f in frames) * ETH_NS // 500)
     got = [data for _, data in tb.take_rx()]
     assert len(got) == len(rx_order)
     for k, (a, b) in enumerate(zip(got, rx_order)):
