@@ -9,13 +9,14 @@ Host-facing (the ports of :class:`rnic.hdl.ddp_rx.DdpRx`): :class:`StagWrite`, :
 """
 
 from amaranth.hdl import unsigned
-from amaranth.lib import data, enum
+from amaranth.lib import data
 from amaranth.utils import ceil_log2, exact_log2
 
 from rnic.host.spec.protocol import READ_REQUEST_LEN, TERMINATE_MAX_LEN, RdmapOpcode
 
 from ..beat import conn_bits
 from ..mpa_config import RxError
+from ..shapes import shaped_enum
 
 __all__ = [
     "TERM_BYTES", "QN1_CAP", "QN2_CAP", "QN2_BASE", "CTL_BYTES", "Opcode",
@@ -34,18 +35,9 @@ QN2_BASE = 32
 CTL_BYTES = 96
 
 
-def _shaped(name, members, shape):
-    # Amaranth's functional enum API takes no shape, so build the class through its metaclass.
-    namespace = enum.EnumType.__prepare__(name, (enum.IntEnum,))
-    for member in members:
-        namespace[member.name] = member.value
-    namespace["__module__"] = __name__
-    return enum.EnumType(name, (enum.IntEnum,), namespace, shape=shape)
-
-
 #: RDMAP opcodes (RFC 5040 section 4.2) as a layout field type: the low 4 bits of the RDMAP
 #: control octet. Members and values are those of the spec layer's ``RdmapOpcode``.
-Opcode = _shaped("Opcode", RdmapOpcode, 4)
+Opcode = shaped_enum(RdmapOpcode, 4, module=__name__, name="Opcode")
 
 
 # ---------------------------------------------------------------------------- port layouts

@@ -8,31 +8,20 @@ Width 1 is the octet stream at the MAC; the core's streams have a width of
 :data:`rnic.host.spec.limits.WIDTHS`.
 """
 
-import types
-
 from amaranth.hdl import unsigned
-from amaranth.lib import data, enum
+from amaranth.lib import data
 from amaranth.utils import bits_for
 
 from rnic.host.spec import net
 from rnic.host.spec.limits import check_width
 
+from ..shapes import shaped_enum
+
 __all__ = ["FrameBeat", "RxDrop", "RxOctet", "RX_COUNTERS"]
 
 
-def _shaped(spec_enum, width):
-    def members(namespace):
-        for member in spec_enum:
-            namespace[member.name] = member.value
-    shaped = types.new_class(spec_enum.__name__, (enum.IntEnum,), {"shape": unsigned(width)},
-                             members)
-    shaped.__doc__ = f":class:`rnic.host.spec.net.{spec_enum.__name__}` as a field shape."
-    shaped.__module__ = __name__
-    return shaped
-
-
 #: :class:`rnic.host.spec.net.RxDrop` (same members and values) as a 4-bit field shape.
-RxDrop = _shaped(net.RxDrop, 4)
+RxDrop = shaped_enum(net.RxDrop, 4, module=__name__)
 
 #: Receive counters of the MAC, indexed by their ``RxDrop`` value: ``NONE`` counts the good
 #: frames, the others each drop reason the MAC itself decides.

@@ -103,6 +103,10 @@ class RxDrop(enum.IntEnum):
     a fragment offset; ``IP_OTHER`` a destination that is not the NIC's address;
     ``IP_PROTOCOL`` a protocol with no handler; ``ICMP_OTHER`` an ICMP message that is not
     an echo request, or whose checksum does not match.
+
+    A frame with several faults counts once, for the first reason in this order: the MAC's
+    RUNT, GIANT, FCS, OTHER_MAC (OVERFLOW only for a frame that passed them), then the
+    network reasons in the order of their values (ETHERTYPE first, ICMP_OTHER last).
     """
     NONE = 0
     FCS = 1
