@@ -1,0 +1,1 @@
+"""The Ethernet MAC and its path between GMII and the core's W-octet frame streams."""

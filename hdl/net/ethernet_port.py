@@ -1,0 +1,159 @@
+"""One Ethernet port: GMII in the PHY clock domains, W-octet frame streams in the core's."""
+
+from amaranth.hdl import Array, Cat, DomainRenamer, Module
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.wiring import In, Out
+
+from rnic.host.spec.limits import check_width
+from rnic.host.spec.net import MAX_FRAME_LEN
+
+from .frame_buffer import FrameBuffer, check_depth
+from .gmii import GmiiRx, GmiiTx
+from .layouts import RX_COUNTERS, FrameBeat, RxDrop
+from .mac_rx import MacRx
+from .mac_tx import MacTx
+from .width import BeatsToOctets, OctetsToBeats
+
+__all__ = ["EthernetPort"]
+
+#: Entries of the clock-crossing FIFOs of the frame beats and of the verdicts.
+CDC_DEPTH = 16
+
+
+class EthernetPort(wiring.Component):
+    """A 1 Gb/s Ethernet MAC with its buffers, clock-domain crossings and width converters.
+
+    Receive: ``gmii_rx`` → :class:`~rnic.hdl.net.mac_rx.MacRx` →
+    :class:`~rnic.hdl.net.frame_buffer.FrameBuffer` (``rx_depth`` octets, ``"drop"``) →
+    :class:`~rnic.hdl.net.width.OctetsToBeats` → ``AsyncFIFO`` → ``rx``. Only good frames
+    reach ``rx``, whole and in order; a frame that finds the buffer full (``rx`` stalled)
+    is dropped as a whole and counted as ``OVERFLOW``.
+
+    Transmit: ``tx`` → ``AsyncFIFO`` → :class:`~rnic.hdl.net.width.BeatsToOctets` →
+    :class:`~rnic.hdl.net.frame_buffer.FrameBuffer` (``tx_depth`` octets, ``"wait"``) →
+    :class:`~rnic.hdl.net.mac_tx.MacTx` → ``gmii_tx``. The buffer holds a frame until all
+    of it is in, so ``tx`` may stall or idle inside a frame; a frame longer than
+    ``tx_depth`` is thrown away (counted in ``tx_dropped``).
+
+    Clock domains: ``sync`` (the core: ``rx``, ``tx``, config and counters), ``eth_rx``
+    (the PHY's receive clock: ``gmii_rx``) and ``eth_tx`` (the transmit clock:
+    ``gmii_tx``), each with its own reset; the two Ethernet domains may be driven by one
+    clock (plain GMII in simulation). The core clock must be at least 125 MHz / W for line
+    rate, and above 125 MHz / 20 so that no verdict is lost on its way to the counters.
+
+    Parameters
+    ----------
+    width : int
+        Octets per beat on ``rx``/``tx``: one of :data:`rnic.host.spec.limits.WIDTHS`.
+    rx_depth, tx_depth : int
+        Octets of the receive and transmit frame buffers (powers of 2). The transmit
+        buffer sends at line rate when it holds two frames (the one on the wire and the
+        next): at least 2 x 1514 octets, hence 4096.
+
+    Ports
+    -----
+    gmii_rx : In(GmiiRx)
+        In ``eth_rx``.
+    gmii_tx : Out(GmiiTx)
+        In ``eth_tx``.
+    rx : Out(stream.Signature(FrameBeat(width=W)))
+        Received good frames, without FCS, from the destination address on.
+    tx : In(stream.Signature(FrameBeat(width=W)))
+        Frames to send, without FCS (shorter ones are padded to 60 octets).
+    mac : In(48)
+        The NIC's address, the first octet on the wire in bits 47..40. Quasi-static.
+    max_len : In(16), init 1514
+        Longest frame accepted, without FCS. Quasi-static.
+    rx_counts : Out(ArrayLayout(32, 6))
+        Receive counters indexed by :class:`~rnic.hdl.net.layouts.RxDrop` value: ``NONE``
+        good frames, then ``FCS``, ``RUNT``, ``GIANT``, ``OTHER_MAC``, ``OVERFLOW``; they
+        wrap at 2**32 and are zeroed by the ``sync`` reset.
+    tx_frames, tx_dropped : Out(32)
+        Frames sent, and frames thrown away for being longer than ``tx_depth``.
+    """
+
+    def __init__(self, *, width, rx_depth=4096, tx_depth=4096):
+        self._width = check_width(width)
+        self._rx_depth = rx_depth
+        self._tx_depth = tx_depth
+        check_depth(rx_depth)
+        check_depth(tx_depth)
+        super().__init__({
+            "gmii_rx": In(GmiiRx),
+            "gmii_tx": Out(GmiiTx),
+            "rx": Out(stream.Signature(FrameBeat(width=width))),
+            "tx": In(stream.Signature(FrameBeat(width=width))),
+            "mac": In(48),
+            "max_len": In(16, init=MAX_FRAME_LEN),
+            "rx_counts": Out(data.ArrayLayout(32, len(RX_COUNTERS))),
+            "tx_frames": Out(32),
+            "tx_dropped": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        self._receive(m)
+        self._transmit(m)
+        return m
+
+    def _receive(self, m):
+        rx_domain = DomainRenamer("eth_rx")
+        m.submodules.mac_rx = mac_rx = rx_domain(MacRx())
+        m.submodules.rx_buffer = buffer = rx_domain(FrameBuffer(depth=self._rx_depth))
+        m.submodules.rx_pack = pack = rx_domain(OctetsToBeats(width=self._width))
+        beat_bits = FrameBeat(width=self._width).size
+        m.submodules.rx_cdc = beats = fifo.AsyncFIFO(width=beat_bits, depth=CDC_DEPTH,
+                                                     w_domain="eth_rx", r_domain="sync")
+        m.submodules.rx_verdict_cdc = verdicts = fifo.AsyncFIFO(
+            width=RxDrop.as_shape().width, depth=CDC_DEPTH, w_domain="eth_rx", r_domain="sync")
+
+        m.submodules.mac_sync = FFSynchronizer(self.mac, mac_rx.mac, o_domain="eth_rx")
+        m.submodules.max_len_sync = FFSynchronizer(self.max_len, mac_rx.max_len,
+                                                   o_domain="eth_rx", init=MAX_FRAME_LEN)
+        wiring.connect(m, wiring.flipped(self.gmii_rx), mac_rx.gmii)
+        m.d.comb += [buffer.i.valid.eq(mac_rx.o.valid), buffer.i.payload.eq(mac_rx.o.payload)]
+        wiring.connect(m, buffer.o, pack.i)
+        m.d.comb += [beats.w_data.eq(pack.o.payload), beats.w_en.eq(pack.o.valid),
+                     pack.o.ready.eq(beats.w_rdy),
+                     self.rx.payload.eq(beats.r_data), self.rx.valid.eq(beats.r_rdy),
+                     beats.r_en.eq(self.rx.ready)]
+
+        m.d.comb += [verdicts.w_data.eq(buffer.verdict.payload),
+                     verdicts.w_en.eq(buffer.verdict.valid), verdicts.r_en.eq(1)]
+        counts = Array(self.rx_counts[k] for k in range(len(RX_COUNTERS)))
+        with m.If(verdicts.r_rdy):
+            m.d.sync += counts[verdicts.r_data].eq(counts[verdicts.r_data] + 1)
+
+    def _transmit(self, m):
+        tx_domain = DomainRenamer("eth_tx")
+        beat_bits = FrameBeat(width=self._width).size
+        m.submodules.tx_cdc = beats = fifo.AsyncFIFO(width=beat_bits, depth=CDC_DEPTH,
+                                                     w_domain="sync", r_domain="eth_tx")
+        m.submodules.tx_unpack = unpack = tx_domain(BeatsToOctets(width=self._width))
+        m.submodules.tx_buffer = buffer = tx_domain(FrameBuffer(depth=self._tx_depth,
+                                                                overflow="wait"))
+        m.submodules.mac_tx = mac_tx = tx_domain(MacTx())
+        m.submodules.tx_done_cdc = done = fifo.AsyncFIFO(width=2, depth=CDC_DEPTH,
+                                                         w_domain="eth_tx", r_domain="sync")
+
+        m.d.comb += [beats.w_data.eq(self.tx.payload), beats.w_en.eq(self.tx.valid),
+                     self.tx.ready.eq(beats.w_rdy),
+                     unpack.i.payload.eq(beats.r_data), unpack.i.valid.eq(beats.r_rdy),
+                     beats.r_en.eq(unpack.i.ready)]
+        m.d.comb += [buffer.i.valid.eq(unpack.o.valid), unpack.o.ready.eq(buffer.i.ready),
+                     buffer.i.payload.data.eq(unpack.o.payload.data),
+                     buffer.i.payload.first.eq(unpack.o.payload.first),
+                     buffer.i.payload.last.eq(unpack.o.payload.last),
+                     buffer.i.payload.drop.eq(RxDrop.NONE)]
+        wiring.connect(m, buffer.o, mac_tx.i)
+        wiring.connect(m, mac_tx.gmii, wiring.flipped(self.gmii_tx))
+
+        # Sent frames (bit 0) and frames too long for the buffer (bit 1) to the counters.
+        too_long = buffer.verdict.valid & (buffer.verdict.payload != RxDrop.NONE)
+        m.d.comb += [done.w_en.eq(mac_tx.sent | too_long),
+                     done.w_data.eq(Cat(mac_tx.sent, too_long)), done.r_en.eq(1)]
+        with m.If(done.r_rdy & done.r_data[0]):
+            m.d.sync += self.tx_frames.eq(self.tx_frames + 1)
+        with m.If(done.r_rdy & done.r_data[1]):
+            m.d.sync += self.tx_dropped.eq(self.tx_dropped + 1)
