@@ -50,8 +50,9 @@ class ArpResponder(wiring.Component):
         The NIC's addresses, big-endian. Quasi-static.
 
     Latency: the reply's first beat is valid 2 cycles after the request's last beat was
-    taken (a cycle to learn). Throughput: ``i`` is stalled while a reply is sent, so a
-    frame takes its beats plus ``ceil(42 / W)`` plus 2 cycles.
+    taken on ``i`` (a cycle to learn); a request from ``request`` 1 cycle after it was
+    taken. Throughput: ``i`` is stalled while a reply is sent, so a request takes its
+    beats plus ``ceil(42 / W)`` plus 1 cycles.
     """
 
     def __init__(self, *, width):

@@ -11,7 +11,8 @@ from rnic.hdl.net.l3_layouts import ArpWrite
 from rnic.hdl.net.layouts import FrameBeat
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX
 from rnic.sim.streams import TB, assert_drained, bytes_to_beats
-from test_network_layer import bad_frames, check, ping, scenario, static_writes, arp_frame
+from test_network_layer import (arp_frame, bad_frames, check, new_model, pad, ping, scenario,
+                                static_writes)
 
 
 def frame_beats(frame, width):
@@ -30,6 +31,7 @@ class NetTB(TB):
         dut.arp_lookup_ip.value = 0
         self.rx = self.source("rx", self.layout, idle_prob=idle)
         self.tcp_tx = self.source("tcp_tx", self.layout)
+        self.arp_request = self.source("arp_request", None)
         self.arp_write = self.source("arp_write", ArpWrite(entries=self.params["arp_entries"]))
         self.tx_frames, self.tcp_frames, self.drops = [], [], []
         self.tx_times = []
@@ -103,7 +105,7 @@ class NetTB(TB):
 
     def finish(self):
         assert self._open == {"tx": None, "tcp": None}, "a frame was never closed"
-        assert_drained(self.rx, self.tx, self.tcp, self.arp_write)
+        assert_drained(self.rx, self.tx, self.tcp, self.arp_write, self.tcp_tx, self.arp_request)
 
 
 @cocotb.test()
@@ -153,4 +155,37 @@ async def heavy_backpressure(dut):
     for label, frame in bad_frames(tb.rng):
         frames += [(label, frame), ("ping", ping(tb.rng.randint(0, 1472), tb.rng))]
     await tb.run(frames)
+    tb.finish()
+
+
+@cocotb.test()
+async def send_side_ports(dut):
+    """Frames on tcp_tx leave on tx unchanged and whole, interleaved with echo replies
+    (round robin); arp_request sends the model's ARP request; both under back-pressure."""
+    tb = NetTB(dut, idle=0.2, tx_bp=0.4)
+    await tb.start()
+    model = new_model()
+    pings = [("ping", ping(tb.rng.randint(0, 1472), tb.rng)) for _ in range(6)]
+    own = [tb.rng.randbytes(tb.rng.randint(14, 1514)) for _ in range(6)]
+    for frame in own:
+        tb.tcp_tx.extend(frame_beats(frame, tb.W))
+    targets = ["169.254.7.1", "169.254.7.77"]
+    for target in targets:
+        tb.arp_request.append(int(ipaddress.IPv4Address(target)))
+    for _, frame in pings:
+        tb.rx.extend(frame_beats(frame, tb.W))
+    want_echo = [r for _, f in pings for r in model.receive(f).replies]
+    want_arp = [model.arp_request(t) for t in targets]
+    total = len(own) + len(want_echo) + len(want_arp)
+    for _ in range(2000):
+        if len(tb.tx_frames) >= total:
+            break
+        await tb.cycles(50)
+    await tb.cycles(500)
+    got = tb.tx_frames
+    assert len(got) == total, f"{len(got)} frames on tx, {total} expected"
+    assert [f for f in got if f in own] == own, "tcp_tx frames changed or out of order"
+    rest = [pad(f) for f in got if f not in own]
+    assert [f for f in rest if f[12:14] == b"\x08\x06"] == want_arp
+    assert [f for f in rest if f[12:14] != b"\x08\x06"] == want_echo
     tb.finish()
