@@ -19,12 +19,11 @@ def check_entries(entries):
 
 def _lowest(bits, count):
     """(any, index of the lowest set bit) of the ``count`` 1-bit values ``bits``."""
-    index = Signal(range(max(count, 2)))
-    found = Signal()
+    index, found = 0, 0
     for k in reversed(range(count)):
         with_bit = bits[k]
         index = Mux(with_bit, k, index)
-        found = found | with_bit
+        found = with_bit | found
     return found, index
 
 

@@ -1,7 +1,7 @@
 """The NIC's network layer above the MAC: receive classification, ARP, ICMP echo and the
 transmit arbiter, in the core clock domain."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
