@@ -1,0 +1,176 @@
+"""ICMP echo in gateware: stores an echo request and sends the echo reply."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from rnic.host.spec.limits import check_width
+from rnic.host.spec.net import (DEFAULT_TTL, ETH_HEADER_LEN, IPV4_HEADER_LEN, IPV4_VERSION,
+                                MAX_FRAME_LEN, EtherType, IcmpType, IpProto)
+
+from .checksum import SUM_BITS, beat_sum, fold
+from .layouts import FrameBeat
+from .octets import capture, field, frame_bits, octets_of
+
+__all__ = ["IcmpEcho", "REWRITTEN_LEN"]
+
+_IP = ETH_HEADER_LEN
+_ICMP = ETH_HEADER_LEN + IPV4_HEADER_LEN
+#: Octets of the reply that differ from the request: Ethernet and IPv4 headers, the ICMP
+#: type, code and checksum. The identifier, sequence and data are copied.
+REWRITTEN_LEN = _ICMP + 4
+_DF = 0x4000
+
+
+class IcmpEcho(wiring.Component):
+    """Answers ICMP echo requests: the request is stored in a memory as it arrives and the
+    reply is read back out of it with its first 38 octets rewritten.
+
+    The reply, byte for byte :class:`rnic.host.model.network_layer.NicNetModel`'s: to the
+    request's source MAC and IP from ``mac`` and ``ip``; IPv4 header of IHL 5, TOS 0, the
+    request's total length, identification ``ident`` (taken with ``ident_take``), DF, TTL
+    64, protocol ICMP and a fresh header checksum; ICMP type 0, code 0, the request's
+    identifier, sequence and data, and the checksum over the reply, computed from the
+    one's complement sum of the request's octets 38 to the end as they arrive (so an all-zero
+    identifier, sequence and data give 0xFFFF, as a full computation does).
+
+    Parameters
+    ----------
+    width : int
+        Octets per beat, one of :data:`rnic.host.spec.limits.WIDTHS`.
+    max_len : int
+        Longest request frame stored (the memory holds ``max_len`` octets); default 1514,
+        an IPv4 packet of the MTU. A longer request is taken and dropped without a reply.
+
+    Ports
+    -----
+    i : In(stream.Signature(FrameBeat(width)))
+        Echo requests for ``ip`` whose IPv4 header and ICMP checksum are good, from the
+        Ethernet header to the end of the IPv4 packet (no padding):
+        :class:`~rnic.hdl.net.rx_classify.RxClassify`'s ``echo``.
+    o : Out(stream.Signature(FrameBeat(width)))
+        Echo replies, as long as their request.
+    mac : In(48)
+    ip : In(32)
+        The NIC's addresses, big-endian. Quasi-static.
+    ident : In(16)
+        The identification counter shared with the other IPv4 senders.
+    ident_take : Out(1)
+        High for one cycle when a reply takes ``ident`` (the owner then steps it).
+
+    Latency: the reply's first beat is valid 3 cycles after the request's last beat was
+    taken. Throughput: one request at a time: ``i`` waits while the reply is sent, so a
+    ping of B beats takes about 2 B + 3 cycles.
+    """
+
+    def __init__(self, *, width, max_len=MAX_FRAME_LEN):
+        self._width = check_width(width)
+        if isinstance(max_len, bool) or not isinstance(max_len, int) \
+                or not REWRITTEN_LEN <= max_len <= 65535 + ETH_HEADER_LEN:
+            raise ValueError(f"max_len must be an int from {REWRITTEN_LEN} to "
+                             f"{65535 + ETH_HEADER_LEN}, not {max_len!r}")
+        self._max_len = max_len
+        beat = stream.Signature(FrameBeat(width=width))
+        super().__init__({
+            "i": In(beat),
+            "o": Out(beat),
+            "mac": In(48),
+            "ip": In(32),
+            "ident": In(16),
+            "ident_take": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self._width
+        rows = (self._max_len + W - 1) // W
+        abits = max(1, ceil_log2(rows))
+        m.submodules.store = store = memory.Memory(shape=8 * W, depth=rows, init=[])
+        wp = store.write_port()
+        rp = store.read_port()
+
+        beat = self.i.payload
+        head = Signal(8 * _ICMP)
+        index = Signal(16)
+        beats = Signal(16)
+        last_n = Signal(range(W + 1))
+        too_long = Signal()
+        rest_sum = Signal(SUM_BITS)
+        offset = Cat(Signal(ceil_log2(W)), index)
+        keep = Cat(*((offset + j >= REWRITTEN_LEN) & (j < beat.n) for j in range(W)))
+        header = Signal(8 * REWRITTEN_LEN)
+
+        m.d.comb += [wp.addr.eq(index[:abits]), wp.data.eq(beat.data)]
+
+        remaining = Signal(16)
+        out_valid = Signal()
+        out_index = Signal(16)
+        read_index = Signal(16)
+        advance = ~out_valid | self.o.ready
+        self._reply_beat(m, rp, header, out_valid, out_index, beats, last_n)
+        m.d.comb += [rp.addr.eq(read_index[:abits]), rp.en.eq(advance & (remaining != 0))]
+
+        with m.FSM():
+            with m.State("RECEIVE"):
+                m.d.comb += self.i.ready.eq(1)
+                with m.If(self.i.valid):
+                    m.d.comb += wp.en.eq(index < rows)
+                    capture(m, head, _ICMP, beat, index, W)
+                    m.d.sync += [index.eq(index + 1),
+                                 rest_sum.eq(Mux(index == 0, 0, rest_sum)
+                                             + beat_sum(beat.data, keep, W)),
+                                 too_long.eq(Mux(index == 0, 0, too_long) | (index >= rows))]
+                    with m.If(beat.last):
+                        m.d.sync += [index.eq(0), beats.eq(index + 1), last_n.eq(beat.n)]
+                        with m.If(~(Mux(index == 0, 0, too_long) | (index >= rows))):
+                            m.next = "PREPARE"
+            with m.State("PREPARE"):
+                m.d.comb += self.ident_take.eq(1)
+                m.d.sync += [header.eq(self._header(head, rest_sum)),
+                             remaining.eq(beats), read_index.eq(0), out_valid.eq(0)]
+                m.next = "SEND"
+            with m.State("SEND"):
+                with m.If(advance):
+                    with m.If(remaining != 0):
+                        m.d.sync += [out_valid.eq(1), out_index.eq(read_index),
+                                     read_index.eq(read_index + 1),
+                                     remaining.eq(remaining - 1)]
+                    with m.Else():
+                        m.d.sync += out_valid.eq(0)
+                        m.next = "RECEIVE"
+        return m
+
+    def _header(self, head, rest_sum):
+        """The reply's first 38 octets from the request's header and the sum of its octets
+        38 onwards."""
+        total_length = field(head, _IP + 2, 2)
+        peer_mac = field(head, 6, 6)
+        peer_ip = field(head, _IP + 12, 4)
+        version_ihl = (IPV4_VERSION << 4) | (IPV4_HEADER_LEN // 4)
+        ttl_proto = (DEFAULT_TTL << 8) | IpProto.ICMP
+        ip_sum = ((version_ihl << 8) + total_length + self.ident + _DF + ttl_proto
+                  + self.ip[16:] + self.ip[:16] + peer_ip[16:] + peer_ip[:16])
+        ip_checksum = ~fold(ip_sum)
+        icmp_checksum = ~fold(rest_sum)
+        return frame_bits(
+            octets_of(peer_mac, 6) + octets_of(self.mac, 6) + octets_of(EtherType.IPV4, 2)
+            + octets_of(version_ihl, 1) + octets_of(0, 1) + octets_of(total_length, 2)
+            + octets_of(self.ident, 2) + octets_of(_DF, 2) + octets_of(ttl_proto, 2)
+            + octets_of(ip_checksum, 2) + octets_of(self.ip, 4) + octets_of(peer_ip, 4)
+            + octets_of(IcmpType.ECHO_REPLY, 1) + octets_of(0, 1)
+            + octets_of(icmp_checksum, 2))
+
+    def _reply_beat(self, m, rp, header, out_valid, out_index, beats, last_n):
+        """Drive ``o`` from the memory's read data with the header octets laid over it."""
+        W = self._width
+        header_beats = (REWRITTEN_LEN + W - 1) // W
+        padded = Cat(header, Signal(8 * (header_beats * W - REWRITTEN_LEN)))
+        offset = Cat(Signal(ceil_log2(W)), out_index)
+        header_beat = padded.word_select(out_index[:max(1, ceil_log2(header_beats + 1))], 8 * W)
+        lanes = [Mux(offset + j < REWRITTEN_LEN, header_beat[8 * j:8 * j + 8],
+                     rp.data[8 * j:8 * j + 8]) for j in range(W)]
+        is_last = out_index == beats - 1
+        m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.data.eq(Cat(*lanes)),
+                     self.o.payload.first.eq(out_index == 0), self.o.payload.last.eq(is_last),
+                     self.o.payload.n.eq(Mux(is_last, last_n, W))]

@@ -1,0 +1,143 @@
+"""The NIC's network layer above the MAC: receive classification, ARP, ICMP echo and the
+transmit arbiter, in the core clock domain."""
+
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rnic.host.spec.limits import check_width
+from rnic.host.spec.net import MAX_FRAME_LEN
+
+from .arp_cache import ArpCache, check_entries
+from .arp_responder import ArpResponder
+from .icmp_echo import IcmpEcho
+from .l3_layouts import ArpWrite, DropEvent
+from .layouts import FrameBeat
+from .rx_classify import RxClassify, check_depth
+from .tx_arbiter import TxArbiter
+
+__all__ = ["NetworkLayer", "TX_INPUTS"]
+
+#: Inputs of the transmit arbiter, in its round-robin order.
+TX_INPUTS = ("arp", "echo", "tcp_tx")
+
+
+class NetworkLayer(wiring.Component):
+    """ARP, IPv4 receive checks and ICMP echo between the MAC and the TCP layer: the
+    gateware of :class:`rnic.host.model.network_layer.NicNetModel`'s receive side.
+
+    ``rx`` → :class:`~rnic.hdl.net.rx_classify.RxClassify` → ARP frames to
+    :class:`~rnic.hdl.net.arp_responder.ArpResponder` (which fills
+    :class:`~rnic.hdl.net.arp_cache.ArpCache`), echo requests to
+    :class:`~rnic.hdl.net.icmp_echo.IcmpEcho`, TCP to ``tcp``. ARP frames, echo replies and
+    the frames of ``tcp_tx`` go out on ``tx`` through
+    :class:`~rnic.hdl.net.tx_arbiter.TxArbiter`, a whole frame at a time. Every frame is
+    handled or dropped for exactly the reason the model gives, counted through ``drop``.
+
+    Parameters
+    ----------
+    width : int
+        Octets per beat, one of :data:`rnic.host.spec.limits.WIDTHS`.
+    arp_entries : int
+        Slots of the ARP cache (1 to 64).
+    rx_depth : int
+        Octets of the receive classification buffer (a power of 2, at least 4096).
+
+    Ports
+    -----
+    rx : In(stream.Signature(FrameBeat(width)))
+        Good frames from the MAC (``EthernetPort.rx``).
+    tx : Out(stream.Signature(FrameBeat(width)))
+        Frames to the MAC (``EthernetPort.tx``, which pads them to 60 octets).
+    tcp : Out(stream.Signature(FrameBeat(width)))
+        IPv4 TCP packets for ``ip`` with a good IPv4 header (version 4, IHL 5, checksum, no
+        fragment): the frame from its destination MAC to the end of the IPv4 packet
+        (``14 + total length`` octets, padding removed); the TCP header starts at octet
+        34, the addresses for the pseudo-header are at 26 (source) and 30 (``ip``).
+    tcp_tx : In(stream.Signature(FrameBeat(width)))
+        Whole Ethernet frames from the transmit path above, sent as they are.
+    drop : Out(DropEvent)
+        One cycle of ``valid`` per dropped frame with its ``reason``
+        (:class:`~rnic.hdl.net.layouts.RxDrop` ``ETHERTYPE`` to ``ICMP_OTHER``): the
+        register bank counts them, one counter per reason.
+    mac : In(48)
+    ip : In(32)
+        The NIC's MAC and IPv4 address, big-endian (the first octet on the wire in the top
+        bits). Quasi-static.
+    prefix : In(6)
+        Prefix length of the NIC's network, for the transmit path's next hop (no block
+        uses it yet: the IPv4 send path is still to come).
+    arp_write : In(stream.Signature(ArpWrite(entries=arp_entries)))
+        Host writes of ARP cache slots (static entries).
+    arp_request : In(stream.Signature(32))
+        An IPv4 address to send a broadcast ARP request for (the transmit path's miss).
+    arp_lookup_ip : In(32)
+    arp_lookup_hit : Out(1)
+    arp_lookup_mac : Out(48)
+        ARP cache lookup for the transmit path, combinational.
+    ident : Out(16)
+        The IPv4 identification counter (the next value a sent packet takes).
+
+    Latency (no back-pressure, measured): the first beat of an ARP reply leaves on ``tx``
+    ``ceil(42 / W) + 5`` cycles after the request's last beat came in on ``rx`` (16 at
+    W = 4, 11 at W = 8); of an echo reply B + 6 cycles after, B the beats of the request's
+    14 + total length octets (31 at W = 4, 19 at W = 8 for a 56-octet ping); a TCP frame's
+    first beat is on ``tcp`` 3 cycles after its last came in. Throughput: ``rx`` takes one
+    beat per cycle while the buffer has room; the classifier routes one beat per cycle
+    with one idle cycle between frames (a dropped frame takes one cycle); echo requests
+    are answered one at a time (about 2 B + 4 cycles each), ARP requests in
+    ``2 * ceil(42 / W) + 2`` cycles.
+    """
+
+    def __init__(self, *, width, arp_entries=8, rx_depth=4096):
+        self._width = check_width(width)
+        self._entries = check_entries(arp_entries)
+        self._rx_depth = check_depth("rx_depth", rx_depth, width)
+        beat = stream.Signature(FrameBeat(width=width))
+        super().__init__({
+            "rx": In(beat),
+            "tx": Out(beat),
+            "tcp": Out(beat),
+            "tcp_tx": In(beat),
+            "drop": Out(DropEvent),
+            "mac": In(48),
+            "ip": In(32),
+            "prefix": In(6),
+            "arp_write": In(stream.Signature(ArpWrite(entries=arp_entries))),
+            "arp_request": In(stream.Signature(32)),
+            "arp_lookup_ip": In(32),
+            "arp_lookup_hit": Out(1),
+            "arp_lookup_mac": Out(48),
+            "ident": Out(16),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self._width
+        m.submodules.classify = classify = RxClassify(width=W, depth=self._rx_depth)
+        m.submodules.arp = arp = ArpResponder(width=W)
+        m.submodules.arp_cache = cache = ArpCache(entries=self._entries)
+        m.submodules.echo = echo = IcmpEcho(width=W, max_len=MAX_FRAME_LEN)
+        m.submodules.tx_arbiter = arbiter = TxArbiter(width=W, inputs=len(TX_INPUTS))
+
+        wiring.connect(m, wiring.flipped(self.rx), classify.i)
+        wiring.connect(m, classify.arp, arp.i)
+        wiring.connect(m, classify.echo, echo.i)
+        wiring.connect(m, classify.tcp, wiring.flipped(self.tcp))
+        wiring.connect(m, classify.drop, wiring.flipped(self.drop))
+        wiring.connect(m, arp.learn, cache.learn)
+        wiring.connect(m, wiring.flipped(self.arp_write), cache.write)
+        wiring.connect(m, wiring.flipped(self.arp_request), arp.request)
+        m.d.comb += [classify.ip.eq(self.ip), arp.mac.eq(self.mac), arp.ip.eq(self.ip),
+                     echo.mac.eq(self.mac), echo.ip.eq(self.ip), echo.ident.eq(self.ident),
+                     cache.lookup_ip.eq(self.arp_lookup_ip),
+                     self.arp_lookup_hit.eq(cache.lookup_hit),
+                     self.arp_lookup_mac.eq(cache.lookup_mac)]
+        with m.If(echo.ident_take):
+            m.d.sync += self.ident.eq(self.ident + 1)
+
+        sources = {"arp": arp.o, "echo": echo.o, "tcp_tx": wiring.flipped(self.tcp_tx)}
+        for k, name in enumerate(TX_INPUTS):
+            wiring.connect(m, sources[name], arbiter.i[k])
+        wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
+        return m

@@ -1,0 +1,286 @@
+"""Receive classification above the MAC: checks a frame's Ethernet, ARP, IPv4 and ICMP
+headers in the reference model's order and routes it whole to the ARP block, the echo
+block or the TCP layer, or drops it with its reason."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from rnic.host.spec.limits import check_width
+from rnic.host.spec.net import (ARP_LEN, ETH_ADDR_LEN, ETH_HEADER_LEN, ICMP_HEADER_LEN,
+                                IPV4_HEADER_LEN, IPV4_VERSION, ArpOp, EtherType, IcmpType,
+                                IpProto, RxDrop as SpecRxDrop)
+
+from .checksum import SUM_BITS, beat_sum, fold
+from .l3_layouts import DropEvent, Route
+from .layouts import FrameBeat, RxDrop
+from .octets import capture, field
+
+__all__ = ["RxClassify", "HEAD_LEN"]
+
+#: Octets of a frame the classifier looks at: Ethernet header and ARP packet (14 + 28), or
+#: Ethernet, IPv4 and ICMP echo headers (14 + 20 + 8): both 42.
+HEAD_LEN = ETH_HEADER_LEN + ARP_LEN
+assert HEAD_LEN == ETH_HEADER_LEN + IPV4_HEADER_LEN + ICMP_HEADER_LEN
+
+_IP = ETH_HEADER_LEN                       # offset of the IPv4 header in the frame
+_ICMP = ETH_HEADER_LEN + IPV4_HEADER_LEN   # offset of the ICMP message
+_LEN_BITS = 17                             # frame offsets up to 14 + 65535
+_VERDICTS = 16                             # frames the verdict queue holds
+
+
+class _Verdict(data.StructLayout):
+    def __init__(self):
+        super().__init__({"route": Route, "beats": 16, "out_len": 16})
+
+
+def check_depth(name, depth, width):
+    """``depth`` if it is a power of 2 that holds two frames of 1514 octets, else
+    ValueError naming it."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 4096 \
+            or depth & (depth - 1):
+        raise ValueError(f"{name} must be a power of 2 of at least 4096, not {depth!r}")
+    return depth
+
+
+class RxClassify(wiring.Component):
+    """Checks each received frame and routes it, whole, to one of three outputs or drops it.
+
+    The frame is written into a store-and-forward buffer (``depth`` octets,
+    ``amaranth.lib.memory``) while its first 42 octets are latched and two Internet checksums
+    run over it, W octets per cycle: the IPv4 header's (octets 14..33) and the ICMP
+    message's (octet 34 to the end of the IPv4 packet, the total length; Ethernet padding is
+    left out). One cycle after the frame's last beat the verdict is decided, in the order of
+    :class:`rnic.host.model.network_layer.NicNetModel` (the first check that fails names
+    the reason):
+
+    ``RUNT`` (under 14 octets; the MAC never passes one), ``ETHERTYPE`` (neither IPv4 nor
+    ARP, a VLAN tag included), for ARP ``ARP_OTHER`` (under 42 octets, not IPv4 over
+    Ethernet, an operation other than request/reply, a target IP not ``ip``), for IPv4
+    ``IP_HEADER`` (under 34 octets, version not 4, IHL not 5, total length below 20 or
+    beyond the frame), ``IP_CHECKSUM``, ``IP_FRAGMENT`` (MF or an offset), ``IP_OTHER``
+    (destination not ``ip``), then TCP is routed to ``tcp``, ICMP checked for
+    ``ICMP_OTHER`` (under 8 octets, checksum, type not echo request) and routed to
+    ``echo``, and any other protocol is ``IP_PROTOCOL``. The MAC has already dropped bad
+    FCS, runts, giants and other unicast MACs.
+
+    A dropped frame is skipped in the buffer in one cycle and counted with one pulse on
+    ``drop``; it never disturbs the frames before or after it.
+
+    Parameters
+    ----------
+    width : int
+        Octets per beat, one of :data:`rnic.host.spec.limits.WIDTHS`.
+    depth : int
+        Octets of the buffer, a power of 2 of at least 4096 (two longest frames). A frame
+        longer than the buffer would stall ``i`` for good: the MAC's ``max_len`` must stay
+        below ``depth``.
+
+    Ports
+    -----
+    i : In(stream.Signature(FrameBeat(width)))
+        Frames from the MAC (no FCS).
+    arp : Out(stream.Signature(FrameBeat(width)))
+        ARP requests and replies for ``ip`` that are IPv4 over Ethernet: the first 42
+        octets of the frame (the Ethernet header and the ARP packet, no padding).
+    echo : Out(stream.Signature(FrameBeat(width)))
+        ICMP echo requests for ``ip`` with good IPv4 header and ICMP checksums: the frame up
+        to the end of the IPv4 packet (``14 + total length`` octets, no padding).
+    tcp : Out(stream.Signature(FrameBeat(width)))
+        IPv4 TCP packets for ``ip`` whose IPv4 header is good (version 4, IHL 5, header
+        checksum, not a fragment): the frame from its destination MAC to the end of the
+        IPv4 packet, ``14 + total length`` octets, Ethernet padding removed. The TCP
+        segment starts at octet 34; its checksum is not checked here.
+    drop : Out(DropEvent)
+        ``valid`` for one cycle per dropped frame, ``reason`` why: the counter events.
+    ip : In(32)
+        The NIC's IPv4 address, big-endian (``int.from_bytes(addr.packed, "big")``).
+        Quasi-static.
+
+    Latency: the first beat of a routed frame is valid on its output 3 cycles after its
+    last beat was taken on ``i`` (decide, queue, memory read). Throughput: one beat per
+    cycle on ``i``; an output sends one beat per cycle with one idle cycle between frames
+    (a dropped frame takes one cycle); ``i`` stalls only while the buffer is full. Any
+    output may be stalled at any time: it holds only the frames behind it.
+    """
+
+    def __init__(self, *, width, depth=4096):
+        self._width = check_width(width)
+        self._depth = check_depth("depth", depth, width)
+        beat = stream.Signature(FrameBeat(width=width))
+        super().__init__({
+            "i": In(beat),
+            "arp": Out(beat),
+            "echo": Out(beat),
+            "tcp": Out(beat),
+            "drop": Out(DropEvent),
+            "ip": In(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self._width
+        rows = self._depth // W
+        abits = ceil_log2(rows)
+        m.submodules.buffer = buf = memory.Memory(shape=8 * W, depth=rows, init=[])
+        m.submodules.verdicts = verdicts = fifo.SyncFIFOBuffered(width=_Verdict().size,
+                                                                 depth=_VERDICTS)
+        wr_ptr = Signal(abits + 1)
+        rd_ptr = Signal(abits + 1)
+        self._write(m, buf, verdicts, wr_ptr, rd_ptr, rows, abits)
+        self._read(m, buf, verdicts, rd_ptr, abits)
+        return m
+
+    # -- write side: buffer, header, checksums, verdict -------------------------------------
+
+    def _write(self, m, buf, verdicts, wr_ptr, rd_ptr, rows, abits):
+        W = self._width
+        beat = self.i.payload
+        index = Signal(16)                      # beats of the frame before this one
+        offset = Cat(Signal(ceil_log2(W)), index)[:_LEN_BITS]
+        head = Signal(8 * HEAD_LEN)
+        ip_acc = Signal(SUM_BITS)
+        icmp_acc = Signal(SUM_BITS)
+        total_length = field(head, _IP + 2, 2)
+        ip_end = _IP + total_length
+
+        room = (wr_ptr - rd_ptr)[:abits + 1] < rows
+        m.d.comb += self.i.ready.eq(room & (verdicts.level < _VERDICTS - 1))
+        take = self.i.valid & self.i.ready
+
+        wp = buf.write_port()
+        m.d.comb += [wp.addr.eq(wr_ptr[:abits]), wp.data.eq(beat.data), wp.en.eq(take)]
+
+        lanes = [offset + j for j in range(W)]
+        ip_keep = Cat(*((p >= _IP) & (p < _ICMP) for p in lanes))
+        icmp_keep = Cat(*((p >= _ICMP) & (p < ip_end) & (j < beat.n)
+                          for j, p in enumerate(lanes)))
+        ip_sum = Mux(index == 0, 0, ip_acc) + beat_sum(beat.data, ip_keep, W)
+        icmp_sum = Mux(index == 0, 0, icmp_acc) + beat_sum(beat.data, icmp_keep, W)
+
+        # The finished frame, decided in the cycle after its last beat (while the next
+        # frame's first beat may come in: head only changes at the end of that cycle).
+        decide = Signal()
+        fin_len = Signal(_LEN_BITS)
+        fin_beats = Signal(16)
+        fin_ip_sum = Signal(SUM_BITS)
+        fin_icmp_sum = Signal(SUM_BITS)
+        m.d.sync += decide.eq(0)
+        with m.If(take):
+            capture(m, head, HEAD_LEN, beat, index, W)
+            m.d.sync += [wr_ptr.eq(wr_ptr + 1), index.eq(index + 1),
+                         ip_acc.eq(ip_sum), icmp_acc.eq(icmp_sum)]
+            with m.If(beat.last):
+                m.d.sync += [index.eq(0), decide.eq(1), fin_len.eq(offset + beat.n),
+                             fin_beats.eq(index + 1), fin_ip_sum.eq(ip_sum),
+                             fin_icmp_sum.eq(icmp_sum)]
+
+        route, reason, out_len = self._verdict(m, head, fin_len, fin_ip_sum, fin_icmp_sum)
+        verdict = Signal(_Verdict())
+        m.d.comb += [verdict.route.eq(route), verdict.beats.eq(fin_beats),
+                     verdict.out_len.eq(out_len),
+                     verdicts.w_data.eq(verdict), verdicts.w_en.eq(decide),
+                     self.drop.valid.eq(decide & (route == Route.DROP)),
+                     self.drop.reason.eq(reason)]
+
+    def _verdict(self, m, head, length, ip_sum, icmp_sum):
+        """Route, drop reason and output length of the frame in ``head``, by the model's
+        rules (see the class docstring)."""
+        route = Signal(Route)
+        reason = Signal(RxDrop)
+        out_len = Signal(16)
+        ethertype = field(head, 12, 2)
+        total_length = field(head, _IP + 2, 2)
+        version_ihl = field(head, _IP, 1)
+        flags_offset = field(head, _IP + 6, 2)
+        arp_ok = ((length >= HEAD_LEN) & (field(head, 14, 2) == 1)
+                  & (field(head, 16, 2) == EtherType.IPV4)
+                  & (field(head, 18, 1) == ETH_ADDR_LEN) & (field(head, 19, 1) == 4)
+                  & ((field(head, 20, 2) == ArpOp.REQUEST) | (field(head, 20, 2) == ArpOp.REPLY))
+                  & (field(head, 38, 4) == self.ip))
+        ip_header_ok = ((length >= _ICMP) & (version_ihl == (IPV4_VERSION << 4 | 5))
+                        & (total_length >= IPV4_HEADER_LEN)
+                        & (_IP + total_length <= length))
+        icmp_ok = ((total_length >= IPV4_HEADER_LEN + ICMP_HEADER_LEN)
+                   & (fold(icmp_sum) == 0xFFFF)
+                   & (field(head, _ICMP, 1) == IcmpType.ECHO_REQUEST))
+
+        def drop(why):
+            m.d.comb += [route.eq(Route.DROP), reason.eq(why)]
+
+        m.d.comb += out_len.eq(_IP + total_length)
+        with m.If(length < ETH_HEADER_LEN):
+            drop(SpecRxDrop.RUNT)
+        with m.Elif(ethertype == EtherType.ARP):
+            m.d.comb += out_len.eq(HEAD_LEN)
+            with m.If(arp_ok):
+                m.d.comb += route.eq(Route.ARP)
+            with m.Else():
+                drop(SpecRxDrop.ARP_OTHER)
+        with m.Elif(ethertype == EtherType.IPV4):
+            with m.If(~ip_header_ok):
+                drop(SpecRxDrop.IP_HEADER)
+            with m.Elif(fold(ip_sum) != 0xFFFF):
+                drop(SpecRxDrop.IP_CHECKSUM)
+            with m.Elif(flags_offset[:14] != 0):       # MF and the 13-bit offset
+                drop(SpecRxDrop.IP_FRAGMENT)
+            with m.Elif(field(head, _IP + 16, 4) != self.ip):
+                drop(SpecRxDrop.IP_OTHER)
+            with m.Elif(field(head, _IP + 9, 1) == IpProto.TCP):
+                m.d.comb += route.eq(Route.TCP)
+            with m.Elif(field(head, _IP + 9, 1) == IpProto.ICMP):
+                with m.If(icmp_ok):
+                    m.d.comb += route.eq(Route.ECHO)
+                with m.Else():
+                    drop(SpecRxDrop.ICMP_OTHER)
+            with m.Else():
+                drop(SpecRxDrop.IP_PROTOCOL)
+        with m.Else():
+            drop(SpecRxDrop.ETHERTYPE)
+        return route, reason, out_len
+
+    # -- read side: route the oldest decided frame ------------------------------------------
+
+    def _read(self, m, buf, verdicts, rd_ptr, abits):
+        W = self._width
+        rp = buf.read_port()
+        verdict = data.View(_Verdict(), verdicts.r_data)
+        remaining = Signal(16)                  # beats of the current frame still to read
+        frame_end = Signal(abits + 1)
+        last_n = Signal(range(W + 1))
+        route = Signal(Route)
+        first = Signal()
+        out_valid = Signal()
+        out_route = Signal(Route)
+        out = Signal(FrameBeat(width=W))
+        outputs = {Route.ARP: self.arp, Route.ECHO: self.echo, Route.TCP: self.tcp}
+
+        selected_ready = Signal()
+        for key, port in outputs.items():
+            m.d.comb += [port.valid.eq(out_valid & (out_route == key)),
+                         port.payload.eq(out), port.payload.data.eq(rp.data)]
+            with m.If(out_route == key):
+                m.d.comb += selected_ready.eq(port.ready)
+        advance = ~out_valid | selected_ready
+        m.d.comb += [rp.addr.eq(rd_ptr[:abits]), rp.en.eq(advance & (remaining != 0))]
+
+        with m.If(advance):
+            with m.If(remaining != 0):
+                is_last = remaining == 1
+                m.d.sync += [out_valid.eq(1), out_route.eq(route), out.first.eq(first),
+                             out.last.eq(is_last), out.n.eq(Mux(is_last, last_n, W)),
+                             first.eq(0), remaining.eq(remaining - 1),
+                             rd_ptr.eq(Mux(is_last, frame_end, rd_ptr + 1))]
+            with m.Else():
+                m.d.sync += out_valid.eq(0)
+                m.d.comb += verdicts.r_en.eq(1)
+                with m.If(verdicts.r_rdy):
+                    with m.If(verdict.route == Route.DROP):
+                        m.d.sync += rd_ptr.eq(rd_ptr + verdict.beats)
+                    with m.Else():
+                        shift = ceil_log2(W)
+                        m.d.sync += [remaining.eq((verdict.out_len + W - 1) >> shift),
+                                     last_n.eq(((verdict.out_len - 1) & (W - 1)) + 1),
+                                     frame_end.eq(rd_ptr + verdict.beats),
+                                     route.eq(verdict.route), first.eq(1)]
