@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from rnic.host.spec.errors import DdpErrorType, DdpTaggedCode, DdpUntaggedCode, ErrorInfo, ProtocolError
 from rnic.host.spec.protocol import DDP_VERSION, L_FLAG, T_FLAG, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN
+from rnic.host.spec.limits import check_uint
 
 __all__ = [
     "DDP_VERSION", "T_FLAG", "L_FLAG", "TAGGED_HEADER_LEN", "UNTAGGED_HEADER_LEN",
@@ -27,13 +28,6 @@ __all__ = [
 
 _TAGGED = struct.Struct(">BBIQ")
 _UNTAGGED = struct.Struct(">BB4sIII")
-
-
-def _check_uint(name, value, bits):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not 0 <= value < (1 << bits):
-        raise ValueError(f"{name} = {value} does not fit {bits} bits")
 
 
 def _control(tagged, last, rsvd, dv):
@@ -66,11 +60,11 @@ class TaggedHeader:
 
     def __post_init__(self):
         object.__setattr__(self, "last", bool(self.last))
-        _check_uint("stag", self.stag, 32)
-        _check_uint("to", self.to, 64)
-        _check_uint("rsvd_ulp", self.rsvd_ulp, 8)
-        _check_uint("dv", self.dv, 2)
-        _check_uint("rsvd", self.rsvd, 4)
+        check_uint("stag", self.stag, 32)
+        check_uint("to", self.to, 64)
+        check_uint("rsvd_ulp", self.rsvd_ulp, 8)
+        check_uint("dv", self.dv, 2)
+        check_uint("rsvd", self.rsvd, 4)
 
     tagged = True
     length = TAGGED_HEADER_LEN
@@ -113,12 +107,12 @@ class UntaggedHeader:
 
     def __post_init__(self):
         object.__setattr__(self, "last", bool(self.last))
-        _check_uint("qn", self.qn, 32)
-        _check_uint("msn", self.msn, 32)
-        _check_uint("mo", self.mo, 32)
-        _check_uint("rsvd_ulp", self.rsvd_ulp, 40)
-        _check_uint("dv", self.dv, 2)
-        _check_uint("rsvd", self.rsvd, 4)
+        check_uint("qn", self.qn, 32)
+        check_uint("msn", self.msn, 32)
+        check_uint("mo", self.mo, 32)
+        check_uint("rsvd_ulp", self.rsvd_ulp, 40)
+        check_uint("dv", self.dv, 2)
+        check_uint("rsvd", self.rsvd, 4)
 
     tagged = False
     length = UNTAGGED_HEADER_LEN

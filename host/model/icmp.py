@@ -10,17 +10,11 @@ from dataclasses import dataclass
 
 from rnic.host.model.ipv4 import checksum, checksum_ok
 from rnic.host.spec.net import ICMP_HEADER_LEN, IcmpType
+from rnic.host.spec.limits import check_uint
 
 __all__ = ["IcmpEcho", "parse", "build", "echo_reply", "message_checksum_ok"]
 
 _HEADER = struct.Struct(">BBHHH")
-
-
-def _check_uint(name, value, bits):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not 0 <= value < (1 << bits):
-        raise ValueError(f"{name} = {value} does not fit {bits} bits")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,14 +40,14 @@ class IcmpEcho:
     checksum: int | None = None
 
     def __post_init__(self):
-        _check_uint("type", self.type, 8)
+        check_uint("type", self.type, 8)
         if self.type in IcmpType._value2member_map_:
             object.__setattr__(self, "type", IcmpType(self.type))
-        _check_uint("code", self.code, 8)
-        _check_uint("identifier", self.identifier, 16)
-        _check_uint("sequence", self.sequence, 16)
+        check_uint("code", self.code, 8)
+        check_uint("identifier", self.identifier, 16)
+        check_uint("sequence", self.sequence, 16)
         if self.checksum is not None:
-            _check_uint("checksum", self.checksum, 16)
+            check_uint("checksum", self.checksum, 16)
 
     length = ICMP_HEADER_LEN
 

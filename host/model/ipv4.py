@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass
 
 from rnic.host.spec.net import DEFAULT_TTL, IPV4_HEADER_LEN, IPV4_VERSION, IpProto
+from rnic.host.spec.limits import check_uint
 
 __all__ = [
     "Ipv4Header", "parse", "build", "send_header", "IdentCounter", "ipv4_address",
@@ -102,13 +103,6 @@ def update_checksum(old_checksum, old, new):
     return ~total & 0xFFFF
 
 
-def _check_uint(name, value, bits):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not 0 <= value < (1 << bits):
-        raise ValueError(f"{name} = {value} does not fit {bits} bits")
-
-
 @dataclass(frozen=True, kw_only=True)
 class Ipv4Header:
     """An IPv4 header (20 octets, plus options).
@@ -152,15 +146,15 @@ class Ipv4Header:
     reserved_flag: bool = False
 
     def __post_init__(self):
-        _check_uint("proto", self.proto, 8)
+        check_uint("proto", self.proto, 8)
         if self.proto in IpProto._value2member_map_:
             object.__setattr__(self, "proto", IpProto(self.proto))
         object.__setattr__(self, "src", ipv4_address(self.src, "src"))
         object.__setattr__(self, "dst", ipv4_address(self.dst, "dst"))
-        _check_uint("ttl", self.ttl, 8)
-        _check_uint("identification", self.identification, 16)
-        _check_uint("fragment_offset", self.fragment_offset, 13)
-        _check_uint("tos", self.tos, 8)
+        check_uint("ttl", self.ttl, 8)
+        check_uint("identification", self.identification, 16)
+        check_uint("fragment_offset", self.fragment_offset, 13)
+        check_uint("tos", self.tos, 8)
         for flag in ("df", "mf", "reserved_flag"):
             object.__setattr__(self, flag, bool(getattr(self, flag)))
         object.__setattr__(self, "options", bytes(self.options))
@@ -168,12 +162,12 @@ class Ipv4Header:
             raise ValueError(f"options of {len(self.options)} octets: a multiple of 4 up to "
                              f"{MAX_OPTIONS_LEN} is needed")
         if self.total_length is not None:
-            _check_uint("total_length", self.total_length, 16)
+            check_uint("total_length", self.total_length, 16)
             if self.total_length < self.length:
                 raise ValueError(f"total_length {self.total_length} is shorter than the "
                                  f"{self.length}-octet header")
         if self.checksum is not None:
-            _check_uint("checksum", self.checksum, 16)
+            check_uint("checksum", self.checksum, 16)
 
     @property
     def ihl(self):
@@ -196,7 +190,7 @@ class Ipv4Header:
         total_length = self.total_length
         if total_length is None:
             total_length = self.length + payload_length
-            _check_uint("total length", total_length, 16)
+            check_uint("total length", total_length, 16)
         flags = ((_RESERVED_FLAG if self.reserved_flag else 0) | (DF_FLAG if self.df else 0)
                  | (MF_FLAG if self.mf else 0) | self.fragment_offset)
         fields = [(IPV4_VERSION << 4) | self.ihl, self.tos, total_length, self.identification,
@@ -265,7 +259,7 @@ class IdentCounter:
     """The NIC's identification counter: 16 bits, one step per packet sent, wrapping."""
 
     def __init__(self, *, start=0):
-        _check_uint("start", start, 16)
+        check_uint("start", start, 16)
         self.value = start
 
     def take(self):

@@ -39,6 +39,7 @@ from rnic.host.spec.protocol import (
     QN_READ_REQUEST, QN_SEND, QN_TERMINATE, RDMAP_VERSION, READ_REQUEST_LEN, TERMINATE_MAX_LEN,
     RdmapOpcode,
 )
+from rnic.host.spec.limits import check_uint
 
 __all__ = [
     "RDMAP_VERSION", "Opcode", "OPCODE_NAMES", "TAGGED_OPCODES", "INVALIDATE_OPCODES",
@@ -140,13 +141,6 @@ def _malformed(text):
                                          RdmapOperationCode.UNSPECIFIED, text))
 
 
-def _check_uint(name, value, bits):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not 0 <= value < (1 << bits):
-        raise ValueError(f"{name} = {value} does not fit {bits} bits")
-
-
 _READ_REQUEST = struct.Struct(">IQIIQ")
 
 
@@ -172,11 +166,11 @@ class ReadRequest:
     LENGTH = READ_REQUEST_LEN
 
     def __post_init__(self):
-        _check_uint("sink_stag", self.sink_stag, 32)
-        _check_uint("sink_to", self.sink_to, 64)
-        _check_uint("size", self.size, 32)
-        _check_uint("src_stag", self.src_stag, 32)
-        _check_uint("src_to", self.src_to, 64)
+        check_uint("sink_stag", self.sink_stag, 32)
+        check_uint("sink_to", self.sink_to, 64)
+        check_uint("size", self.size, 32)
+        check_uint("src_stag", self.src_stag, 32)
+        check_uint("src_to", self.src_to, 64)
 
     def build(self):
         """The 28 octets."""
@@ -235,11 +229,11 @@ class Terminate:
     rsvd: int = 0
 
     def __post_init__(self):
-        _check_uint("layer", int(self.layer), 4)
-        _check_uint("etype", int(self.etype), 4)
-        _check_uint("ecode", int(self.ecode), 8)
-        _check_uint("ddp_segment_length", self.ddp_segment_length, 16)
-        _check_uint("rsvd", self.rsvd, 13)
+        check_uint("layer", int(self.layer), 4)
+        check_uint("etype", int(self.etype), 4)
+        check_uint("ecode", int(self.ecode), 8)
+        check_uint("ddp_segment_length", self.ddp_segment_length, 16)
+        check_uint("rsvd", self.rsvd, 13)
         for name in ("m", "d", "r"):
             object.__setattr__(self, name, bool(getattr(self, name)))
         object.__setattr__(self, "ddp_header", bytes(self.ddp_header))

@@ -10,15 +10,9 @@ queues 0, 1 and 2 (each starts at 1 and wraps modulo 2**32).
 
 from rnic.host.model import ddp, rdmap
 from rnic.host.model.rdmap import Opcode
+from rnic.host.spec.limits import check_uint
 
 __all__ = ["ulpdu", "segment", "TxStream"]
-
-
-def _check_uint(name, value, bits):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not 0 <= value < (1 << bits):
-        raise ValueError(f"{name} = {value} does not fit {bits} bits")
 
 
 def _payload_bytes(payload):
@@ -36,7 +30,7 @@ def _header(opcode, *, last, stag, to, qn, msn, mo, inval_stag):
         return ddp.TaggedHeader(last=last, stag=stag, to=to, rsvd_ulp=control)
     if inval_stag and opcode not in rdmap.INVALIDATE_OPCODES:
         raise ValueError(f"inval_stag is for the Send-with-Invalidate kinds, not {opcode.name}")
-    _check_uint("inval_stag", inval_stag, 32)
+    check_uint("inval_stag", inval_stag, 32)
     if qn is None:
         qn = rdmap.queue_number(opcode)
     return ddp.UntaggedHeader(last=last, qn=qn, msn=msn, mo=mo,
@@ -82,10 +76,10 @@ def segment(opcode, payload=b"", *, mulpdu, stag=0, to=0, qn=None, msn=1, inval_
     payload = _payload_bytes(payload)
     tagged = opcode in rdmap.TAGGED_OPCODES
     hlen = ddp.TAGGED_HEADER_LEN if tagged else ddp.UNTAGGED_HEADER_LEN
-    _check_uint("mulpdu", mulpdu, 32)
+    check_uint("mulpdu", mulpdu, 32)
     if mulpdu <= hlen:
         raise ValueError(f"mulpdu {mulpdu} leaves no room after the {hlen}-octet DDP header")
-    _check_uint("to", to, 64)
+    check_uint("to", to, 64)
     if tagged and payload and to + len(payload) > 1 << 64:
         raise ValueError("TO + message length wraps 64 bits")
     if not tagged and len(payload) > 1 << 32:
@@ -123,7 +117,7 @@ class TxStream:
 
     @mulpdu.setter
     def mulpdu(self, value):
-        _check_uint("mulpdu", value, 32)
+        check_uint("mulpdu", value, 32)
         if value <= ddp.UNTAGGED_HEADER_LEN:
             raise ValueError(f"mulpdu {value} leaves no room after an 18-octet untagged DDP header")
         self._mulpdu = value

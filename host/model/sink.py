@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from rnic.host.model import ddp, rdmap, segment
 from rnic.host.spec.errors import (DdpErrorType, DdpTaggedCode, DdpUntaggedCode, ErrorInfo, ProtocolError,
     RdmapErrorType, RdmapOperationCode, RdmapProtectionCode)
+from rnic.host.spec.limits import check_uint
 from rnic.host.model.rdmap import Opcode
 
 __all__ = [
@@ -64,13 +65,6 @@ __all__ = [
 ]
 
 _MASK32 = 0xFFFFFFFF
-
-
-def _check_uint(name, value, bits):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not 0 <= value < (1 << bits):
-        raise ValueError(f"{name} = {value} does not fit {bits} bits")
 
 
 class Access(enum.IntFlag):
@@ -111,16 +105,16 @@ class Region:
     addr: int = None
 
     def __post_init__(self):
-        _check_uint("stag", self.stag, 32)
-        _check_uint("base", self.base, 64)
-        _check_uint("length", self.length, 64)
+        check_uint("stag", self.stag, 32)
+        check_uint("base", self.base, 64)
+        check_uint("length", self.length, 64)
         if self.base + self.length > 1 << 64:
             raise ValueError("region extends past the 64-bit TO space")
         object.__setattr__(self, "access", Access(self.access))
         object.__setattr__(self, "valid", bool(self.valid))
         if self.addr is None:
             object.__setattr__(self, "addr", self.base)
-        _check_uint("addr", self.addr, 64)
+        check_uint("addr", self.addr, 64)
 
     def contains(self, to, length):
         """True when TOs ``to .. to + length - 1`` are all inside the region."""
@@ -262,8 +256,8 @@ class Sink:
     def __init__(self, *, memory=None, stream=0, ird=8, terminate_msn=1):
         if memory is not None and not isinstance(memory, Memory):
             raise TypeError("memory must be a Memory")
-        _check_uint("ird", ird, 32)
-        _check_uint("terminate_msn", terminate_msn, 32)
+        check_uint("ird", ird, 32)
+        check_uint("terminate_msn", terminate_msn, 32)
         self.memory = Memory() if memory is None else memory
         self.stream = stream
         self.ird = ird
@@ -302,8 +296,8 @@ class Sink:
 
     def post_receive(self, *, addr, length, buffer_id=None):
         """Post a QN 0 receive buffer; returns the MSN it will take (also the default id)."""
-        _check_uint("addr", addr, 64)
-        _check_uint("length", length, 32)
+        check_uint("addr", addr, 64)
+        check_uint("length", length, 32)
         msn = self._next_post
         self._next_post = (msn + 1) & _MASK32
         self._recv.append(_Untagged(msn, length, addr=addr,

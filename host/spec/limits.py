@@ -4,7 +4,7 @@ The gateware checks its parameters against these, the model and the driver use
 them for the protocol, and the CLI lists them in its choices.
 """
 
-__all__ = ["WIDTHS", "check_width", "MARKER_INTERVAL", "MIN_MULPDU", "MAX_MULPDU"]
+__all__ = ["WIDTHS", "check_width", "check_uint", "MARKER_INTERVAL", "MIN_MULPDU", "MAX_MULPDU"]
 
 #: Datapath widths W in octets that every gateware block supports.
 WIDTHS = (4, 8, 16, 32)
@@ -23,3 +23,13 @@ def check_width(width):
     if isinstance(width, bool) or width not in WIDTHS:
         raise ValueError(f"width must be one of {', '.join(map(str, WIDTHS))}, not {width!r}")
     return width
+
+
+def check_uint(name, value, bits):
+    """``value`` if it is an int (not a bool) that fits ``bits`` unsigned bits, else
+    TypeError/ValueError naming ``name`` and the bad value (a header field's range)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not 0 <= value < (1 << bits):
+        raise ValueError(f"{name} = {value} does not fit {bits} bits")
+    return value
