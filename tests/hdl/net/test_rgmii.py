@@ -344,3 +344,92 @@ def test_versa_ecp5_maps_to_ddr_cells(tmp_path, n):
     assert cells.get("IDDRX1F") == 5, stat
     assert cells.get("ODDRX1F") == 6, stat
     assert cells.get("TRELLIS_IO") == 12, stat      # the 11 above and rx_clk's input
+
+
+# -- the bring-up stack: ARP and ping answered at the pins -----------------------------
+
+def test_stack_answers_arp_and_ping_at_the_pins():
+    """RgmiiNetStack (what EthernetBoardTop puts on the board, without its PLL): an ARP
+    request and an echo request on the RX pins come back as an ARP reply and an echo
+    reply on the TX pins, with the core clock at 100 MHz and the PHY's receive clock
+    independent of eth_tx."""
+    from scapy.layers.inet import ICMP, IP
+    from scapy.layers.l2 import ARP, Ether
+    from scapy.packet import Raw
+
+    from rnic.hdl.net.rgmii_board_top import RgmiiNetStack
+    from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PEER_IP
+
+    nic_mac = ":".join(f"{b:02x}" for b in DEFAULT_NIC_MAC)
+    peer_mac = "02:00:0a:07:00:01"
+    arp = bytes(Ether(dst="ff:ff:ff:ff:ff:ff", src=peer_mac) / ARP(
+        op=1, hwsrc=peer_mac, psrc=DEFAULT_PEER_IP, pdst=DEFAULT_NIC_IP))
+    arp += bytes(60 - len(arp))
+    data = bytes(range(56))
+    ping = bytes(Ether(dst=nic_mac, src=peer_mac) / IP(src=DEFAULT_PEER_IP, dst=DEFAULT_NIC_IP)
+                 / ICMP(type=8, id=0x1234, seq=7) / Raw(data))
+
+    rx, tx = rx_pins(), tx_pins()
+    stack = RgmiiNetStack(rx_pins=rx, tx_pins=tx, width=4,
+                          mac=int.from_bytes(DEFAULT_NIC_MAC, "big"),
+                          ip=int.from_bytes(bytes(map(int, DEFAULT_NIC_IP.split("."))), "big"),
+                          prefix=24)
+    m = Module()
+    m.submodules.stack = stack
+    m.domains.eth_rx = ClockDomain("eth_rx")
+    m.d.comb += ClockSignal("eth_rx").eq(stack.rx_clk)
+    seq = idle(20) + frame_octets(arp) + idle(IFG_LEN) + frame_octets(ping) + idle(700)
+    out = []
+
+    async def send(ctx):
+        await phy_send(ctx, rx, seq)
+
+    async def receive(ctx):
+        await phy_receive(ctx, tx, out)
+
+    sim = Simulator(SimTop(m))
+    sim.add_clock(10e-9, domain="sync")
+    sim.add_clock(PERIOD, phase=PERIOD / 3, domain="eth_tx")
+    sim.add_testbench(send)
+    sim.add_testbench(receive, background=True)
+    sim.run()
+
+    replies = frames_of(out)
+    assert [err for _, err in replies] == [False, False]
+    arp_reply, echo_reply = (Ether(body) for body, _ in replies)
+    assert arp_reply.dst == peer_mac and arp_reply.src == nic_mac
+    assert arp_reply[ARP].op == 2 and arp_reply[ARP].psrc == DEFAULT_NIC_IP
+    assert arp_reply[ARP].hwsrc == nic_mac and arp_reply[ARP].pdst == DEFAULT_PEER_IP
+    assert echo_reply.dst == peer_mac and echo_reply.src == nic_mac
+    assert echo_reply[IP].src == DEFAULT_NIC_IP and echo_reply[IP].dst == DEFAULT_PEER_IP
+    assert echo_reply[ICMP].type == 0 and (echo_reply[ICMP].id, echo_reply[ICMP].seq) == (0x1234, 7)
+    assert bytes(echo_reply[Raw].load)[:len(data)] == data
+    checked = Ether(bytes(echo_reply))
+    del checked[IP].chksum, checked[ICMP].chksum
+    checked = Ether(bytes(checked))
+    assert (checked[IP].chksum, checked[ICMP].chksum) == (echo_reply[IP].chksum,
+                                                          echo_reply[ICMP].chksum)
+
+
+def test_board_top_on_the_versa():
+    """EthernetBoardTop elaborates for the Versa: a PLL with 125 MHz for eth_tx, the DDR
+    cells of one RGMII port, the 125 MHz constraint on its rx_clk, the PHY's reset pin."""
+    from amaranth_boards.versa_ecp5 import VersaECP5Platform
+
+    from rnic.hdl.board_top import BOARDS
+    from rnic.hdl.net.rgmii_board_top import EthernetBoardTop
+
+    for port in (0, 1):
+        top = EthernetBoardTop(BOARDS["versa_ecp5"], port=port)
+        plan = VersaECP5Platform().prepare(top, name="top")
+        il, lpf = plan.files["top.il"], plan.files["top.lpf"]
+        assert (top.pll.f_out, top.pll.f_aux) == (100e6, 125e6)
+        counts = {cell: len(re.findall(rf"^\s*cell \\{cell} ", il, re.M))
+                  for cell in ("IDDRX1F", "ODDRX1F", "EHXPLLL")}
+        assert counts == {"IDDRX1F": 5, "ODDRX1F": 6, "EHXPLLL": 1}
+        assert f'FREQUENCY PORT "eth_rgmii_{port}__rx_clk__io" 125000000.0 HZ;' in lpf
+        assert f'"eth_rgmii_{port}__rst__io"' in lpf
+    with pytest.raises(ValueError, match="port must be 0 or 1, not 2"):
+        EthernetBoardTop(BOARDS["versa_ecp5"], port=2)
+    with pytest.raises(ValueError, match="mac must be 6 octets"):
+        EthernetBoardTop(BOARDS["versa_ecp5"], mac=b"\x02")
