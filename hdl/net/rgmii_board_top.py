@@ -11,7 +11,7 @@ from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from rnic.host.spec.limits import check_width
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX
 
-from ..board_top import ECP5PLL, ecp5_pll
+from ..ecp5_pll import ECP5PLL, ecp5_pll
 from .ethernet_port import EthernetPort
 from .network_layer import NetworkLayer
 from .rgmii import RgmiiRx, RgmiiTx, rgmii_pins
@@ -103,7 +103,7 @@ class EthernetBoardTop(Elaboratable):
     ip : str
         Its IPv4 address, ``prefix`` its network's prefix length.
 
-    Attributes (after elaboration): ``pll`` (the :class:`~rnic.hdl.board_top.PllConfig`),
+    Attributes (after elaboration): ``pll`` (the :class:`~rnic.hdl.ecp5_pll.PllConfig`),
     ``domains`` (for the build report).
     """
 

@@ -52,7 +52,7 @@ CANNED_REPORT = {
 
 
 def test_pll_dividers():
-    from rnic.hdl.board_top import ecp5_pll
+    from rnic.hdl.ecp5_pll import ecp5_pll
     p = ecp5_pll(100e6, 125e6, 125e6)
     assert p.f_out == 125e6 and p.f_aux == 125e6 and 400e6 <= p.f_vco <= 800e6
     assert p.f_in / p.clki_div * p.clkfb_div == p.f_out
