@@ -547,7 +547,8 @@ class Registers:
         self.write(f"{prefix}_LO", mac=value & 0xFFFFFFFF)
 
     def _read_mac(self, prefix):
-        return (self.field(f"{prefix}_HI", "MAC") << 32 | self.field(f"{prefix}_LO", "MAC")).to_bytes(6, "big")
+        value = self.field(f"{prefix}_HI", "MAC") << 32 | self.field(f"{prefix}_LO", "MAC")
+        return value.to_bytes(6, "big")
 
     def set_mac(self, mac):
         """Set the NIC's MAC address (bytes or ``"02:00:0a:07:00:02"``); change it while no frame moves."""
@@ -590,7 +591,8 @@ class Registers:
         if not caps.network:
             raise DeviceMismatch("the device has no network layer (NET_CAPS.NETWORK is 0)")
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < caps.arp_entries:
-            raise ValueError(f"ARP slot {index!r} is not in 0 .. {caps.arp_entries - 1} (NET_CAPS.ARP_ENTRIES)")
+            raise ValueError(f"ARP slot {index!r} is not in 0 .. {caps.arp_entries - 1} "
+                             "(NET_CAPS.ARP_ENTRIES)")
         self.write("NET_ARP_IP", ip=int(ipv4(ip)))
         self._write_mac("NET_ARP_MAC", mac)
         self.write("NET_ARP_ENTRY", index=index, valid=int(bool(valid)), static=int(bool(static)))
