@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.4. 32-bit registers at byte offsets inside
+/* Map version 0.5. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x00000004u
+#define RNIC_VERSION_RESET 0x00000005u
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x00000004u
+#define RNIC_VERSION_MINOR_RESET 0x00000005u
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -1396,10 +1396,362 @@
 #define RNIC_TERM_CMD_POP_MASK 0x00000001u
 #define RNIC_TERM_CMD_POP_RESET 0x00000000u
 
+/* ---- Network ---- */
+
+/* NET_CAPS (0x400, ro): Network build parameters. */
+#define RNIC_NET_CAPS_ADDR 0x00000400u
+#define RNIC_NET_CAPS_RESET 0x00000000u
+#define RNIC_NET_CAPS_RW_MASK 0x00000000u
+/*   NETWORK [0] ro param network: 1: this build has the network layer (the NET_* registers act); 0: it has none (build parameter). */
+#define RNIC_NET_CAPS_NETWORK_SHIFT 0u
+#define RNIC_NET_CAPS_NETWORK_WIDTH 1u
+#define RNIC_NET_CAPS_NETWORK_MASK 0x00000001u
+#define RNIC_NET_CAPS_NETWORK_RESET 0x00000000u
+/*   ARP_ENTRIES [15:8] ro param arp_entries: Slots of the ARP cache: NET_ARP_ENTRY.INDEX 0 .. ARP_ENTRIES-1 (build parameter; 0 without a network layer). */
+#define RNIC_NET_CAPS_ARP_ENTRIES_SHIFT 8u
+#define RNIC_NET_CAPS_ARP_ENTRIES_WIDTH 8u
+#define RNIC_NET_CAPS_ARP_ENTRIES_MASK 0x0000ff00u
+#define RNIC_NET_CAPS_ARP_ENTRIES_RESET 0x00000000u
+
+/* NET_MAC_HI (0x404, rw): The NIC's MAC address, bits 47..32 (octets 0 and 1 on the wire: octet 0 in bits 15..8). */
+#define RNIC_NET_MAC_HI_ADDR 0x00000404u
+#define RNIC_NET_MAC_HI_RESET 0x00000200u
+#define RNIC_NET_MAC_HI_RW_MASK 0x0000ffffu
+/*   MAC [15:0] rw: MAC address bits 47..32. */
+#define RNIC_NET_MAC_HI_MAC_SHIFT 0u
+#define RNIC_NET_MAC_HI_MAC_WIDTH 16u
+#define RNIC_NET_MAC_HI_MAC_MASK 0x0000ffffu
+#define RNIC_NET_MAC_HI_MAC_RESET 0x00000200u
+
+/* NET_MAC_LO (0x408, rw): The NIC's MAC address, bits 31..0 (octets 2..5: octet 5 in bits 7..0). */
+#define RNIC_NET_MAC_LO_ADDR 0x00000408u
+#define RNIC_NET_MAC_LO_RESET 0x0a070002u
+#define RNIC_NET_MAC_LO_RW_MASK 0xffffffffu
+/*   MAC [31:0] rw: MAC address bits 31..0. */
+#define RNIC_NET_MAC_LO_MAC_SHIFT 0u
+#define RNIC_NET_MAC_LO_MAC_WIDTH 32u
+#define RNIC_NET_MAC_LO_MAC_MASK 0xffffffffu
+#define RNIC_NET_MAC_LO_MAC_RESET 0x0a070002u
+
+/* NET_IP (0x40c, rw): The NIC's IPv4 address. */
+#define RNIC_NET_IP_ADDR 0x0000040cu
+#define RNIC_NET_IP_RESET 0xa9fe0702u
+#define RNIC_NET_IP_RW_MASK 0xffffffffu
+/*   IP [31:0] rw: IPv4 address: ARP answers for it, ICMP echo and TCP take packets for it. */
+#define RNIC_NET_IP_IP_SHIFT 0u
+#define RNIC_NET_IP_IP_WIDTH 32u
+#define RNIC_NET_IP_IP_MASK 0xffffffffu
+#define RNIC_NET_IP_IP_RESET 0xa9fe0702u
+
+/* NET_PREFIX (0x410, rw): The NIC's network prefix. */
+#define RNIC_NET_PREFIX_ADDR 0x00000410u
+#define RNIC_NET_PREFIX_RESET 0x00000018u
+#define RNIC_NET_PREFIX_RW_MASK 0x0000003fu
+/*   PREFIX [5:0] rw: Prefix length 0 .. 32 (for the send path's next hop; no block uses it yet). */
+#define RNIC_NET_PREFIX_PREFIX_SHIFT 0u
+#define RNIC_NET_PREFIX_PREFIX_WIDTH 6u
+#define RNIC_NET_PREFIX_PREFIX_MASK 0x0000003fu
+#define RNIC_NET_PREFIX_PREFIX_RESET 0x00000018u
+
+/* NET_MAX_LEN (0x414, rw): Receive size limit. */
+#define RNIC_NET_MAX_LEN_ADDR 0x00000414u
+#define RNIC_NET_MAX_LEN_RESET 0x000005eau
+#define RNIC_NET_MAX_LEN_RW_MASK 0x0000ffffu
+/*   LEN [15:0] rw: Longest frame the MAC accepts, in octets without FCS (longer: GIANT). */
+#define RNIC_NET_MAX_LEN_LEN_SHIFT 0u
+#define RNIC_NET_MAX_LEN_LEN_WIDTH 16u
+#define RNIC_NET_MAX_LEN_LEN_MASK 0x0000ffffu
+#define RNIC_NET_MAX_LEN_LEN_RESET 0x000005eau
+
+/* NET_RX_GOOD (0x440, ro): Frames the MAC accepted (good FCS, length, address), ARP and IP ones included. */
+#define RNIC_NET_RX_GOOD_ADDR 0x00000440u
+#define RNIC_NET_RX_GOOD_RESET 0x00000000u
+#define RNIC_NET_RX_GOOD_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Frames the MAC accepted (good FCS, length, address), ARP and IP ones included. */
+#define RNIC_NET_RX_GOOD_COUNT_SHIFT 0u
+#define RNIC_NET_RX_GOOD_COUNT_WIDTH 32u
+#define RNIC_NET_RX_GOOD_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_GOOD_COUNT_RESET 0x00000000u
+
+/* NET_RX_FCS (0x444, ro): Frames dropped by the MAC: bad FCS or a PHY error. */
+#define RNIC_NET_RX_FCS_ADDR 0x00000444u
+#define RNIC_NET_RX_FCS_RESET 0x00000000u
+#define RNIC_NET_RX_FCS_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Frames dropped by the MAC: bad FCS or a PHY error. */
+#define RNIC_NET_RX_FCS_COUNT_SHIFT 0u
+#define RNIC_NET_RX_FCS_COUNT_WIDTH 32u
+#define RNIC_NET_RX_FCS_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_FCS_COUNT_RESET 0x00000000u
+
+/* NET_RX_RUNT (0x448, ro): Frames dropped by the MAC: shorter than 60 octets (without FCS). */
+#define RNIC_NET_RX_RUNT_ADDR 0x00000448u
+#define RNIC_NET_RX_RUNT_RESET 0x00000000u
+#define RNIC_NET_RX_RUNT_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Frames dropped by the MAC: shorter than 60 octets (without FCS). */
+#define RNIC_NET_RX_RUNT_COUNT_SHIFT 0u
+#define RNIC_NET_RX_RUNT_COUNT_WIDTH 32u
+#define RNIC_NET_RX_RUNT_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_RUNT_COUNT_RESET 0x00000000u
+
+/* NET_RX_GIANT (0x44c, ro): Frames dropped by the MAC: longer than NET_MAX_LEN. */
+#define RNIC_NET_RX_GIANT_ADDR 0x0000044cu
+#define RNIC_NET_RX_GIANT_RESET 0x00000000u
+#define RNIC_NET_RX_GIANT_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Frames dropped by the MAC: longer than NET_MAX_LEN. */
+#define RNIC_NET_RX_GIANT_COUNT_SHIFT 0u
+#define RNIC_NET_RX_GIANT_COUNT_WIDTH 32u
+#define RNIC_NET_RX_GIANT_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_GIANT_COUNT_RESET 0x00000000u
+
+/* NET_RX_OTHER_MAC (0x450, ro): Frames dropped by the MAC: unicast to another address. */
+#define RNIC_NET_RX_OTHER_MAC_ADDR 0x00000450u
+#define RNIC_NET_RX_OTHER_MAC_RESET 0x00000000u
+#define RNIC_NET_RX_OTHER_MAC_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Frames dropped by the MAC: unicast to another address. */
+#define RNIC_NET_RX_OTHER_MAC_COUNT_SHIFT 0u
+#define RNIC_NET_RX_OTHER_MAC_COUNT_WIDTH 32u
+#define RNIC_NET_RX_OTHER_MAC_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_OTHER_MAC_COUNT_RESET 0x00000000u
+
+/* NET_RX_OVERFLOW (0x454, ro): Frames dropped by the MAC: no room in its receive buffer. */
+#define RNIC_NET_RX_OVERFLOW_ADDR 0x00000454u
+#define RNIC_NET_RX_OVERFLOW_RESET 0x00000000u
+#define RNIC_NET_RX_OVERFLOW_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Frames dropped by the MAC: no room in its receive buffer. */
+#define RNIC_NET_RX_OVERFLOW_COUNT_SHIFT 0u
+#define RNIC_NET_RX_OVERFLOW_COUNT_WIDTH 32u
+#define RNIC_NET_RX_OVERFLOW_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_OVERFLOW_COUNT_RESET 0x00000000u
+
+/* NET_RX_ETHERTYPE (0x458, ro): Frames dropped by the network layer: neither IPv4 nor ARP (VLAN tags included). */
+#define RNIC_NET_RX_ETHERTYPE_ADDR 0x00000458u
+#define RNIC_NET_RX_ETHERTYPE_RESET 0x00000000u
+#define RNIC_NET_RX_ETHERTYPE_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Frames dropped by the network layer: neither IPv4 nor ARP (VLAN tags included). */
+#define RNIC_NET_RX_ETHERTYPE_COUNT_SHIFT 0u
+#define RNIC_NET_RX_ETHERTYPE_COUNT_WIDTH 32u
+#define RNIC_NET_RX_ETHERTYPE_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_ETHERTYPE_COUNT_RESET 0x00000000u
+
+/* NET_RX_ARP_OTHER (0x45c, ro): ARP packets dropped: malformed, or for another address. */
+#define RNIC_NET_RX_ARP_OTHER_ADDR 0x0000045cu
+#define RNIC_NET_RX_ARP_OTHER_RESET 0x00000000u
+#define RNIC_NET_RX_ARP_OTHER_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: ARP packets dropped: malformed, or for another address. */
+#define RNIC_NET_RX_ARP_OTHER_COUNT_SHIFT 0u
+#define RNIC_NET_RX_ARP_OTHER_COUNT_WIDTH 32u
+#define RNIC_NET_RX_ARP_OTHER_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_ARP_OTHER_COUNT_RESET 0x00000000u
+
+/* NET_RX_IP_HEADER (0x460, ro): IPv4 packets dropped: version not 4, options, or a total length that does not fit the frame. */
+#define RNIC_NET_RX_IP_HEADER_ADDR 0x00000460u
+#define RNIC_NET_RX_IP_HEADER_RESET 0x00000000u
+#define RNIC_NET_RX_IP_HEADER_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: IPv4 packets dropped: version not 4, options, or a total length that does not fit the frame. */
+#define RNIC_NET_RX_IP_HEADER_COUNT_SHIFT 0u
+#define RNIC_NET_RX_IP_HEADER_COUNT_WIDTH 32u
+#define RNIC_NET_RX_IP_HEADER_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_IP_HEADER_COUNT_RESET 0x00000000u
+
+/* NET_RX_IP_CHECKSUM (0x464, ro): IPv4 packets dropped: bad header checksum. */
+#define RNIC_NET_RX_IP_CHECKSUM_ADDR 0x00000464u
+#define RNIC_NET_RX_IP_CHECKSUM_RESET 0x00000000u
+#define RNIC_NET_RX_IP_CHECKSUM_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: IPv4 packets dropped: bad header checksum. */
+#define RNIC_NET_RX_IP_CHECKSUM_COUNT_SHIFT 0u
+#define RNIC_NET_RX_IP_CHECKSUM_COUNT_WIDTH 32u
+#define RNIC_NET_RX_IP_CHECKSUM_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_IP_CHECKSUM_COUNT_RESET 0x00000000u
+
+/* NET_RX_IP_FRAGMENT (0x468, ro): IPv4 packets dropped: fragments (MF or a fragment offset). */
+#define RNIC_NET_RX_IP_FRAGMENT_ADDR 0x00000468u
+#define RNIC_NET_RX_IP_FRAGMENT_RESET 0x00000000u
+#define RNIC_NET_RX_IP_FRAGMENT_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: IPv4 packets dropped: fragments (MF or a fragment offset). */
+#define RNIC_NET_RX_IP_FRAGMENT_COUNT_SHIFT 0u
+#define RNIC_NET_RX_IP_FRAGMENT_COUNT_WIDTH 32u
+#define RNIC_NET_RX_IP_FRAGMENT_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_IP_FRAGMENT_COUNT_RESET 0x00000000u
+
+/* NET_RX_IP_OTHER (0x46c, ro): IPv4 packets dropped: for another address. */
+#define RNIC_NET_RX_IP_OTHER_ADDR 0x0000046cu
+#define RNIC_NET_RX_IP_OTHER_RESET 0x00000000u
+#define RNIC_NET_RX_IP_OTHER_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: IPv4 packets dropped: for another address. */
+#define RNIC_NET_RX_IP_OTHER_COUNT_SHIFT 0u
+#define RNIC_NET_RX_IP_OTHER_COUNT_WIDTH 32u
+#define RNIC_NET_RX_IP_OTHER_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_IP_OTHER_COUNT_RESET 0x00000000u
+
+/* NET_RX_IP_PROTOCOL (0x470, ro): IPv4 packets dropped: a protocol with no handler (neither ICMP nor TCP). */
+#define RNIC_NET_RX_IP_PROTOCOL_ADDR 0x00000470u
+#define RNIC_NET_RX_IP_PROTOCOL_RESET 0x00000000u
+#define RNIC_NET_RX_IP_PROTOCOL_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: IPv4 packets dropped: a protocol with no handler (neither ICMP nor TCP). */
+#define RNIC_NET_RX_IP_PROTOCOL_COUNT_SHIFT 0u
+#define RNIC_NET_RX_IP_PROTOCOL_COUNT_WIDTH 32u
+#define RNIC_NET_RX_IP_PROTOCOL_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_IP_PROTOCOL_COUNT_RESET 0x00000000u
+
+/* NET_RX_ICMP_OTHER (0x474, ro): ICMP messages dropped: not an echo request, or a bad ICMP checksum. */
+#define RNIC_NET_RX_ICMP_OTHER_ADDR 0x00000474u
+#define RNIC_NET_RX_ICMP_OTHER_RESET 0x00000000u
+#define RNIC_NET_RX_ICMP_OTHER_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: ICMP messages dropped: not an echo request, or a bad ICMP checksum. */
+#define RNIC_NET_RX_ICMP_OTHER_COUNT_SHIFT 0u
+#define RNIC_NET_RX_ICMP_OTHER_COUNT_WIDTH 32u
+#define RNIC_NET_RX_ICMP_OTHER_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_ICMP_OTHER_COUNT_RESET 0x00000000u
+
+/* NET_RX_TCP (0x480, ro): IPv4 TCP packets for the NIC's address with a good header, handed to the TCP layer (dropped by this build, which has none). */
+#define RNIC_NET_RX_TCP_ADDR 0x00000480u
+#define RNIC_NET_RX_TCP_RESET 0x00000000u
+#define RNIC_NET_RX_TCP_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: IPv4 TCP packets for the NIC's address with a good header, handed to the TCP layer (dropped by this build, which has none). */
+#define RNIC_NET_RX_TCP_COUNT_SHIFT 0u
+#define RNIC_NET_RX_TCP_COUNT_WIDTH 32u
+#define RNIC_NET_RX_TCP_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_TCP_COUNT_RESET 0x00000000u
+
+/* NET_TX_FRAMES (0x484, ro): Frames sent (ARP, echo replies, TCP). */
+#define RNIC_NET_TX_FRAMES_ADDR 0x00000484u
+#define RNIC_NET_TX_FRAMES_RESET 0x00000000u
+#define RNIC_NET_TX_FRAMES_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Frames sent (ARP, echo replies, TCP). */
+#define RNIC_NET_TX_FRAMES_COUNT_SHIFT 0u
+#define RNIC_NET_TX_FRAMES_COUNT_WIDTH 32u
+#define RNIC_NET_TX_FRAMES_COUNT_MASK 0xffffffffu
+#define RNIC_NET_TX_FRAMES_COUNT_RESET 0x00000000u
+
+/* NET_TX_DROPPED (0x488, ro): Frames to send dropped for being longer than the MAC's transmit buffer. */
+#define RNIC_NET_TX_DROPPED_ADDR 0x00000488u
+#define RNIC_NET_TX_DROPPED_RESET 0x00000000u
+#define RNIC_NET_TX_DROPPED_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Frames to send dropped for being longer than the MAC's transmit buffer. */
+#define RNIC_NET_TX_DROPPED_COUNT_SHIFT 0u
+#define RNIC_NET_TX_DROPPED_COUNT_WIDTH 32u
+#define RNIC_NET_TX_DROPPED_COUNT_MASK 0xffffffffu
+#define RNIC_NET_TX_DROPPED_COUNT_RESET 0x00000000u
+
+/* NET_ARP_ENTRY (0x4c0, rw): ARP cache slot to write with NET_ARP_CMD.WRITE. */
+#define RNIC_NET_ARP_ENTRY_ADDR 0x000004c0u
+#define RNIC_NET_ARP_ENTRY_RESET 0x00000000u
+#define RNIC_NET_ARP_ENTRY_RW_MASK 0x0000033fu
+/*   INDEX [5:0] rw: Slot, below NET_CAPS.ARP_ENTRIES. */
+#define RNIC_NET_ARP_ENTRY_INDEX_SHIFT 0u
+#define RNIC_NET_ARP_ENTRY_INDEX_WIDTH 6u
+#define RNIC_NET_ARP_ENTRY_INDEX_MASK 0x0000003fu
+#define RNIC_NET_ARP_ENTRY_INDEX_RESET 0x00000000u
+/*   VALID [8] rw: The slot holds NET_ARP_IP -> NET_ARP_MAC; 0 frees it. */
+#define RNIC_NET_ARP_ENTRY_VALID_SHIFT 8u
+#define RNIC_NET_ARP_ENTRY_VALID_WIDTH 1u
+#define RNIC_NET_ARP_ENTRY_VALID_MASK 0x00000100u
+#define RNIC_NET_ARP_ENTRY_VALID_RESET 0x00000000u
+/*   STATIC [9] rw: A static entry: learning neither replaces nor updates it. */
+#define RNIC_NET_ARP_ENTRY_STATIC_SHIFT 9u
+#define RNIC_NET_ARP_ENTRY_STATIC_WIDTH 1u
+#define RNIC_NET_ARP_ENTRY_STATIC_MASK 0x00000200u
+#define RNIC_NET_ARP_ENTRY_STATIC_RESET 0x00000000u
+
+/* NET_ARP_IP (0x4c4, rw): IPv4 address of NET_ARP_CMD (WRITE: the entry's, REQUEST: the one asked for). */
+#define RNIC_NET_ARP_IP_ADDR 0x000004c4u
+#define RNIC_NET_ARP_IP_RESET 0x00000000u
+#define RNIC_NET_ARP_IP_RW_MASK 0xffffffffu
+/*   IP [31:0] rw: IPv4 address of NET_ARP_CMD (WRITE: the entry's, REQUEST: the one asked for). */
+#define RNIC_NET_ARP_IP_IP_SHIFT 0u
+#define RNIC_NET_ARP_IP_IP_WIDTH 32u
+#define RNIC_NET_ARP_IP_IP_MASK 0xffffffffu
+#define RNIC_NET_ARP_IP_IP_RESET 0x00000000u
+
+/* NET_ARP_MAC_HI (0x4c8, rw): MAC address of the entry NET_ARP_CMD.WRITE writes, bits 47..32 (octets 0 and 1 on the wire: octet 0 in bits 15..8). */
+#define RNIC_NET_ARP_MAC_HI_ADDR 0x000004c8u
+#define RNIC_NET_ARP_MAC_HI_RESET 0x00000000u
+#define RNIC_NET_ARP_MAC_HI_RW_MASK 0x0000ffffu
+/*   MAC [15:0] rw: MAC address bits 47..32. */
+#define RNIC_NET_ARP_MAC_HI_MAC_SHIFT 0u
+#define RNIC_NET_ARP_MAC_HI_MAC_WIDTH 16u
+#define RNIC_NET_ARP_MAC_HI_MAC_MASK 0x0000ffffu
+#define RNIC_NET_ARP_MAC_HI_MAC_RESET 0x00000000u
+
+/* NET_ARP_MAC_LO (0x4cc, rw): MAC address of the entry NET_ARP_CMD.WRITE writes, bits 31..0 (octets 2..5: octet 5 in bits 7..0). */
+#define RNIC_NET_ARP_MAC_LO_ADDR 0x000004ccu
+#define RNIC_NET_ARP_MAC_LO_RESET 0x00000000u
+#define RNIC_NET_ARP_MAC_LO_RW_MASK 0xffffffffu
+/*   MAC [31:0] rw: MAC address bits 31..0. */
+#define RNIC_NET_ARP_MAC_LO_MAC_SHIFT 0u
+#define RNIC_NET_ARP_MAC_LO_MAC_WIDTH 32u
+#define RNIC_NET_ARP_MAC_LO_MAC_MASK 0xffffffffu
+#define RNIC_NET_ARP_MAC_LO_MAC_RESET 0x00000000u
+
+/* NET_ARP_CMD (0x4d0, pulse): ARP commands. */
+#define RNIC_NET_ARP_CMD_ADDR 0x000004d0u
+#define RNIC_NET_ARP_CMD_RESET 0x00000000u
+#define RNIC_NET_ARP_CMD_RW_MASK 0x00000000u
+/*   WRITE [0] pulse: Write slot NET_ARP_ENTRY.INDEX of the ARP cache (taken at once). */
+#define RNIC_NET_ARP_CMD_WRITE_SHIFT 0u
+#define RNIC_NET_ARP_CMD_WRITE_WIDTH 1u
+#define RNIC_NET_ARP_CMD_WRITE_MASK 0x00000001u
+#define RNIC_NET_ARP_CMD_WRITE_RESET 0x00000000u
+/*   REQUEST [1] pulse: Broadcast an ARP request for NET_ARP_IP (ignored while NET_ARP_STATUS.REQUEST_BUSY). */
+#define RNIC_NET_ARP_CMD_REQUEST_SHIFT 1u
+#define RNIC_NET_ARP_CMD_REQUEST_WIDTH 1u
+#define RNIC_NET_ARP_CMD_REQUEST_MASK 0x00000002u
+#define RNIC_NET_ARP_CMD_REQUEST_RESET 0x00000000u
+
+/* NET_ARP_STATUS (0x4d4, ro): ARP status. */
+#define RNIC_NET_ARP_STATUS_ADDR 0x000004d4u
+#define RNIC_NET_ARP_STATUS_RESET 0x00000000u
+#define RNIC_NET_ARP_STATUS_RW_MASK 0x00000000u
+/*   REQUEST_BUSY [0] ro: A REQUEST is waiting for the ARP block (wait for 0). */
+#define RNIC_NET_ARP_STATUS_REQUEST_BUSY_SHIFT 0u
+#define RNIC_NET_ARP_STATUS_REQUEST_BUSY_WIDTH 1u
+#define RNIC_NET_ARP_STATUS_REQUEST_BUSY_MASK 0x00000001u
+#define RNIC_NET_ARP_STATUS_REQUEST_BUSY_RESET 0x00000000u
+
+/* NET_ARP_LOOKUP_IP (0x4e0, rw): IPv4 address looked up in the ARP cache: NET_ARP_LOOKUP and NET_ARP_LOOKUP_MAC show the result (a read after the write sees it). */
+#define RNIC_NET_ARP_LOOKUP_IP_ADDR 0x000004e0u
+#define RNIC_NET_ARP_LOOKUP_IP_RESET 0x00000000u
+#define RNIC_NET_ARP_LOOKUP_IP_RW_MASK 0xffffffffu
+/*   IP [31:0] rw: IPv4 address looked up in the ARP cache: NET_ARP_LOOKUP and NET_ARP_LOOKUP_MAC show the result (a read after the write sees it). */
+#define RNIC_NET_ARP_LOOKUP_IP_IP_SHIFT 0u
+#define RNIC_NET_ARP_LOOKUP_IP_IP_WIDTH 32u
+#define RNIC_NET_ARP_LOOKUP_IP_IP_MASK 0xffffffffu
+#define RNIC_NET_ARP_LOOKUP_IP_IP_RESET 0x00000000u
+
+/* NET_ARP_LOOKUP (0x4e4, ro): ARP cache lookup of NET_ARP_LOOKUP_IP. */
+#define RNIC_NET_ARP_LOOKUP_ADDR 0x000004e4u
+#define RNIC_NET_ARP_LOOKUP_RESET 0x00000000u
+#define RNIC_NET_ARP_LOOKUP_RW_MASK 0x00000000u
+/*   HIT [0] ro: A valid entry holds NET_ARP_LOOKUP_IP (NET_ARP_LOOKUP_MAC is its MAC). */
+#define RNIC_NET_ARP_LOOKUP_HIT_SHIFT 0u
+#define RNIC_NET_ARP_LOOKUP_HIT_WIDTH 1u
+#define RNIC_NET_ARP_LOOKUP_HIT_MASK 0x00000001u
+#define RNIC_NET_ARP_LOOKUP_HIT_RESET 0x00000000u
+
+/* NET_ARP_LOOKUP_MAC_HI (0x4e8, ro): MAC address NET_ARP_LOOKUP_IP maps to (0 without a HIT), bits 47..32 (octets 0 and 1 on the wire: octet 0 in bits 15..8). */
+#define RNIC_NET_ARP_LOOKUP_MAC_HI_ADDR 0x000004e8u
+#define RNIC_NET_ARP_LOOKUP_MAC_HI_RESET 0x00000000u
+#define RNIC_NET_ARP_LOOKUP_MAC_HI_RW_MASK 0x00000000u
+/*   MAC [15:0] ro: MAC address bits 47..32. */
+#define RNIC_NET_ARP_LOOKUP_MAC_HI_MAC_SHIFT 0u
+#define RNIC_NET_ARP_LOOKUP_MAC_HI_MAC_WIDTH 16u
+#define RNIC_NET_ARP_LOOKUP_MAC_HI_MAC_MASK 0x0000ffffu
+#define RNIC_NET_ARP_LOOKUP_MAC_HI_MAC_RESET 0x00000000u
+
+/* NET_ARP_LOOKUP_MAC_LO (0x4ec, ro): MAC address NET_ARP_LOOKUP_IP maps to (0 without a HIT), bits 31..0 (octets 2..5: octet 5 in bits 7..0). */
+#define RNIC_NET_ARP_LOOKUP_MAC_LO_ADDR 0x000004ecu
+#define RNIC_NET_ARP_LOOKUP_MAC_LO_RESET 0x00000000u
+#define RNIC_NET_ARP_LOOKUP_MAC_LO_RW_MASK 0x00000000u
+/*   MAC [31:0] ro: MAC address bits 31..0. */
+#define RNIC_NET_ARP_LOOKUP_MAC_LO_MAC_SHIFT 0u
+#define RNIC_NET_ARP_LOOKUP_MAC_LO_MAC_WIDTH 32u
+#define RNIC_NET_ARP_LOOKUP_MAC_LO_MAC_MASK 0xffffffffu
+#define RNIC_NET_ARP_LOOKUP_MAC_LO_MAC_RESET 0x00000000u
+
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x00000004u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x00000005u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
@@ -1500,6 +1852,39 @@
     X(TERM_DATA10, 0x00000378u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(TERM_DATA11, 0x0000037cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(TERM_DATA12, 0x00000380u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(TERM_CMD, 0x00000384u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u)
+    X(TERM_CMD, 0x00000384u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u) \
+    X(NET_CAPS, 0x00000400u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x0000ff01u) \
+    X(NET_MAC_HI, 0x00000404u, 0x00000200u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_MAC_LO, 0x00000408u, 0x0a070002u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_IP, 0x0000040cu, 0xa9fe0702u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_PREFIX, 0x00000410u, 0x00000018u, 0x0000003fu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_MAX_LEN, 0x00000414u, 0x000005eau, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_RX_GOOD, 0x00000440u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_FCS, 0x00000444u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_RUNT, 0x00000448u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_GIANT, 0x0000044cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_OTHER_MAC, 0x00000450u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_OVERFLOW, 0x00000454u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_ETHERTYPE, 0x00000458u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_ARP_OTHER, 0x0000045cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_IP_HEADER, 0x00000460u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_IP_CHECKSUM, 0x00000464u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_IP_FRAGMENT, 0x00000468u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_IP_OTHER, 0x0000046cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_IP_PROTOCOL, 0x00000470u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_ICMP_OTHER, 0x00000474u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_TCP, 0x00000480u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_TX_FRAMES, 0x00000484u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_TX_DROPPED, 0x00000488u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_ARP_ENTRY, 0x000004c0u, 0x00000000u, 0x0000033fu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_ARP_IP, 0x000004c4u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_ARP_MAC_HI, 0x000004c8u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_ARP_MAC_LO, 0x000004ccu, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_ARP_CMD, 0x000004d0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u, 0x00000000u) \
+    X(NET_ARP_STATUS, 0x000004d4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
+    X(NET_ARP_LOOKUP_IP, 0x000004e0u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_ARP_LOOKUP, 0x000004e4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
+    X(NET_ARP_LOOKUP_MAC_HI, 0x000004e8u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x0000ffffu) \
+    X(NET_ARP_LOOKUP_MAC_LO, 0x000004ecu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu)
 
 #endif /* RNIC_REGS_H */

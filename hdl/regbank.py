@@ -12,11 +12,16 @@ from rnic.host.spec.regmap import PULSE, REGMAP, RO, RW, W1C, RegisterMap
 from .axi import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature
 from .synth_hints import register_copies
 
-__all__ = ["RegisterBank", "core_signature"]
+__all__ = ["RegisterBank", "core_signature", "block_signature", "NETWORK_BLOCK"]
+
+#: Title of the register map's block whose fields the network blocks use.
+NETWORK_BLOCK = "Network"
 
 
-def core_signature(regmap=REGMAP):
+def core_signature(regmap=REGMAP, *, registers=None):
     """Core-side signature of the bank for ``regmap``, seen from the bank.
+
+    ``registers`` (names) limits it to those registers (see :func:`block_signature`).
 
     One member per register that has core-facing fields (lower-case register
     name), holding one member per field (lower-case field name):
@@ -27,6 +32,8 @@ def core_signature(regmap=REGMAP):
     """
     regs = {}
     for r in regmap:
+        if registers is not None and r.name not in registers:
+            continue
         members = {}
         for f in r.fields:
             if not f.core_facing:
@@ -45,6 +52,16 @@ def core_signature(regmap=REGMAP):
     return wiring.Signature(regs)
 
 
+def block_signature(title, regmap=REGMAP):
+    """The part of :func:`core_signature` that holds the registers of the block ``title``
+    (the same members, seen from the bank): what a design passes on to the blocks that
+    implement them, e.g. ``RnicCore.net`` (block :data:`NETWORK_BLOCK`)."""
+    for b in regmap.blocks:
+        if b.title == title:
+            return core_signature(regmap, registers={r.name for r in b.registers})
+    raise KeyError(f"the register map has no block {title!r}")
+
+
 class RegisterBank(wiring.Component):
     """AXI4-Lite register bank for the RNIC register map, generated at elaboration.
 
@@ -56,6 +73,11 @@ class RegisterBank(wiring.Component):
         Connection contexts (1 .. 65535), reported in CAPS.CONNECTIONS.
     stags : int
         STag table rows (1 .. 65535, default 256), reported in CAPS.STAGS.
+    network : int
+        1 in a design with the network layer, 0 (default) without; reported in
+        NET_CAPS.NETWORK.
+    arp_entries : int
+        ARP cache slots (0 .. 64, default 0), reported in NET_CAPS.ARP_ENTRIES.
     regmap : RegisterMap
         The map (default :data:`rnic.host.spec.regmap.REGMAP`).
 
@@ -108,10 +130,11 @@ class RegisterBank(wiring.Component):
     master's ready/valid are always high.
     """
 
-    def __init__(self, *, width, connections, stags=256, regmap=REGMAP):
+    def __init__(self, *, width, connections, stags=256, network=0, arp_entries=0, regmap=REGMAP):
         if not isinstance(regmap, RegisterMap):
             raise TypeError(f"regmap must be a RegisterMap, not {regmap!r}")
-        self.params = {"width": width, "connections": connections, "stags": stags}
+        self.params = {"width": width, "connections": connections, "stags": stags,
+                       "network": network, "arp_entries": arp_entries}
         regmap.check_params(self.params)
         self.regmap = regmap
         self.width = width

@@ -3,9 +3,11 @@
 :class:`EthernetPort` is the whole port; its parts, one block a module:
 :mod:`.gmii` (signatures), :mod:`.layouts` (:class:`FrameBeat`, :class:`RxOctet`,
 :data:`RxDrop`), :class:`MacRx`, :class:`MacTx`, :class:`FrameBuffer`,
-:class:`OctetsToBeats` and :class:`BeatsToOctets`.
+:class:`OctetsToBeats` and :class:`BeatsToOctets`; :class:`DropCounters` counts the
+network layer's drops.
 """
 
+from .drop_counters import NETWORK_DROPS, DropCounters
 from .ethernet_port import EthernetPort
 from .frame_buffer import FrameBuffer
 from .gmii import GmiiRx, GmiiTx
@@ -14,5 +16,5 @@ from .mac_rx import MacRx
 from .mac_tx import MacTx
 from .width import BeatsToOctets, OctetsToBeats
 
-__all__ = ["EthernetPort", "FrameBuffer", "GmiiRx", "GmiiTx", "RX_COUNTERS", "FrameBeat",
-           "RxDrop", "RxOctet", "MacRx", "MacTx", "BeatsToOctets", "OctetsToBeats"]
+__all__ = ["DropCounters", "NETWORK_DROPS", "EthernetPort", "FrameBuffer", "GmiiRx", "GmiiTx",
+           "RX_COUNTERS", "FrameBeat", "RxDrop", "RxOctet", "MacRx", "MacTx", "BeatsToOctets", "OctetsToBeats"]

@@ -16,7 +16,7 @@ from ..ddp_rx import DdpRx
 from ..ddp_tx import DdpTx
 from ..mpa_rx import MpaRxBeat, MpaRxDeframer
 from ..mpa_tx import MpaTxBeat, MpaTxFramer
-from ..regbank import RegisterBank
+from ..regbank import NETWORK_BLOCK, RegisterBank, block_signature
 from .completion_queue import CompletionQueue
 from .control import CoreControl
 from .counters import Counters
@@ -97,6 +97,15 @@ class RnicCore(wiring.Component):
     ord_depth : int
         Outbound RDMA Reads that may be outstanding per connection (power of 2, 2 .. 1024;
         default 4); an ORD (CTX_IRD_ORD.ORD) above it acts as ``ord_depth``.
+    network : bool
+        False (default): the core alone; the bank's Network registers (NET_*) are plain
+        storage, their read-only fields read 0 and NET_CAPS reports no network layer. True:
+        a design with the network layer around the core (:class:`rnic.hdl.nic_top.NicTop`):
+        NET_CAPS.NETWORK reads 1 and the Network registers are passed through on the port
+        ``net``.
+    arp_entries : int
+        Reported in NET_CAPS.ARP_ENTRIES (0 .. 64, default 0): the ARP cache slots of the
+        network layer behind ``net``.
 
     ``stags`` must be a power of 2 (at least 2): the receive path's STag table has
     ``stags`` rows.
@@ -129,6 +138,11 @@ class RnicCore(wiring.Component):
     irq : Out(1)
         Interrupt level: OR of INT_ENABLE.ERR and ERR_STATUS.PENDING,
         INT_ENABLE.CQ and CQ_STATUS.VALID, INT_ENABLE.TERM and TERM_STATUS.VALID.
+    net : Out(block_signature("Network")), only with ``network``
+        The register bank's Network block, exactly as the bank's ports (seen from the
+        bank: RW fields and pulses out, RO fields in), by register and field name:
+        ``net.net_ip.ip`` (out), ``net.net_arp_cmd.write`` (pulse, out),
+        ``net.net_rx_good.count`` (in). The core does not use them.
 
     What the components between the blocks do
     -----------------------------------------
@@ -278,8 +292,11 @@ class RnicCore(wiring.Component):
 
     def __init__(self, *, width, connections=16, stags=256, dp_depth=DP_DEPTH, dp_ulpdus=DP_ULPDUS,
                  rq_depth=8, cq_depth=16, rrq_depth=8, term_depth=4, ddp_slots=4, ddp_slot_bytes=2048,
-                 addr_width=32, sq_depth=8, ird_depth=4, ord_depth=4):
-        REGMAP.check_params({"width": width, "connections": connections, "stags": stags})
+                 addr_width=32, sq_depth=8, ird_depth=4, ord_depth=4, network=False, arp_entries=0):
+        if not isinstance(network, bool):
+            raise TypeError(f"network must be a bool, not {network!r}")
+        REGMAP.check_params({"width": width, "connections": connections, "stags": stags,
+                             "network": int(network), "arp_entries": arp_entries})
         check_width(width)
         for name, value, lo, hi in (("dp_depth", dp_depth, 2, 0xFFFF), ("dp_ulpdus", dp_ulpdus, 2, 4096),
                                     ("cq_depth", cq_depth, 2, 4096), ("rrq_depth", rrq_depth, 2, 4096),
@@ -310,6 +327,9 @@ class RnicCore(wiring.Component):
         self.sq_depth = sq_depth
         self.ird_depth = ird_depth
         self.ord_depth = ord_depth
+        self.network = network
+        self.arp_entries = arp_entries
+        net = {"net": Out(block_signature(NETWORK_BLOCK))} if network else {}
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=REGMAP.addr_width)),
             "tx_ulpdu": In(stream.Signature(MpaTxBeat(width=width, connections=connections))),
@@ -319,15 +339,20 @@ class RnicCore(wiring.Component):
             "m_axi": Out(AXI4WriteSignature(addr_width=addr_width, data_width=8 * width)),
             "m_axi_rd": Out(AXI4ReadSignature(addr_width=addr_width, data_width=8 * width)),
             "irq": Out(1),
+            **net,
         })
 
 
     def elaborate(self, platform):
         m = Module()
         W, N = self.width, self.connections
-        m.submodules.bank = bank = RegisterBank(width=W, connections=N, stags=self.stags)
+        m.submodules.bank = bank = RegisterBank(width=W, connections=N, stags=self.stags,
+                                                network=int(self.network), arp_entries=self.arp_entries)
         wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
         r = bank.regs
+        if self.network:
+            for name in self.net.signature.members:
+                wiring.connect(m, wiring.flipped(getattr(self.net, name)), getattr(r, name))
 
         # Everything below is reset by rst and by CTRL.SOFT_RESET (a one-cycle pulse), through
         # one register, in the cycle after (timing: the reset fans out to every register of

@@ -58,6 +58,7 @@ class ModelCore:
 
     def __init__(self, *, rq_depth=64, sq_depth=64, cq_depth=256):
         self.rq_depth, self.sq_depth, self.cq_depth = rq_depth, sq_depth, cq_depth
+        self.arp = {}                # slot -> (ip, mac, static) of the network layer's ARP cache
         self.contexts = {}
         self.stags = {}
         self.rq = collections.defaultdict(collections.deque)
@@ -127,6 +128,14 @@ class ModelCore:
         elif (register, field) == ("cq_cmd", "pop"):
             if self.cq:
                 self.cq.popleft()
+        elif (register, field) == ("net_arp_cmd", "write") and bank.params["network"]:
+            index = out("net_arp_entry", "index")
+            if index < bank.params["arp_entries"]:
+                if out("net_arp_entry", "valid"):
+                    mac = out("net_arp_mac_hi", "mac") << 32 | out("net_arp_mac_lo", "mac")
+                    self.arp[index] = (out("net_arp_ip", "ip"), mac, bool(out("net_arp_entry", "static")))
+                else:
+                    self.arp.pop(index, None)
 
     def _clear_counters(self):
         self.counters = dict.fromkeys(_COUNTER_NAMES, 0)
@@ -170,6 +179,12 @@ class ModelCore:
         si("ERR_INFO", "ETYPE", cap[3])
         si("ERR_INFO", "ECODE", cap[4])
         si("ERR_COUNT", "COUNT", self.err_count & 0xFFFFFFFF)
+        if bank.params["network"]:
+            want = bank.out("net_arp_lookup_ip", "ip")
+            mac = next((m for ip, m, _ in self.arp.values() if ip == want), None)
+            si("NET_ARP_LOOKUP", "HIT", int(mac is not None))
+            si("NET_ARP_LOOKUP_MAC_HI", "MAC", (mac or 0) >> 32)
+            si("NET_ARP_LOOKUP_MAC_LO", "MAC", (mac or 0) & 0xFFFFFFFF)
         for name, value in self.counters.items():
             if name in _COUNTER_64:
                 si(name.upper() + "_LO", "COUNT", value & 0xFFFFFFFF)
@@ -235,15 +250,18 @@ class ModelTransport(Transport):
     """An in-process device: :class:`~rnic.host.driver.regs.BankModel` plus :class:`ModelCore`.
 
     Parameters are the bank's build parameters (``width``, ``connections``,
-    ``stags``) and the core's queue depths.
+    ``stags``; ``network``/``arp_entries`` for a device with the network layer, whose ARP
+    cache is emulated: NET_ARP_CMD.WRITE and the lookup window; its counters are RO
+    inputs a test sets on ``bank``) and the core's queue depths.
     """
 
     name = "model"
 
     def __init__(self, *, width=8, connections=16, stags=256, rq_depth=64, sq_depth=64,
-                 cq_depth=256):
+                 cq_depth=256, network=0, arp_entries=0):
         self.core = ModelCore(rq_depth=rq_depth, sq_depth=sq_depth, cq_depth=cq_depth)
         self.bank = regs.BankModel(width=width, connections=connections, stags=stags,
+                                   network=network, arp_entries=arp_entries,
                                    on_pulse=self.core.on_pulse)
         self.core.bank = self.bank
         self._lock = threading.RLock()

@@ -40,9 +40,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
 
-from rnic.host.spec.regmap import (MAGIC, PULSE, REGMAP, RO, RW, W1C, ConnState, DpCrc, DpError, Register,
-    constants)
+from rnic.host.spec.net import RxDrop
+from rnic.host.spec.regmap import (MAGIC, NET_RX_COUNTERS, PULSE, REGMAP, RO, RW, W1C, ConnState, DpCrc,
+    DpError, Register, constants)
 
 CONSTANTS = constants(REGMAP)
 globals().update(CONSTANTS)
@@ -52,7 +54,8 @@ OKAY, SLVERR = 0, 2
 __all__ = [
     "CONSTANTS", "OKAY", "SLVERR", "reg", "encode", "decode", "merge",
     "Transport", "Registers", "BankModel", "DeviceInfo", "DeviceMismatch", "MpaDirection",
-    "ErrorReport", "Completion", "DpUlpdu", "context_from_negotiated", *CONSTANTS,
+    "ErrorReport", "Completion", "DpUlpdu", "NetCaps", "context_from_negotiated", "mac_bytes", "ipv4",
+    *CONSTANTS,
 ]
 
 
@@ -194,6 +197,35 @@ class DpUlpdu:
     data: bytes
     crc: DpCrc
     error: DpError
+
+
+@dataclasses.dataclass(frozen=True)
+class NetCaps:
+    """NET_CAPS: whether the device has the network layer, and its ARP cache slots."""
+    network: bool
+    arp_entries: int
+
+
+def mac_bytes(mac) -> bytes:
+    """A MAC address as 6 octets, from bytes or ``"02:00:0a:07:00:02"`` (``-`` also separates)."""
+    if isinstance(mac, str):
+        parts = mac.replace("-", ":").split(":")
+        try:
+            mac = bytes(int(p, 16) for p in parts) if len(parts) == 6 and all(
+                1 <= len(p) <= 2 for p in parts) else None
+        except ValueError:
+            mac = None
+        if mac is None:
+            raise ValueError(f"{parts!r} is not a MAC address like 02:00:0a:07:00:02")
+    mac = bytes(mac)
+    if len(mac) != 6:
+        raise ValueError(f"a MAC address has 6 octets, not {len(mac)}: {mac.hex()}")
+    return mac
+
+
+def ipv4(address) -> ipaddress.IPv4Address:
+    """An IPv4 address from a string, an int or an ``IPv4Address``."""
+    return ipaddress.IPv4Address(address)
 
 
 class Registers:
@@ -503,6 +535,83 @@ class Registers:
         return out
 
 
+    # -- the network layer (Network block: NET_*)
+    def net_caps(self):
+        """NET_CAPS as :class:`NetCaps` (a device without the network layer: ``network`` False)."""
+        f = self.fields("NET_CAPS")
+        return NetCaps(bool(f["network"]), f["arp_entries"])
+
+    def _write_mac(self, prefix, mac):
+        value = int.from_bytes(mac_bytes(mac), "big")
+        self.write(f"{prefix}_HI", mac=value >> 32)
+        self.write(f"{prefix}_LO", mac=value & 0xFFFFFFFF)
+
+    def _read_mac(self, prefix):
+        value = self.field(f"{prefix}_HI", "MAC") << 32 | self.field(f"{prefix}_LO", "MAC")
+        return value.to_bytes(6, "big")
+
+    def set_mac(self, mac):
+        """Set the NIC's MAC address (bytes or ``"02:00:0a:07:00:02"``); change it while no frame moves."""
+        self._write_mac("NET_MAC", mac)
+
+    def get_mac(self) -> bytes:
+        return self._read_mac("NET_MAC")
+
+    def set_ip(self, address, prefix=None):
+        """Set the NIC's IPv4 address (and, if given, the prefix length 0 .. 32)."""
+        self.write("NET_IP", ip=int(ipv4(address)))
+        if prefix is not None:
+            if isinstance(prefix, bool) or not isinstance(prefix, int) or not 0 <= prefix <= 32:
+                raise ValueError(f"prefix length must be 0 .. 32, not {prefix!r}")
+            self.write("NET_PREFIX", prefix=prefix)
+
+    def get_ip(self) -> ipaddress.IPv4Address:
+        return ipv4(self.field("NET_IP", "IP"))
+
+    def get_prefix(self) -> int:
+        return self.field("NET_PREFIX", "PREFIX")
+
+    def set_max_len(self, octets):
+        """The longest frame the MAC accepts (octets without FCS; longer ones count as GIANT)."""
+        self.write("NET_MAX_LEN", len=octets)
+
+    def net_rx_counters(self):
+        """The receive counters as ``{RxDrop: count}`` (``RxDrop.NONE``: good frames)."""
+        return {reason: self.read(name) for reason, name in NET_RX_COUNTERS}
+
+    def net_counters(self):
+        """Every network counter: ``{"rx": net_rx_counters(), "rx_tcp", "tx_frames", "tx_dropped"}``."""
+        return {"rx": self.net_rx_counters(), "rx_tcp": self.read("NET_RX_TCP"),
+                "tx_frames": self.read("NET_TX_FRAMES"), "tx_dropped": self.read("NET_TX_DROPPED")}
+
+    def write_arp(self, index, ip, mac, *, static=True, valid=True):
+        """Write ARP cache slot ``index``: ``ip`` -> ``mac``, static (learning leaves it) by
+        default; ``valid=False`` frees the slot."""
+        caps = self.net_caps()
+        if not caps.network:
+            raise DeviceMismatch("the device has no network layer (NET_CAPS.NETWORK is 0)")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < caps.arp_entries:
+            raise ValueError(f"ARP slot {index!r} is not in 0 .. {caps.arp_entries - 1} "
+                             "(NET_CAPS.ARP_ENTRIES)")
+        self.write("NET_ARP_IP", ip=int(ipv4(ip)))
+        self._write_mac("NET_ARP_MAC", mac)
+        self.write("NET_ARP_ENTRY", index=index, valid=int(bool(valid)), static=int(bool(static)))
+        self.write("NET_ARP_CMD", write=1)
+
+    def arp_lookup(self, ip):
+        """The MAC the ARP cache holds for ``ip`` (bytes), or None."""
+        self.write("NET_ARP_LOOKUP_IP", ip=int(ipv4(ip)))
+        if not self.field("NET_ARP_LOOKUP", "HIT"):
+            return None
+        return self._read_mac("NET_ARP_LOOKUP_MAC")
+
+    def arp_request(self, ip):
+        """Broadcast an ARP request for ``ip`` (waits until the previous one was taken)."""
+        self._wait("NET_ARP_STATUS", "REQUEST_BUSY", 0)
+        self.write("NET_ARP_IP", ip=int(ipv4(ip)))
+        self.write("NET_ARP_CMD", request=1)
+
+
 def context_from_negotiated(ctx, *, rx_mulpdu=64768):
     """``program_connection`` keyword arguments from :meth:`rnic.host.net.cm.Negotiated.context`.
 
@@ -542,8 +651,7 @@ class BankModel(Transport):
     """
 
     def __init__(self, *, regmap=REGMAP, on_pulse=None, **params):
-        params = {**{"stags": 256}, **params}
-        regmap.check_params(params)
+        params = regmap.complete_params({"stags": 256, **params})
         self.map = regmap
         self.params = params
         self.on_pulse = on_pulse

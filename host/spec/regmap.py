@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
 import keyword
 import re
 from dataclasses import dataclass
 
 from rnic.host.spec.errors import Layer
+from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, MAX_FRAME_LEN, RxDrop
 
 #: Access types, per field (a register's ``access`` is the default of its fields).
 ACCESS_DOC = """\
@@ -75,8 +77,8 @@ __all__ = [
     "Access", "RW", "RO", "PULSE", "WO", "W1C",
     "Field", "Register", "RegisterMap", "RegMapError",
     "ConnState", "SqOpcode", "CqQueue", "CqStatus", "DpCrc", "DpError",
-    "MAGIC", "VERSION_MAJOR", "VERSION_MINOR", "ADDR_WIDTH", "PARAMS", "REGMAP", "ACCESS_DOC", "BUS_DOC",
-    "constants",
+    "MAGIC", "VERSION_MAJOR", "VERSION_MINOR", "ADDR_WIDTH", "PARAMS", "PARAM_DEFAULTS", "REGMAP",
+    "ACCESS_DOC", "BUS_DOC", "NET_RX_COUNTERS", "NET_BLOCK", "constants",
 ]
 
 #: Register 0 (``ID``) reads this: ASCII "iWRP" (0x69 0x57 0x52 0x50), most significant byte first.
@@ -84,7 +86,7 @@ MAGIC = 0x69575250
 #: Register map version. MAJOR changes when a driver built for the old map would misbehave
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 VERSION_MAJOR = 0
-VERSION_MINOR = 4
+VERSION_MINOR = 5
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -95,7 +97,12 @@ PARAMS = {
     "width":       (4, 8, 16, 32),           # datapath width W in octets (rnic.hdl.beat.WIDTHS)
     "connections": range(1, 1 << 16),        # connection contexts (ids fit the 16-bit CONN fields)
     "stags":       range(1, 1 << 16),        # rows of the STag table
+    "network":     (0, 1),                   # 1: the network layer (MAC, ARP, IPv4, ICMP) is present
+    "arp_entries": range(0, 65),             # ARP cache slots (0 without a network layer)
 }
+#: Build parameters a design may leave out, with the value they then report: a design without
+#: a network layer reports NET_CAPS.NETWORK 0 without naming it.
+PARAM_DEFAULTS = {"network": 0, "arp_entries": 0}
 
 
 class RegMapError(ValueError):
@@ -359,10 +366,16 @@ class RegisterMap:
     def params_used(self):
         return sorted({f.param for r in self for f in r.fields if f.param})
 
+    def complete_params(self, params):
+        """``params`` with the :data:`PARAM_DEFAULTS` it leaves out, checked."""
+        params = {**PARAM_DEFAULTS, **params}
+        self.check_params(params)
+        return params
+
     def check_params(self, params):
         """Check build parameters (``{"width": 8, ...}``) against :data:`PARAMS` and the RO fields."""
         for name in self.params_used():
-            if name not in params:
+            if name not in params and name not in PARAM_DEFAULTS:
                 raise TypeError(f"build parameter {name!r} is required (the map reports it)")
         for name, value in params.items():
             if name not in PARAMS:
@@ -501,6 +514,102 @@ def _mpa_dir(name, addr, direction, peer):
                           "modulo 512; a multiple of 4."),
         _f("MULPDU", 16, 16, "Largest ULPDU_Length: sent (TX segmentation) / accepted (RX, larger is an error)."),
     )
+
+
+# ---------------------------------------------------------------------------
+# the network layer's registers
+
+#: Receive counters of the network block, one per :class:`~rnic.host.spec.net.RxDrop` value
+#: (``NONE``: good frames), at ``NET_RX_BASE + 4 * value``: ``(reason, register name)``.
+NET_RX_BASE = 0x440
+NET_RX_COUNTERS = tuple((reason, "NET_RX_GOOD" if reason is RxDrop.NONE else f"NET_RX_{reason.name}")
+                        for reason in RxDrop)
+
+_NET_RX_DOC = {
+    RxDrop.NONE: "Frames the MAC accepted (good FCS, length, address), ARP and IP ones included.",
+    RxDrop.FCS: "Frames dropped by the MAC: bad FCS or a PHY error.",
+    RxDrop.RUNT: "Frames dropped by the MAC: shorter than 60 octets (without FCS).",
+    RxDrop.GIANT: "Frames dropped by the MAC: longer than NET_MAX_LEN.",
+    RxDrop.OTHER_MAC: "Frames dropped by the MAC: unicast to another address.",
+    RxDrop.OVERFLOW: "Frames dropped by the MAC: no room in its receive buffer.",
+    RxDrop.ETHERTYPE: "Frames dropped by the network layer: neither IPv4 nor ARP (VLAN tags included).",
+    RxDrop.ARP_OTHER: "ARP packets dropped: malformed, or for another address.",
+    RxDrop.IP_HEADER: "IPv4 packets dropped: version not 4, options, or a total length that does "
+                      "not fit the frame.",
+    RxDrop.IP_CHECKSUM: "IPv4 packets dropped: bad header checksum.",
+    RxDrop.IP_FRAGMENT: "IPv4 packets dropped: fragments (MF or a fragment offset).",
+    RxDrop.IP_OTHER: "IPv4 packets dropped: for another address.",
+    RxDrop.IP_PROTOCOL: "IPv4 packets dropped: a protocol with no handler (neither ICMP nor TCP).",
+    RxDrop.ICMP_OTHER: "ICMP messages dropped: not an echo request, or a bad ICMP checksum.",
+}
+
+
+def _mac_regs(prefix, addr, access, doc, reset=None):
+    """The two registers of a MAC address at ``addr``: ``<prefix>_HI`` octets 0..1 (bits
+    47..32), ``<prefix>_LO`` octets 2..5 (bits 31..0); octet 0 is the first on the wire."""
+    value = 0 if reset is None else int.from_bytes(reset, "big")
+    return (
+        _reg(f"{prefix}_HI", addr, access, f"{doc}, bits 47..32 (octets 0 and 1 on the wire: "
+             "octet 0 in bits 15..8).", _f("MAC", 0, 16, "MAC address bits 47..32.", reset=value >> 32)),
+        _reg(f"{prefix}_LO", addr + 4, access, f"{doc}, bits 31..0 (octets 2..5: octet 5 in bits "
+             "7..0).", _f("MAC", 0, 32, "MAC address bits 31..0.", reset=value & 0xFFFFFFFF)),
+    )
+
+
+NET_BLOCK = Block(
+    "Network", "The network layer below TCP (MAC, ARP, IPv4, ICMP echo; see rnic.hdl.net): the "
+    "NIC's addresses, frame counters and the ARP cache. They mean something only where "
+    "NET_CAPS.NETWORK is 1 (elsewhere the RW registers are plain storage and the RO ones read 0). "
+    "Addresses are big-endian: the first octet on the wire in the top bits (IPv4 169.254.7.2 is "
+    "0xA9FE0702). Change the addresses and NET_MAX_LEN only while no frame is moving. The "
+    "counters are 32 bits, wrap, count from reset (CTRL.CLEAR_COUNTERS and SOFT_RESET leave them): "
+    "take differences. Every received frame counts once: in NET_RX_GOOD when the MAC accepts it, "
+    "else for its MAC drop reason; a good frame the network layer drops counts again for its "
+    "network reason, one it passes to TCP in NET_RX_TCP.", (
+        _reg("NET_CAPS", 0x400, RO, "Network build parameters.",
+             _f("NETWORK", 0, 1, "1: this build has the network layer (the NET_* registers act); "
+                                 "0: it has none (build parameter).", param="network"),
+             _f("ARP_ENTRIES", 8, 8, "Slots of the ARP cache: NET_ARP_ENTRY.INDEX 0 .. ARP_ENTRIES-1 "
+                                     "(build parameter; 0 without a network layer).",
+                param="arp_entries")),
+        *_mac_regs("NET_MAC", 0x404, RW, "The NIC's MAC address", DEFAULT_NIC_MAC),
+        _reg("NET_IP", 0x40C, RW, "The NIC's IPv4 address.",
+             _f("IP", 0, 32, "IPv4 address: ARP answers for it, ICMP echo and TCP take packets for it.",
+                reset=int(ipaddress.IPv4Address(DEFAULT_NIC_IP)))),
+        _reg("NET_PREFIX", 0x410, RW, "The NIC's network prefix.",
+             _f("PREFIX", 0, 6, "Prefix length 0 .. 32 (for the send path's next hop; no block "
+                                "uses it yet).", reset=DEFAULT_PREFIX)),
+        _reg("NET_MAX_LEN", 0x414, RW, "Receive size limit.",
+             _f("LEN", 0, 16, "Longest frame the MAC accepts, in octets without FCS (longer: "
+                              "GIANT).", reset=MAX_FRAME_LEN)),
+        *(_word(name, NET_RX_BASE + 4 * reason, RO, "COUNT", _NET_RX_DOC[reason])
+          for reason, name in NET_RX_COUNTERS),
+        _word("NET_RX_TCP", 0x480, RO, "COUNT", "IPv4 TCP packets for the NIC's address with a good "
+              "header, handed to the TCP layer (dropped by this build, which has none)."),
+        _word("NET_TX_FRAMES", 0x484, RO, "COUNT", "Frames sent (ARP, echo replies, TCP)."),
+        _word("NET_TX_DROPPED", 0x488, RO, "COUNT", "Frames to send dropped for being longer than "
+              "the MAC's transmit buffer."),
+        _reg("NET_ARP_ENTRY", 0x4C0, RW, "ARP cache slot to write with NET_ARP_CMD.WRITE.",
+             _f("INDEX", 0, 6, "Slot, below NET_CAPS.ARP_ENTRIES."),
+             _f("VALID", 8, 1, "The slot holds NET_ARP_IP -> NET_ARP_MAC; 0 frees it."),
+             _f("STATIC", 9, 1, "A static entry: learning neither replaces nor updates it.")),
+        _word("NET_ARP_IP", 0x4C4, RW, "IP", "IPv4 address of NET_ARP_CMD (WRITE: the entry's, "
+              "REQUEST: the one asked for)."),
+        *_mac_regs("NET_ARP_MAC", 0x4C8, RW, "MAC address of the entry NET_ARP_CMD.WRITE writes"),
+        _reg("NET_ARP_CMD", 0x4D0, PULSE, "ARP commands.",
+             _f("WRITE", 0, 1, "Write slot NET_ARP_ENTRY.INDEX of the ARP cache (taken at once)."),
+             _f("REQUEST", 1, 1, "Broadcast an ARP request for NET_ARP_IP (ignored while "
+                                 "NET_ARP_STATUS.REQUEST_BUSY).")),
+        _reg("NET_ARP_STATUS", 0x4D4, RO, "ARP status.",
+             _f("REQUEST_BUSY", 0, 1, "A REQUEST is waiting for the ARP block (wait for 0).")),
+        _word("NET_ARP_LOOKUP_IP", 0x4E0, RW, "IP", "IPv4 address looked up in the ARP cache: "
+              "NET_ARP_LOOKUP and NET_ARP_LOOKUP_MAC show the result (a read after the write "
+              "sees it)."),
+        _reg("NET_ARP_LOOKUP", 0x4E4, RO, "ARP cache lookup of NET_ARP_LOOKUP_IP.",
+             _f("HIT", 0, 1, "A valid entry holds NET_ARP_LOOKUP_IP (NET_ARP_LOOKUP_MAC is its MAC).")),
+        *_mac_regs("NET_ARP_LOOKUP_MAC", 0x4E8, RO, "MAC address NET_ARP_LOOKUP_IP maps to (0 "
+                   "without a HIT)"),
+    ))
 
 
 BLOCKS = (
@@ -803,6 +912,7 @@ BLOCKS = (
         _reg("TERM_CMD", 0x384, PULSE, "Terminate queue command.",
              _f("POP", 0, 1, "Remove the head report (ignored while not VALID).")),
     )),
+    NET_BLOCK,
 )
 
 # ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ def test_map_is_valid_and_sane():
         assert r.reset == sum(f.reset << f.offset for f in r.fields)
         assert REGMAP.at(r.addr + 3) is r
     assert REGMAP.at(0xFFC) is None
-    assert set(REGMAP.params_used()) == {"width", "connections", "stags"}
+    assert set(REGMAP.params_used()) == {"width", "connections", "stags", "network", "arp_entries"}
 
 
 def test_map_has_what_the_rnic_needs():
@@ -118,3 +118,42 @@ def test_check_params():
         REGMAP.check_params({"width": 8, "connections": 4})
     with pytest.raises(TypeError, match="unknown build parameter"):
         REGMAP.check_params({"width": 8, "connections": 4, "stags": 1, "depth": 3})
+    with pytest.raises(ValueError, match="network=2"):
+        REGMAP.check_params({"width": 8, "connections": 4, "stags": 1, "network": 2})
+    with pytest.raises(ValueError, match="arp_entries=65"):
+        REGMAP.check_params({"width": 8, "connections": 4, "stags": 1, "arp_entries": 65})
+
+
+def test_network_parameters_default_to_no_network_layer():
+    assert rm.PARAM_DEFAULTS == {"network": 0, "arp_entries": 0}
+    full = REGMAP.complete_params({"width": 8, "connections": 4, "stags": 2})
+    assert full == {"width": 8, "connections": 4, "stags": 2, "network": 0, "arp_entries": 0}
+    assert REGMAP.complete_params({"width": 8, "connections": 4, "stags": 2, "network": 1,
+                                   "arp_entries": 8})["network"] == 1
+
+
+def test_network_block():
+    """The Network block: addresses and resets are the spec's defaults, one RX counter per
+    RxDrop value at NET_RX_BASE + 4 * value, inside the window and after the other blocks."""
+    import ipaddress
+
+    from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, RxDrop
+    block = rm.NET_BLOCK
+    assert block in REGMAP.blocks
+    assert all(0x400 <= r.addr < 0x500 for r in block.registers)
+    mac = REGMAP["NET_MAC_HI"].reset << 32 | REGMAP["NET_MAC_LO"].reset
+    assert mac.to_bytes(6, "big") == DEFAULT_NIC_MAC
+    assert REGMAP["NET_IP"].reset == int(ipaddress.IPv4Address(DEFAULT_NIC_IP)) == 0xA9FE0702
+    assert REGMAP["NET_PREFIX"].reset == DEFAULT_PREFIX
+    assert REGMAP["NET_MAX_LEN"].reset == 1514
+    assert [reason for reason, _ in rm.NET_RX_COUNTERS] == list(RxDrop)
+    for reason, name in rm.NET_RX_COUNTERS:
+        r = REGMAP[name]
+        assert r.addr == rm.NET_RX_BASE + 4 * reason and r.access_summary == "ro"
+        assert r.fields[0].width == 32
+    assert REGMAP["NET_RX_GOOD"].addr == rm.NET_RX_BASE
+    caps = REGMAP["NET_CAPS"]
+    assert caps.field("NETWORK").param == "network" and caps.field("ARP_ENTRIES").param == "arp_entries"
+    assert {f.name for f in REGMAP["NET_ARP_CMD"].fields} == {"WRITE", "REQUEST"}
+    assert REGMAP["NET_ARP_CMD"].access_summary == "pulse"
+    assert REGMAP["NET_ARP_ENTRY"].field("INDEX").max >= 63

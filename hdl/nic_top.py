@@ -1,0 +1,200 @@
+"""The NIC without pins: GMII, the Ethernet MAC, the network layer and the RNIC core with its
+register bank.
+
+See :class:`NicTop`.
+"""
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rnic.host.spec.regmap import NET_RX_COUNTERS, REGMAP
+
+from .axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignature
+from .beat import OctetBeat
+from .mpa_rx import MpaRxBeat
+from .mpa_tx import MpaTxBeat
+from .net.drop_counters import DropCounters
+from .net.ethernet_port import EthernetPort
+from .net.gmii import GmiiRx, GmiiTx
+from .net.layouts import RX_COUNTERS
+from .net.network_layer import NetworkLayer
+from .rnic_core import RnicCore
+
+__all__ = ["NicTop"]
+
+
+class NicTop(wiring.Component):
+    """The NIC without pins: :class:`~rnic.hdl.net.ethernet_port.EthernetPort` (MAC, buffers,
+    clock crossings), :class:`~rnic.hdl.net.network_layer.NetworkLayer` (ARP, IPv4 checks,
+    ICMP echo) and :class:`~rnic.hdl.rnic_core.RnicCore` (register bank, MPA, DDP/RDMAP),
+    the network configured and observed through the register map's Network block (NET_*).
+
+    How the registers reach the network: the core keeps its register bank; built with
+    ``network=True`` it reports NET_CAPS.NETWORK 1 and passes the bank's Network block out
+    on its ``net`` port (:func:`rnic.hdl.regbank.block_signature`), which this top wires to
+    the network blocks. Cores built without it (``RnicCore`` alone, the board tops) read 0 in
+    every read-only NET_* field.
+
+    Not connected yet: TCP. The core's TCP payload ports (``tx_wire``, ``rx_wire``) and its
+    ULPDU ports are this top's ports, as on :class:`~rnic.hdl.rnic_core.RnicCore`; the
+    network layer's TCP packets (``NetworkLayer.tcp``) are taken at once, counted in
+    NET_RX_TCP and dropped, and nothing is sent on its ``tcp_tx``. The TCP layer (the next
+    issue) goes between them.
+
+    Parameters (keyword-only, checked by the blocks)
+    ----------
+    width : int
+        Datapath width W in octets of the core and of the frame streams (default 4).
+    connections, stags, addr_width, dp_depth : int
+        As :class:`~rnic.hdl.rnic_core.RnicCore` (defaults 16, 256, 32, 512).
+    arp_entries : int
+        Slots of the ARP cache (1 .. 64, default 8; NET_CAPS.ARP_ENTRIES).
+    eth_rx_depth, eth_tx_depth : int
+        Octets of the MAC's receive and transmit frame buffers (default 4096 each).
+    net_rx_depth : int
+        Octets of the network layer's receive buffer (default 4096).
+
+    Ports
+    -----
+    gmii_rx : In(GmiiRx)
+        In the ``eth_rx`` clock domain (the PHY's receive clock).
+    gmii_tx : Out(GmiiTx)
+        In the ``eth_tx`` clock domain (the transmit clock). Both Ethernet domains may run
+        on one clock (plain GMII in simulation); everything else is in ``sync`` (at least
+        125 MHz / W for line rate, see EthernetPort).
+    s_axil : In(AXI4LiteSignature(addr_width=12))
+        The register bus (the map of :mod:`rnic.host.spec.regmap`, Network block included).
+    tx_ulpdu, tx_wire, rx_wire, rx_ulpdu, m_axi, m_axi_rd, irq
+        The core's ports, as :class:`~rnic.hdl.rnic_core.RnicCore`'s.
+
+    The Network registers
+    ---------------------
+    NET_MAC_HI/LO, NET_IP, NET_PREFIX drive the MAC's address filter and the network
+    layer's addresses, NET_MAX_LEN the MAC's size limit (change them while no frame moves).
+    NET_RX_GOOD .. NET_RX_OVERFLOW are the MAC's receive counters (``EthernetPort.rx_counts``),
+    NET_RX_ETHERTYPE .. NET_RX_ICMP_OTHER count the network layer's ``drop`` events by
+    reason (:class:`~rnic.hdl.net.drop_counters.DropCounters`), NET_RX_TCP the TCP packets
+    dropped here, NET_TX_FRAMES/NET_TX_DROPPED the MAC's transmit counters; all of them
+    count from ``rst`` (not cleared by CTRL.CLEAR_COUNTERS or SOFT_RESET). NET_ARP_CMD.WRITE
+    writes one ARP cache slot from NET_ARP_ENTRY, NET_ARP_IP and NET_ARP_MAC_HI/LO in the
+    cycle of its pulse; NET_ARP_CMD.REQUEST (while NET_ARP_STATUS.REQUEST_BUSY is 0) hands
+    NET_ARP_IP to the ARP block, which broadcasts a request (REQUEST_BUSY until it took it).
+    NET_ARP_LOOKUP_IP is looked up in the cache continuously (NET_ARP_LOOKUP,
+    NET_ARP_LOOKUP_MAC_HI/LO); the cache's lookup port is the register window's until a send
+    path needs it.
+
+    Latency and throughput: those of the blocks (EthernetPort, NetworkLayer, RnicCore); the
+    register bank adds none to the data paths. A counter shows an event a few cycles after
+    it (the MAC's cross from the Ethernet domains through a FIFO).
+    """
+
+    def __init__(self, *, width=4, connections=16, stags=256, addr_width=32, dp_depth=512,
+                 arp_entries=8, eth_rx_depth=4096, eth_tx_depth=4096, net_rx_depth=4096):
+        self._core = RnicCore(width=width, connections=connections, stags=stags,
+                              addr_width=addr_width, dp_depth=dp_depth, network=True,
+                              arp_entries=arp_entries)
+        self._port = EthernetPort(width=width, rx_depth=eth_rx_depth, tx_depth=eth_tx_depth)
+        self._net = NetworkLayer(width=width, arp_entries=arp_entries, rx_depth=net_rx_depth)
+        self.width = width
+        self.connections = connections
+        self.arp_entries = arp_entries
+        N = connections
+        super().__init__({
+            "gmii_rx": In(GmiiRx),
+            "gmii_tx": Out(GmiiTx),
+            "s_axil": In(AXI4LiteSignature(addr_width=REGMAP.addr_width)),
+            "tx_ulpdu": In(stream.Signature(MpaTxBeat(width=width, connections=N))),
+            "tx_wire": Out(stream.Signature(OctetBeat(width=width, connections=N))),
+            "rx_wire": In(stream.Signature(OctetBeat(width=width, connections=N))),
+            "rx_ulpdu": Out(stream.Signature(MpaRxBeat(width=width, connections=N))),
+            "m_axi": Out(AXI4WriteSignature(addr_width=addr_width, data_width=8 * width)),
+            "m_axi_rd": Out(AXI4ReadSignature(addr_width=addr_width, data_width=8 * width)),
+            "irq": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self._core
+        m.submodules.eth = port = self._port
+        m.submodules.net = net = self._net
+        m.submodules.net_drops = drops = DropCounters()
+
+        for name in ("s_axil", "tx_ulpdu", "rx_wire"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(core, name))
+        for name in ("tx_wire", "rx_ulpdu", "m_axi", "m_axi_rd"):
+            wiring.connect(m, getattr(core, name), wiring.flipped(getattr(self, name)))
+        m.d.comb += self.irq.eq(core.irq)
+
+        wiring.connect(m, wiring.flipped(self.gmii_rx), port.gmii_rx)
+        wiring.connect(m, port.gmii_tx, wiring.flipped(self.gmii_tx))
+        wiring.connect(m, port.rx, net.rx)
+        wiring.connect(m, net.tx, port.tx)
+        wiring.connect(m, net.drop, drops.drop)
+
+        r = core.net
+        self._configure(m, r, port, net)
+        self._count(m, r, port, net, drops)
+        self._arp(m, r, net)
+        return m
+
+    @staticmethod
+    def _configure(m, r, port, net):
+        """The addresses and the size limit from the registers."""
+        mac = Cat(r.net_mac_lo.mac, r.net_mac_hi.mac)
+        m.d.comb += [
+            port.mac.eq(mac),
+            port.max_len.eq(r.net_max_len.len),
+            net.mac.eq(mac),
+            net.ip.eq(r.net_ip.ip),
+            net.prefix.eq(r.net_prefix.prefix),
+        ]
+
+    @staticmethod
+    def _count(m, r, port, net, drops):
+        """The counters into the RO registers; TCP packets are counted and dropped."""
+        mac_reasons = [int(reason.value) for reason in RX_COUNTERS]
+        net_reasons = [int(reason.value) for reason in drops.reasons]
+        for reason, name in NET_RX_COUNTERS:
+            reg = getattr(r, name.lower())
+            if int(reason) in mac_reasons:
+                m.d.comb += reg.count.eq(port.rx_counts[mac_reasons.index(int(reason))])
+            else:
+                m.d.comb += reg.count.eq(drops.counts[net_reasons.index(int(reason))])
+        tcp_frames = Signal(32)
+        m.d.comb += net.tcp.ready.eq(1)
+        with m.If(net.tcp.valid & net.tcp.payload.last):
+            m.d.sync += tcp_frames.eq(tcp_frames + 1)
+        m.d.comb += [
+            r.net_rx_tcp.count.eq(tcp_frames),
+            r.net_tx_frames.count.eq(port.tx_frames),
+            r.net_tx_dropped.count.eq(port.tx_dropped),
+        ]
+
+    @staticmethod
+    def _arp(m, r, net):
+        """Static entries, requests and the lookup window."""
+        write = net.arp_write
+        m.d.comb += [
+            write.valid.eq(r.net_arp_cmd.write),
+            write.payload.index.eq(r.net_arp_entry.index),
+            write.payload.valid.eq(r.net_arp_entry.valid),
+            write.payload.static.eq(r.net_arp_entry.static),
+            write.payload.ip.eq(r.net_arp_ip.ip),
+            write.payload.mac.eq(Cat(r.net_arp_mac_lo.mac, r.net_arp_mac_hi.mac)),
+        ]
+        # A request waits in a register until the ARP block takes it (it may be busy with a
+        # reply); a REQUEST strobe while one waits is ignored.
+        request = net.arp_request
+        with m.If(request.ready):
+            m.d.sync += request.valid.eq(0)
+        with m.If(r.net_arp_cmd.request & ~request.valid):
+            m.d.sync += [request.valid.eq(1), request.payload.eq(r.net_arp_ip.ip)]
+        m.d.comb += r.net_arp_status.request_busy.eq(request.valid)
+
+        m.d.comb += [
+            net.arp_lookup_ip.eq(r.net_arp_lookup_ip.ip),
+            r.net_arp_lookup.hit.eq(net.arp_lookup_hit),
+            r.net_arp_lookup_mac_hi.mac.eq(net.arp_lookup_mac[32:]),
+            r.net_arp_lookup_mac_lo.mac.eq(net.arp_lookup_mac[:32]),
+        ]
