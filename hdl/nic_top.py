@@ -5,15 +5,11 @@ See :class:`NicTop`.
 """
 
 from amaranth.hdl import Cat, Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rnic.host.spec.regmap import NET_RX_COUNTERS, REGMAP
+from rnic.host.spec.regmap import NET_RX_COUNTERS
 
-from .axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignature
-from .beat import OctetBeat
-from .mpa_rx import MpaRxBeat
-from .mpa_tx import MpaTxBeat
 from .net.drop_counters import DropCounters
 from .net.ethernet_port import EthernetPort
 from .net.gmii import GmiiRx, GmiiTx
@@ -99,19 +95,10 @@ class NicTop(wiring.Component):
         self.width = width
         self.connections = connections
         self.arp_entries = arp_entries
-        N = connections
-        super().__init__({
-            "gmii_rx": In(GmiiRx),
-            "gmii_tx": Out(GmiiTx),
-            "s_axil": In(AXI4LiteSignature(addr_width=REGMAP.addr_width)),
-            "tx_ulpdu": In(stream.Signature(MpaTxBeat(width=width, connections=N))),
-            "tx_wire": Out(stream.Signature(OctetBeat(width=width, connections=N))),
-            "rx_wire": In(stream.Signature(OctetBeat(width=width, connections=N))),
-            "rx_ulpdu": Out(stream.Signature(MpaRxBeat(width=width, connections=N))),
-            "m_axi": Out(AXI4WriteSignature(addr_width=addr_width, data_width=8 * width)),
-            "m_axi_rd": Out(AXI4ReadSignature(addr_width=addr_width, data_width=8 * width)),
-            "irq": Out(1),
-        })
+        # The core's ports but its bank's Network block, which this top connects inside.
+        core_ports = {name: member for name, member in self._core.signature.members.items()
+                      if name != "net"}
+        super().__init__({"gmii_rx": In(GmiiRx), "gmii_tx": Out(GmiiTx), **core_ports})
 
     def elaborate(self, platform):
         m = Module()
@@ -120,11 +107,16 @@ class NicTop(wiring.Component):
         m.submodules.net = net = self._net
         m.submodules.net_drops = drops = DropCounters()
 
-        for name in ("s_axil", "tx_ulpdu", "rx_wire"):
-            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(core, name))
-        for name in ("tx_wire", "rx_ulpdu", "m_axi", "m_axi_rd"):
-            wiring.connect(m, getattr(core, name), wiring.flipped(getattr(self, name)))
-        m.d.comb += self.irq.eq(core.irq)
+        for name, member in core.signature.members.items():
+            if name == "net":
+                continue
+            if member.is_port:
+                ours, theirs = getattr(self, name), getattr(core, name)
+                m.d.comb += (theirs.eq(ours) if member.flow == In else ours.eq(theirs))
+            elif member.flow == In:
+                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(core, name))
+            else:
+                wiring.connect(m, getattr(core, name), wiring.flipped(getattr(self, name)))
 
         wiring.connect(m, wiring.flipped(self.gmii_rx), port.gmii_rx)
         wiring.connect(m, port.gmii_tx, wiring.flipped(self.gmii_tx))
