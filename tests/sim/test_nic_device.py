@@ -51,6 +51,14 @@ def test_frames_and_registers(nic):
             nic.send_frame(bad)
 
 
+def test_arp_request_on_command(nic):
+    """A register write starts traffic too: the harness clocks on until the frame is out."""
+    Registers(nic).arp_request("169.254.7.1")
+    (frame,) = nic.frames(count=1, timeout=10)
+    want = NicNetModel().arp_request("169.254.7.1")
+    assert frame == want and Ether(frame)[ARP].op == 1
+
+
 def test_idle_harness_stops_clocking(nic):
     nic.send_frame(arp_request())
     assert len(nic.frames(count=1, timeout=10)) == 1
