@@ -10,7 +10,8 @@ line and status 1 (``RNIC_TRACEBACK=1`` shows the traceback).
 One module per command group: :mod:`~rnic.host.cli.codec` (decode, encode),
 :mod:`~rnic.host.cli.demo`, :mod:`~rnic.host.cli.conn` (listen, connect),
 :mod:`~rnic.host.cli.rping`, :mod:`~rnic.host.cli.perftest` (imported when used),
-:mod:`~rnic.host.cli.regs` (regs, status, serve), :mod:`~rnic.host.cli.build`,
+:mod:`~rnic.host.cli.regs` (regs, status, serve), :mod:`~rnic.host.cli.nic_sim`,
+:mod:`~rnic.host.cli.build`,
 :mod:`~rnic.host.cli.bench`; what they share is :mod:`~rnic.host.cli.common`. They import
 the rest of rnic inside the commands, so that ``rnic --help`` starts fast.
 """
@@ -26,6 +27,7 @@ from rnic.host.cli.codec import ENGINES, decode, encode
 from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_PIPE, EXIT_PROTOCOL, EXIT_USAGE
 from rnic.host.cli.conn import connect, listen
 from rnic.host.cli.demo import demo
+from rnic.host.cli.nic_sim import nic_sim
 from rnic.host.cli.regs import regs, serve, status
 from rnic.host.cli.rping import rping
 
@@ -81,6 +83,7 @@ def cli():
       rnic serve --port 7100 &               # registers that live on between commands:
       rnic regs write SCRATCH 0x5a --device tcp:127.0.0.1:7100
       rnic status --device uart:/dev/ttyUSB1 # a board running the bitstream, over its UART
+      rnic nic-sim --wire 17702:17701        # the simulated NIC on a virtual cable (siw VM)
       rnic build --board versa_ecp5          # bitstream and fmax/resource report
       rnic rping -c -a 127.0.0.1 -p 7174 -C 3 -v   # rping against a siw (or rnic) server
       rnic perftest write 127.0.0.1 -p 18515 # perftest's ib_write_bw -R as client
@@ -92,7 +95,7 @@ def cli():
 
 
 for _command in (decode, encode, demo, listen, connect, rping, regs, status, serve, build_cmd,
-                 bench):
+                 bench, nic_sim):
     cli.add_command(_command)
 del _command
 

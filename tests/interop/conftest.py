@@ -13,7 +13,8 @@ Fixtures:
   :class:`VmRun` (``wait()`` -> (status, output)); ``siw_vm.require(variant)``
   skips when the variant is not prepared.
 * ``free_port``: a function returning a free TCP port on 127.0.0.1 (forwarded
-  ports differ per test, so parallel runs do not clash).
+  ports differ per test, so parallel runs do not clash); ``free_udp_port`` the same
+  for UDP (the ports of a virtual cable, ``siw_vm.start(..., wire=(qemu, peer))``).
 * ``rnic``: runs the ``rnic`` CLI of this checkout (``python -m rnic.host.cli``)
   in a subprocess: ``rnic.run(args, timeout)`` or ``rnic.start(args)``.
 
@@ -122,12 +123,15 @@ class SiwVm:
             pytest.skip(f"siw-vm variant {variant!r} is not prepared ({ready} missing; "
                         f"run: sudo siw-vm prepare --variant {variant})")
 
-    def start(self, variant, command, *, fwd=(), timeout=VM_TIMEOUT):
-        """Boot ``variant`` running ``command``; ``fwd``: (host port, guest port) pairs."""
+    def start(self, variant, command, *, fwd=(), wire=None, timeout=VM_TIMEOUT):
+        """Boot ``variant`` running ``command``; ``fwd``: (host port, guest port) pairs;
+        ``wire``: (qemu port, peer port) of the virtual cable on the guest's eth1."""
         self.require(variant)
         args = [str(self.tool), "run", "--variant", variant, "--timeout", str(timeout)]
         for h, g in fwd:
             args += ["--fwd", f"{h}:{g}"]
+        if wire is not None:
+            args += ["--wire", f"{wire[0]}:{wire[1]}"]
         args += ["--", command]
         proc = subprocess.Popen(args, cwd=str(self.tool.parent.parent.parent),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -148,6 +152,15 @@ def siw_vm():
     yield vm
     for run in vm.runs:
         run.kill()
+
+
+@pytest.fixture
+def free_udp_port():
+    def pick():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    return pick
 
 
 @pytest.fixture

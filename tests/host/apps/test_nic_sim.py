@@ -1,0 +1,297 @@
+"""``rnic nic-sim`` (host/apps/nic_sim.py, host/cli/nic_sim.py): the simulated NIC on a
+virtual cable, driven as a user does.
+
+(a) the option parsers and the CLI's usage errors (exit 2, one line; a port in use found
+    before anything is built);
+(b) ``rnic nic-sim --wire A:B --control C`` in a subprocess, a UDP socket on 127.0.0.1:B as
+    the peer: ARP request, pings of 0, 56 and 1472 octets (replies byte-identical to
+    :class:`rnic.host.model.network_layer.NicNetModel`'s), frames for another IP, UDP and
+    another MAC (no reply, each counted), a burst of pings (frames per second printed); the
+    counters through ``rnic regs read ... --device tcp:127.0.0.1:C`` and the driver;
+    SIGTERM -> exit 0, the stopped line, the ports free again;
+(c) ``--ip 10.1.2.3/16 --mac 02:00:00:00:00:42``: the registers, ARP and ping with the new
+    addresses, the old address no longer answered; SIGINT -> exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from scapy.layers.inet import ICMP, IP, UDP
+from scapy.layers.l2 import ARP, Ether
+from scapy.packet import Raw
+
+from rnic.host.apps.nic_sim import parse_ip, parse_mac, parse_wire
+from rnic.host.driver.regs import Registers
+from rnic.host.driver.transport import SocketTransport
+from rnic.host.model.network_layer import NicNetModel
+from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, RxDrop
+
+PEER_MAC = "52:54:00:00:07:01"          # the siw VM guest's
+PEER_IP = "169.254.7.1"
+BROADCAST = "ff:ff:ff:ff:ff:ff"
+#: A first run builds the simulation (about a minute here); a cached one starts in a second.
+READY_TIMEOUT = 900
+
+
+# -- (a) parsers and usage errors --------------------------------------------------------------
+
+def test_parse_wire():
+    assert parse_wire("17702:17701") == (17702, 17701)
+    for bad in ("17702", "a:b", "0:5", "5:70000", "5:5", ":5", "5:-1"):
+        with pytest.raises(ValueError):
+            parse_wire(bad)
+
+
+def test_parse_ip():
+    assert parse_ip("10.1.2.3/16") == (__import__("ipaddress").IPv4Address("10.1.2.3"), 16)
+    assert parse_ip("169.254.7.2")[1] == 24
+    assert parse_ip("10.0.0.1/32")[1] == 32
+    for bad in ("10.1.2.3/0", "10.1.2.3/33", "10.1.2/24", "224.0.0.1/24", "0.0.0.0/8",
+                "10.1.2.0/24", "10.1.2.255/24", "10.1.2.3/x", "255.255.255.255/32"):
+        with pytest.raises(ValueError):
+            parse_ip(bad)
+
+
+def test_parse_mac():
+    assert parse_mac("02:00:00:00:00:42") == bytes.fromhex("020000000042")
+    assert parse_mac("02-00-0A-07-00-02") == DEFAULT_NIC_MAC
+    for bad in ("02:00:00:00:00", "01:00:5e:00:00:01", "00:00:00:00:00:00", "02:00:00:00:00:zz",
+                "0200.0000.0042"):
+        with pytest.raises(ValueError):
+            parse_mac(bad)
+
+
+def rnic(*args, timeout=120):
+    proc = subprocess.run([sys.executable, "-m", "rnic.host.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_tcp_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, what", [
+    (["--wire", "17702"], "--wire"),
+    (["--wire", "5:5"], "--wire"),
+    (["--wire", "5:70000"], "--wire"),
+    (["--wire", "17702:17701", "--ip", "10.1.2.3/40"], "--ip"),
+    (["--wire", "17702:17701", "--ip", "10.1.2"], "--ip"),
+    (["--wire", "17702:17701", "--mac", "01:00:5e:00:00:01"], "--mac"),
+    (["--wire", "17702:17701", "--mac", "02:00"], "--mac"),
+    (["--wire", "17702:17701", "--control", "70000"], "--control"),
+    ([], "--wire"),
+])
+def test_usage_errors(args, what):
+    code, out, err = rnic("nic-sim", *args)
+    assert code == 2, err
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and what in err, err
+
+
+def test_ports_in_use():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        taken = udp.getsockname()[1]
+        t0 = time.monotonic()
+        code, out, err = rnic("nic-sim", "--wire", f"{taken}:{free_udp_port()}")
+        assert code == 2 and "cannot bind UDP" in err and f":{taken}" in err, err
+        assert len(err.strip().splitlines()) == 1
+    with socket.create_server(("127.0.0.1", 0)) as tcp:
+        taken = tcp.getsockname()[1]
+        code, out, err = rnic("nic-sim", "--wire", f"{free_udp_port()}:{free_udp_port()}",
+                              "--control", taken)
+        assert code == 2 and "--control" in err and f":{taken}" in err, err
+    assert time.monotonic() - t0 < 60          # refused before anything is built
+
+
+# -- (b), (c): the NIC on the cable ------------------------------------------------------------
+
+class Cable:
+    """``rnic nic-sim`` in a subprocess and the peer's UDP socket."""
+
+    def __init__(self, *extra):
+        self.listen, self.peer, self.control = free_udp_port(), free_udp_port(), free_tcp_port()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", self.peer))
+        self.sock.settimeout(20)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rnic.host.cli", "nic-sim", "--wire",
+             f"{self.listen}:{self.peer}", "--control", str(self.control), "--json", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.ready = self._first_line()
+
+    def _first_line(self):
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        if sel.select(timeout=READY_TIMEOUT):
+            line = self.proc.stdout.readline()
+            if line:
+                return json.loads(line)
+        self.proc.kill()
+        raise AssertionError(f"rnic nic-sim did not get ready: {self.proc.stderr.read()}")
+
+    def send(self, frame):
+        self.sock.sendto(bytes(frame), ("127.0.0.1", self.listen))
+
+    def recv(self):
+        return self.sock.recv(65536)
+
+    def regs(self):
+        return Registers(SocketTransport("127.0.0.1", self.control))
+
+    def stop(self, sig):
+        self.proc.send_signal(sig)
+        out, err = self.proc.communicate(timeout=30)
+        self.sock.close()
+        return self.proc.returncode, out, err
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        self.sock.close()
+
+
+@pytest.fixture
+def cable():
+    made = []
+
+    def make(*extra):
+        made.append(Cable(*extra))
+        return made[-1]
+    yield make
+    for c in made:
+        c.kill()
+
+
+def pad(frame):
+    """What the guest's MAC (and the harness) does to a short frame."""
+    frame = bytes(frame)
+    return frame + bytes(max(0, 60 - len(frame)))
+
+
+def arp_request(target, *, src_mac=PEER_MAC, src_ip=PEER_IP):
+    return bytes(Ether(dst=BROADCAST, src=src_mac)
+                 / ARP(op=1, hwsrc=src_mac, psrc=src_ip, pdst=target))
+
+
+def ping(rng, size, *, dst_mac=DEFAULT_NIC_MAC, dst_ip=DEFAULT_NIC_IP, src_ip=PEER_IP):
+    return bytes(Ether(dst=":".join(f"{b:02x}" for b in dst_mac), src=PEER_MAC)
+                 / IP(src=src_ip, dst=dst_ip, id=rng.getrandbits(16))
+                 / ICMP(type=8, id=rng.getrandbits(16), seq=rng.getrandbits(16))
+                 / Raw(rng.randbytes(size)))
+
+
+def exchange(cable, model, frame):
+    """Send ``frame`` and check the reply against the model's (one reply expected)."""
+    (want,) = model.receive(pad(frame)).replies
+    cable.send(frame)
+    got = cable.recv()
+    assert got == want, f"reply differs from the model's:\n{got.hex()}\n{want.hex()}"
+    return got
+
+
+def test_cable_default(cable):
+    rng = random.Random(22)
+    c = cable()
+    assert c.ready["event"] == "ready" and c.ready["device"] == f"tcp:127.0.0.1:{c.control}"
+    assert (c.ready["ip"], c.ready["prefix"], c.ready["mac"]) == (DEFAULT_NIC_IP, 24,
+                                                                  "02:00:0a:07:00:02")
+    model = NicNetModel()
+    reply = Ether(exchange(c, model, arp_request(DEFAULT_NIC_IP)))
+    assert reply[ARP].op == 2 and reply[ARP].hwsrc == "02:00:0a:07:00:02"
+    for size in (0, 56, 1472):
+        reply = Ether(exchange(c, model, ping(rng, size)))
+        assert reply[ICMP].type == 0 and len(reply[Raw].load if size else b"") >= size
+
+    # no reply to these; each is counted for its reason (the next ping's reply comes next)
+    bad = [ping(rng, 56, dst_ip="169.254.7.3"),                                   # IP_OTHER
+           bytes(Ether(dst="02:00:0a:07:00:02", src=PEER_MAC) / IP(src=PEER_IP, dst=DEFAULT_NIC_IP)
+                 / UDP(sport=5000, dport=5001) / Raw(b"not for us")),             # IP_PROTOCOL
+           ping(rng, 56, dst_mac=bytes.fromhex("020000000099")),                  # OTHER_MAC
+           arp_request("169.254.7.9")]                                            # ARP_OTHER
+    for frame in bad:
+        assert model.receive(pad(frame)).replies == ()
+        c.send(frame)
+    exchange(c, model, ping(rng, 56))
+
+    # a burst: many pings in flight at once, every reply back and right
+    n, window = 200, 16
+    frames = [ping(rng, 56) for _ in range(n)]
+    wants = [model.receive(pad(f)).replies[0] for f in frames]
+    t0, sent, got = time.monotonic(), 0, []
+    while len(got) < n:
+        while sent < n and sent - len(got) < window:
+            c.send(frames[sent])
+            sent += 1
+        got.append(c.recv())
+    burst_s = time.monotonic() - t0
+    assert got == wants
+    print(f"burst: {n} pings (98-octet frames) in {burst_s:.2f} s: "
+          f"{2 * n / burst_s:.0f} frames/s over the cable (in + out)")
+
+    # the counters, through the register server: rnic regs and the driver
+    good = 1 + 3 + len(bad) - 1 + 1 + n              # every frame the MAC accepted
+    code, out, err = rnic("regs", "read", "NET_RX_GOOD", "--device", c.ready["device"], "--json")
+    assert code == 0, err
+    assert json.loads(out)["value"] == good
+    counters = c.regs().net_counters()
+    expect = {reason: model.counters.get(reason, 0) for reason in RxDrop}
+    expect[RxDrop.NONE] = good
+    assert counters["rx"] == expect
+    for reason in (RxDrop.IP_OTHER, RxDrop.IP_PROTOCOL, RxDrop.OTHER_MAC, RxDrop.ARP_OTHER):
+        assert counters["rx"][reason] == 1, reason
+    assert counters["tx_frames"] == 1 + 3 + 1 + n and counters["tx_dropped"] == 0
+
+    code, out, err = c.stop(signal.SIGTERM)
+    assert code == 0, err
+    stopped = json.loads(out.splitlines()[-1])
+    assert stopped == {"event": "stopped", "frames_in": good + 1, "frames_out": 1 + 3 + 1 + n,
+                       "dropped_in": 0, "send_errors": 0, "bad_out": 0}
+    # the sockets are closed: the ports can be bound again
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", c.listen))
+    with socket.create_server(("127.0.0.1", c.control)):
+        pass
+
+
+def test_cable_options(cable):
+    import ipaddress
+    rng = random.Random(23)
+    mac = bytes.fromhex("020000000042")
+    c = cable("--ip", "10.1.2.3/16", "--mac", "02:00:00:00:00:42")
+    assert (c.ready["ip"], c.ready["prefix"], c.ready["mac"]) == ("10.1.2.3", 16,
+                                                                  "02:00:00:00:00:42")
+    regs = c.regs()
+    assert regs.get_ip() == ipaddress.IPv4Address("10.1.2.3") and regs.get_prefix() == 16
+    assert regs.get_mac() == mac
+
+    model = NicNetModel(mac=mac, ip="10.1.2.3", prefix=16)
+    c.send(arp_request(DEFAULT_NIC_IP))                      # the default address: not ours now
+    assert model.receive(pad(arp_request(DEFAULT_NIC_IP))).replies == ()
+    reply = Ether(exchange(c, model, arp_request("10.1.2.3", src_ip="10.1.0.1")))
+    assert reply[ARP].hwsrc == "02:00:00:00:00:42" and reply[ARP].psrc == "10.1.2.3"
+    exchange(c, model, ping(rng, 100, dst_mac=mac, dst_ip="10.1.2.3", src_ip="10.1.0.1"))
+    assert regs.net_rx_counters()[RxDrop.ARP_OTHER] == 1
+
+    code, out, err = c.stop(signal.SIGINT)
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1])["event"] == "stopped"
