@@ -51,9 +51,12 @@ def test_linux_pings_the_simulated_nic(siw_vm, rnic, free_port, free_udp_port):
     stopped = json.loads(stdout.splitlines()[-1])
 
     rx = counters["rx"]
-    # every frame the guest sent was well formed: the MAC took each one
-    assert rx[RxDrop.NONE] == stopped["frames_in"], (rx, stopped)
-    for reason in (RxDrop.FCS, RxDrop.RUNT, RxDrop.GIANT, RxDrop.OTHER_MAC, RxDrop.OVERFLOW,
+    # Every frame the guest sent was well formed: the MAC took each one but its IPv6
+    # multicast (neighbour discovery, MLD), which a NIC without multicast filters drops as
+    # OTHER_MAC; the good ones hold at least the 9 echo requests and an ARP request.
+    assert rx[RxDrop.NONE] + rx[RxDrop.OTHER_MAC] == stopped["frames_in"], (rx, stopped)
+    assert rx[RxDrop.NONE] >= 9 + 1, rx
+    for reason in (RxDrop.FCS, RxDrop.RUNT, RxDrop.GIANT, RxDrop.OVERFLOW,
                    RxDrop.IP_HEADER, RxDrop.IP_CHECKSUM, RxDrop.IP_FRAGMENT,
                    RxDrop.ICMP_OTHER):
         assert rx[reason] == 0, (reason, rx)
