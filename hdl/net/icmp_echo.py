@@ -9,6 +9,7 @@ from rnic.host.spec.limits import check_width
 from rnic.host.spec.net import (DEFAULT_TTL, ETH_HEADER_LEN, IPV4_HEADER_LEN, IPV4_VERSION,
                                 MAX_FRAME_LEN, EtherType, IcmpType, IpProto)
 
+from ..stream_slice import StreamSlice
 from .checksum import SUM_BITS, beat_sum, fold
 from .layouts import FrameBeat
 from .octets import capture, field, frame_bits, octets_of
@@ -59,9 +60,10 @@ class IcmpEcho(wiring.Component):
     ident_take : Out(1)
         High for one cycle when a reply takes ``ident`` (the owner then steps it).
 
-    Latency: the reply's first beat is valid 4 cycles after the request's last beat was
-    taken (the checksums take two cycles: sums, then folds). Throughput: one request at a
-    time: ``i`` waits while the reply is sent, so a ping of B beats takes about 2 B + 4
+    Latency: the reply's first beat is valid 5 cycles after the request's last beat was
+    taken (the checksums take two cycles, sums then folds; ``o`` is registered by a
+    :class:`~rnic.hdl.stream_slice.StreamSlice`). Throughput: one request at a
+    time: ``i`` waits while the reply is sent, so a ping of B beats takes about 2 B + 5
     cycles. ``ident_take`` pulses in the cycle after the request's last beat.
     """
 
@@ -120,8 +122,12 @@ class IcmpEcho(wiring.Component):
         out_valid = Signal()
         out_index = Signal(16)
         read_index = Signal(16)
-        advance = ~out_valid | self.o.ready
-        self._reply_beat(m, rp, header, out_valid, out_index, beats, last_n)
+        # The reply leaves through a register slice: its octets come out of the store (a
+        # block RAM) with the header laid over them.
+        m.submodules.out = out = StreamSlice(FrameBeat(width=W))
+        wiring.connect(m, out.o, wiring.flipped(self.o))
+        advance = ~out_valid | out.i.ready
+        self._reply_beat(m, rp, header, out.i, out_valid, out_index, beats, last_n)
         m.d.comb += [rp.addr.eq(read_index[:abits]), rp.en.eq(advance & (remaining != 0))]
 
         ident = Signal(16)
@@ -189,8 +195,8 @@ class IcmpEcho(wiring.Component):
             + octets_of(IcmpType.ECHO_REPLY, 1) + octets_of(0, 1)
             + octets_of(icmp_checksum, 2))
 
-    def _reply_beat(self, m, rp, header, out_valid, out_index, beats, last_n):
-        """Drive ``o`` from the memory's read data with the header octets laid over it."""
+    def _reply_beat(self, m, rp, header, o, out_valid, out_index, beats, last_n):
+        """Drive ``o`` (the output slice's input) from the memory's read data with the header octets laid over it."""
         W = self._width
         header_beats = (REWRITTEN_LEN + W - 1) // W
         padded = Cat(header, Signal(8 * (header_beats * W - REWRITTEN_LEN)))
@@ -199,6 +205,6 @@ class IcmpEcho(wiring.Component):
         lanes = [Mux(offset + j < REWRITTEN_LEN, header_beat[8 * j:8 * j + 8],
                      rp.data[8 * j:8 * j + 8]) for j in range(W)]
         is_last = out_index == beats - 1
-        m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.data.eq(Cat(*lanes)),
-                     self.o.payload.first.eq(out_index == 0), self.o.payload.last.eq(is_last),
-                     self.o.payload.n.eq(Mux(is_last, last_n, W))]
+        m.d.comb += [o.valid.eq(out_valid), o.payload.data.eq(Cat(*lanes)),
+                     o.payload.first.eq(out_index == 0), o.payload.last.eq(is_last),
+                     o.payload.n.eq(Mux(is_last, last_n, W))]
