@@ -76,9 +76,9 @@ class EthernetPort(wiring.Component):
         Frames sent, and frames thrown away for being longer than ``tx_depth``.
 
     Latency (measured at 125 MHz GMII, 100 MHz core): store-and-forward both ways. A
-    received frame's first beat is on ``rx`` about W + 9 ``eth_rx`` cycles after its last
+    received frame's first beat is on ``rx`` about W + 10 ``eth_rx`` cycles after its last
     FCS octet on ``gmii_rx`` (the first beat waits for W octets from the buffer). A frame
-    offered on an idle ``tx`` starts on ``gmii_tx`` (first preamble octet) about L + 10
+    offered on an idle ``tx`` starts on ``gmii_tx`` (first preamble octet) about L + 13
     ``eth_tx`` cycles after its first beat, L its length (its octets enter the transmit
     buffer at one a cycle). Throughput: line rate both ways, minimum gap on ``gmii_tx``.
     """
