@@ -196,7 +196,8 @@ class IcmpEcho(wiring.Component):
             + octets_of(icmp_checksum, 2))
 
     def _reply_beat(self, m, rp, header, o, out_valid, out_index, beats, last_n):
-        """Drive ``o`` (the output slice's input) from the memory's read data with the header octets laid over it."""
+        """Drive ``o`` (the output slice's input) from the memory's read data with the
+        header octets laid over it."""
         W = self._width
         header_beats = (REWRITTEN_LEN + W - 1) // W
         padded = Cat(header, Signal(8 * (header_beats * W - REWRITTEN_LEN)))

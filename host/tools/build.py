@@ -613,7 +613,8 @@ def build(config: BuildConfig, *, progress=None):
     report = BuildReport(
         board=config.board, device=platform.device, package=platform.package, speed=platform.speed,
         top=config.top, core=label, width=config.width,
-        connections=config.connections if config.has_core else None, target_mhz=config.freq_mhz, clocks=clocks,
+        connections=config.connections if config.has_core else None,
+        target_mhz=config.freq_mhz, clocks=clocks,
         resources=resources, timing_met=all(c["met"] for c in clocks) and bool(clocks),
         seconds={"elaboration": round(t_elab, 1), "synthesis": round(t_syn, 1),
                  "pnr": round(t_pnr, 1), "bitstream": round(t_bit, 1),

@@ -148,7 +148,8 @@ def test_tops_agree_with_cli():
     assert eth.directory().name == "versa_ecp5-w4-ethernet"
     assert flow.BuildConfig(top="board", width=16).directory().name == "versa_ecp5-w16-c16-board"
     assert flow.BuildConfig(top="ethernet", width=8).width == 8
-    with pytest.raises(flow.BuildError, match="top must be one of board, core, ethernet, not 'nic'"):
+    with pytest.raises(flow.BuildError,
+                       match="top must be one of board, core, ethernet, not 'nic'"):
         flow.BuildConfig(top="nic")
 
 
