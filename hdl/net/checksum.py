@@ -8,7 +8,7 @@ overflows and folding it twice gives the one's complement sum (0 only when every
 
 from amaranth.hdl import Cat, Mux, Value
 
-__all__ = ["SUM_BITS", "beat_sum", "fold"]
+__all__ = ["SUM_BITS", "beat_sum", "fold", "folds_to_ones"]
 
 #: Width of a checksum accumulator.
 SUM_BITS = 32
@@ -41,3 +41,14 @@ def fold(total):
     once = total[:16] + total[16:32]
     twice = once[:16] + once[16]
     return twice[:16]
+
+
+def folds_to_ones(total):
+    """``fold(total) == 0xFFFF`` (a checksum that verifies) without an adder.
+
+    With ``lo``, ``hi`` the halves of ``total``: the first fold ``lo + hi`` is at most
+    0x1FFFE, and the second fold gives 0xFFFF exactly when ``lo + hi`` is 0xFFFF
+    (``hi == ~lo``) or 0x1FFFE (both halves 0xFFFF)."""
+    total = Value.cast(total)
+    lo, hi = total[:16], total[16:32]
+    return (hi == ~lo) | ((lo == 0xFFFF) & (hi == 0xFFFF))

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.limits import check_width
 from rnic.host.spec.net import MAX_FRAME_LEN
 
+from ..stream_slice import StreamSlice
 from .frame_buffer import FrameBuffer, check_depth
 from .gmii import GmiiRx, GmiiTx
 from .layouts import RX_COUNTERS, FrameBeat, RxDrop
@@ -31,8 +32,10 @@ class EthernetPort(wiring.Component):
     is dropped as a whole and counted as ``OVERFLOW``.
 
     Transmit: ``tx`` → ``AsyncFIFO`` → :class:`~rnic.hdl.net.width.BeatsToOctets` →
+    :class:`~rnic.hdl.stream_slice.StreamSlice` →
     :class:`~rnic.hdl.net.frame_buffer.FrameBuffer` (``tx_depth`` octets, ``"wait"``) →
-    :class:`~rnic.hdl.net.mac_tx.MacTx` → ``gmii_tx``. The buffer holds a frame until all
+    :class:`~rnic.hdl.stream_slice.StreamSlice` → :class:`~rnic.hdl.net.mac_tx.MacTx` →
+    ``gmii_tx``. The buffer holds a frame until all
     of it is in, so ``tx`` may stall or idle inside a frame; a frame longer than
     ``tx_depth`` is thrown away (counted in ``tx_dropped``).
 
@@ -73,9 +76,9 @@ class EthernetPort(wiring.Component):
         Frames sent, and frames thrown away for being longer than ``tx_depth``.
 
     Latency (measured at 125 MHz GMII, 100 MHz core): store-and-forward both ways. A
-    received frame's first beat is on ``rx`` about W + 9 ``eth_rx`` cycles after its last
+    received frame's first beat is on ``rx`` about W + 10 ``eth_rx`` cycles after its last
     FCS octet on ``gmii_rx`` (the first beat waits for W octets from the buffer). A frame
-    offered on an idle ``tx`` starts on ``gmii_tx`` (first preamble octet) about L + 10
+    offered on an idle ``tx`` starts on ``gmii_tx`` (first preamble octet) about L + 13
     ``eth_tx`` cycles after its first beat, L its length (its octets enter the transmit
     buffer at one a cycle). Throughput: line rate both ways, minimum gap on ``gmii_tx``.
     """
@@ -148,12 +151,20 @@ class EthernetPort(wiring.Component):
                      self.tx.ready.eq(beats.w_rdy),
                      unpack.i.payload.eq(beats.r_data), unpack.i.valid.eq(beats.r_rdy),
                      beats.r_en.eq(unpack.i.ready)]
-        m.d.comb += [buffer.i.valid.eq(unpack.o.valid), unpack.o.ready.eq(buffer.i.ready),
-                     buffer.i.payload.data.eq(unpack.o.payload.data),
-                     buffer.i.payload.first.eq(unpack.o.payload.first),
-                     buffer.i.payload.last.eq(unpack.o.payload.last),
+        # A register slice, so that the buffer's "full" (its pointers) does not reach the
+        # clock-crossing FIFO's read side through the unpacker's ready.
+        m.submodules.tx_slice = cut = tx_domain(StreamSlice(FrameBeat(width=1)))
+        wiring.connect(m, unpack.o, cut.i)
+        m.d.comb += [buffer.i.valid.eq(cut.o.valid), cut.o.ready.eq(buffer.i.ready),
+                     buffer.i.payload.data.eq(cut.o.payload.data),
+                     buffer.i.payload.first.eq(cut.o.payload.first),
+                     buffer.i.payload.last.eq(cut.o.payload.last),
                      buffer.i.payload.drop.eq(RxDrop.NONE)]
-        wiring.connect(m, buffer.o, mac_tx.i)
+        # The buffer's octets come straight out of its block RAM: a register slice before
+        # the MAC's CRC.
+        m.submodules.tx_out_slice = out = tx_domain(StreamSlice(FrameBeat(width=1)))
+        wiring.connect(m, buffer.o, out.i)
+        wiring.connect(m, out.o, mac_tx.i)
         wiring.connect(m, mac_tx.gmii, wiring.flipped(self.gmii_tx))
 
         # Sent frames (bit 0) and frames too long for the buffer (bit 1) to the counters.

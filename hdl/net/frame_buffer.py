@@ -1,7 +1,7 @@
 """Store-and-forward frame buffer: a frame leaves only once all of it is in."""
 
-from amaranth.hdl import Module, Signal
-from amaranth.lib import fifo, memory, stream, wiring
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
@@ -66,8 +66,10 @@ class FrameBuffer(wiring.Component):
         One pulse per frame taken on ``i``, one cycle after its ``last`` octet: ``NONE`` if
         committed, else the reason it was discarded (its own ``drop`` or ``OVERFLOW``).
 
-    Latency: the first octet of a frame is valid on ``o`` 3 cycles after its ``last``
-    octet was taken on ``i`` (if ``o`` was idle). Throughput: one octet per cycle on each
+    Latency: the first octet of a frame is valid on ``o`` 4 cycles after its ``last``
+    octet was taken on ``i`` (if ``o`` was idle): the length queue, then a register that
+    holds the next frame's length ahead of its start (so the start and end of a frame on
+    ``o`` depend on flip-flops only). Throughput: one octet per cycle on each
     side, with no gap between frames on ``o``.
     """
 
@@ -98,8 +100,9 @@ class FrameBuffer(wiring.Component):
         depth = self._depth
         addr_bits = ceil_log2(depth)
         m.submodules.ring = ring = memory.Memory(shape=8, depth=depth, init=[])
-        m.submodules.lengths = lengths = fifo.SyncFIFOBuffered(width=bits_for(depth),
-                                                               depth=self._frames)
+        # (one entry less: the read side's next-length register is the last entry)
+        m.submodules.lengths = lengths = fifo.SyncFIFOBuffered(width=bits_for(depth) + 2,
+                                                               depth=self._frames - 1)
         wp = ring.write_port()
         rp = ring.read_port()
 
@@ -124,8 +127,11 @@ class FrameBuffer(wiring.Component):
         else:
             m.d.comb += self.i.ready.eq((~full | discarding | whole_ring) & lengths.w_rdy)
             fits = ~full & ~discarding
-        frame_len = (write + 1 - committed)[:len(lengths.w_data)]
-        m.d.comb += [wp.addr.eq(write[:-1]), wp.data.eq(beat.data), lengths.w_data.eq(frame_len)]
+        # The queue holds what the read side loads as it is: the octets after the first,
+        # and whether that is 0 or 1 (so no arithmetic sits behind the queue's read data).
+        rest = (write - committed)[:len(lengths.w_data) - 2]
+        m.d.comb += [wp.addr.eq(write[:-1]), wp.data.eq(beat.data),
+                     lengths.w_data.eq(Cat(rest, rest == 0, rest == 1))]
         m.d.sync += self.verdict.valid.eq(0)
         with m.If(self.i.valid & self.i.ready):
             with m.If(fits):
@@ -148,17 +154,36 @@ class FrameBuffer(wiring.Component):
                         m.d.sync += self.verdict.payload.eq(RxDrop.OVERFLOW)
 
     def _read_side(self, m, rp, lengths, read):
-        remaining = Signal(len(lengths.r_data))    # octets of the current frame still to fetch
+        # The next frame's length is taken out of the queue into registers ahead of time
+        # (``next_*``), and the current frame's count keeps its "0 left" / "1 left" flags
+        # in registers, so that a frame starts and ends from flip-flops only.
+        rest_bits = len(lengths.r_data) - 2
+        queued = data.View(data.StructLayout({"rest": rest_bits, "single": 1, "double": 1}),
+                           lengths.r_data)
+        next_valid = Signal()
+        next_rest = Signal(rest_bits)      # octets of the next frame after its first
+        next_single = Signal()             # ... is 0: a frame of one octet
+        next_double = Signal()             # ... is 1
+        remaining = Signal(rest_bits)      # octets of the current frame still to fetch
+        none_left = Signal(init=1)         # remaining == 0
+        one_left = Signal()                # remaining == 1
         advance = ~self.o.valid | self.o.ready
+        start = advance & none_left & next_valid
         m.d.comb += [rp.addr.eq(read[:-1]), rp.en.eq(advance),
-                     self.o.payload.data.eq(rp.data), self.o.payload.n.eq(1)]
+                     self.o.payload.data.eq(rp.data), self.o.payload.n.eq(1),
+                     lengths.r_en.eq(~next_valid | start)]
+        with m.If(lengths.r_en & lengths.r_rdy):
+            m.d.sync += [next_valid.eq(1), next_rest.eq(queued.rest),
+                         next_single.eq(queued.single), next_double.eq(queued.double)]
+        with m.Elif(start):
+            m.d.sync += next_valid.eq(0)
         with m.If(advance):
             m.d.sync += self.o.valid.eq(0)
-            with m.If(remaining != 0):
+            with m.If(~none_left):
                 m.d.sync += [self.o.valid.eq(1), read.eq(read + 1), remaining.eq(remaining - 1),
-                             self.o.payload.first.eq(0), self.o.payload.last.eq(remaining == 1)]
-            with m.Elif(lengths.r_rdy):
-                m.d.comb += lengths.r_en.eq(1)
-                m.d.sync += [self.o.valid.eq(1), read.eq(read + 1),
-                             remaining.eq(lengths.r_data - 1),
-                             self.o.payload.first.eq(1), self.o.payload.last.eq(lengths.r_data == 1)]
+                             none_left.eq(one_left), one_left.eq(remaining == 2),
+                             self.o.payload.first.eq(0), self.o.payload.last.eq(one_left)]
+            with m.Elif(next_valid):
+                m.d.sync += [self.o.valid.eq(1), read.eq(read + 1), remaining.eq(next_rest),
+                             none_left.eq(next_single), one_left.eq(next_double),
+                             self.o.payload.first.eq(1), self.o.payload.last.eq(next_single)]

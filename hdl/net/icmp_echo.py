@@ -9,6 +9,7 @@ from rnic.host.spec.limits import check_width
 from rnic.host.spec.net import (DEFAULT_TTL, ETH_HEADER_LEN, IPV4_HEADER_LEN, IPV4_VERSION,
                                 MAX_FRAME_LEN, EtherType, IcmpType, IpProto)
 
+from ..stream_slice import StreamSlice
 from .checksum import SUM_BITS, beat_sum, fold
 from .layouts import FrameBeat
 from .octets import capture, field, frame_bits, octets_of
@@ -59,9 +60,11 @@ class IcmpEcho(wiring.Component):
     ident_take : Out(1)
         High for one cycle when a reply takes ``ident`` (the owner then steps it).
 
-    Latency: the reply's first beat is valid 3 cycles after the request's last beat was
-    taken. Throughput: one request at a time: ``i`` waits while the reply is sent, so a
-    ping of B beats takes about 2 B + 3 cycles.
+    Latency: the reply's first beat is valid 5 cycles after the request's last beat was
+    taken (the checksums take two cycles, sums then folds; ``o`` is registered by a
+    :class:`~rnic.hdl.stream_slice.StreamSlice`). Throughput: one request at a
+    time: ``i`` waits while the reply is sent, so a ping of B beats takes about 2 B + 5
+    cycles. ``ident_take`` pulses in the cycle after the request's last beat.
     """
 
     def __init__(self, *, width, max_len=MAX_FRAME_LEN):
@@ -96,10 +99,22 @@ class IcmpEcho(wiring.Component):
         beats = Signal(16)
         last_n = Signal(range(W + 1))
         too_long = Signal()
-        rest_sum = Signal(SUM_BITS)
         offset = Cat(Signal(ceil_log2(W)), index)
         keep = Cat(*((offset + j >= REWRITTEN_LEN) & (j < beat.n) for j in range(W)))
         header = Signal(8 * REWRITTEN_LEN)
+
+        # The sum of octets 38 onwards runs one cycle behind the beats: each beat is taken
+        # into a register (with its lanes' keep flags) and added in the next cycle, so
+        # that nothing but a register sits behind the request's source (a memory read).
+        sum_data = Signal(8 * W)
+        sum_keep = Signal(W)
+        sum_first = Signal()
+        sum_pending = Signal()
+        rest_sum = Signal(SUM_BITS)
+        m.d.sync += sum_pending.eq(0)
+        with m.If(sum_pending):
+            m.d.sync += rest_sum.eq(Mux(sum_first, 0, rest_sum)
+                                    + beat_sum(sum_data, sum_keep, W))
 
         m.d.comb += [wp.addr.eq(index[:abits]), wp.data.eq(beat.data)]
 
@@ -107,10 +122,16 @@ class IcmpEcho(wiring.Component):
         out_valid = Signal()
         out_index = Signal(16)
         read_index = Signal(16)
-        advance = ~out_valid | self.o.ready
-        self._reply_beat(m, rp, header, out_valid, out_index, beats, last_n)
+        # The reply leaves through a register slice: its octets come out of the store (a
+        # block RAM) with the header laid over them.
+        m.submodules.out = out = StreamSlice(FrameBeat(width=W))
+        wiring.connect(m, out.o, wiring.flipped(self.o))
+        advance = ~out_valid | out.i.ready
+        self._reply_beat(m, rp, header, out.i, out_valid, out_index, beats, last_n)
         m.d.comb += [rp.addr.eq(read_index[:abits]), rp.en.eq(advance & (remaining != 0))]
 
+        ident = Signal(16)
+        ip_sum = Signal(SUM_BITS)
         with m.FSM():
             with m.State("RECEIVE"):
                 m.d.comb += self.i.ready.eq(1)
@@ -118,16 +139,21 @@ class IcmpEcho(wiring.Component):
                     m.d.comb += wp.en.eq(index < rows)
                     capture(m, head, _ICMP, beat, index, W)
                     m.d.sync += [index.eq(index + 1),
-                                 rest_sum.eq(Mux(index == 0, 0, rest_sum)
-                                             + beat_sum(beat.data, keep, W)),
+                                 sum_data.eq(beat.data), sum_keep.eq(keep),
+                                 sum_first.eq(index == 0), sum_pending.eq(1),
                                  too_long.eq(Mux(index == 0, 0, too_long) | (index >= rows))]
                     with m.If(beat.last):
                         m.d.sync += [index.eq(0), beats.eq(index + 1), last_n.eq(beat.n)]
                         with m.If(~(Mux(index == 0, 0, too_long) | (index >= rows))):
-                            m.next = "PREPARE"
-            with m.State("PREPARE"):
+                            m.next = "SUM"
+            with m.State("SUM"):
+                # The last beat is added to rest_sum; the IPv4 header's sum is taken with
+                # the identification it uses.
                 m.d.comb += self.ident_take.eq(1)
-                m.d.sync += [header.eq(self._header(head, rest_sum)),
+                m.d.sync += [ident.eq(self.ident), ip_sum.eq(self._ip_sum(head, self.ident))]
+                m.next = "PREPARE"
+            with m.State("PREPARE"):
+                m.d.sync += [header.eq(self._header(head, ident, ip_sum, rest_sum)),
                              remaining.eq(beats), read_index.eq(0), out_valid.eq(0)]
                 m.next = "SEND"
             with m.State("SEND"):
@@ -141,28 +167,37 @@ class IcmpEcho(wiring.Component):
                         m.next = "RECEIVE"
         return m
 
-    def _header(self, head, rest_sum):
-        """The reply's first 38 octets from the request's header and the sum of its octets
-        38 onwards."""
+    def _ip_sum(self, head, ident):
+        """The binary sum of the reply's IPv4 header words, its checksum left out."""
+        total_length = field(head, _IP + 2, 2)
+        peer_ip = field(head, _IP + 12, 4)
+        version_ihl = (IPV4_VERSION << 4) | (IPV4_HEADER_LEN // 4)
+        ttl_proto = (DEFAULT_TTL << 8) | IpProto.ICMP
+        return ((version_ihl << 8) + total_length + ident + _DF + ttl_proto
+                + self.ip[16:] + self.ip[:16] + peer_ip[16:] + peer_ip[:16])
+
+    def _header(self, head, ident, ip_sum, rest_sum):
+        """The reply's first 38 octets from the request's header, the identification, the
+        sum of the reply's IPv4 header words and the sum of the request's octets 38
+        onwards."""
         total_length = field(head, _IP + 2, 2)
         peer_mac = field(head, 6, 6)
         peer_ip = field(head, _IP + 12, 4)
         version_ihl = (IPV4_VERSION << 4) | (IPV4_HEADER_LEN // 4)
         ttl_proto = (DEFAULT_TTL << 8) | IpProto.ICMP
-        ip_sum = ((version_ihl << 8) + total_length + self.ident + _DF + ttl_proto
-                  + self.ip[16:] + self.ip[:16] + peer_ip[16:] + peer_ip[:16])
         ip_checksum = ~fold(ip_sum)
         icmp_checksum = ~fold(rest_sum)
         return frame_bits(
             octets_of(peer_mac, 6) + octets_of(self.mac, 6) + octets_of(EtherType.IPV4, 2)
             + octets_of(version_ihl, 1) + octets_of(0, 1) + octets_of(total_length, 2)
-            + octets_of(self.ident, 2) + octets_of(_DF, 2) + octets_of(ttl_proto, 2)
+            + octets_of(ident, 2) + octets_of(_DF, 2) + octets_of(ttl_proto, 2)
             + octets_of(ip_checksum, 2) + octets_of(self.ip, 4) + octets_of(peer_ip, 4)
             + octets_of(IcmpType.ECHO_REPLY, 1) + octets_of(0, 1)
             + octets_of(icmp_checksum, 2))
 
-    def _reply_beat(self, m, rp, header, out_valid, out_index, beats, last_n):
-        """Drive ``o`` from the memory's read data with the header octets laid over it."""
+    def _reply_beat(self, m, rp, header, o, out_valid, out_index, beats, last_n):
+        """Drive ``o`` (the output slice's input) from the memory's read data with the
+        header octets laid over it."""
         W = self._width
         header_beats = (REWRITTEN_LEN + W - 1) // W
         padded = Cat(header, Signal(8 * (header_beats * W - REWRITTEN_LEN)))
@@ -171,6 +206,6 @@ class IcmpEcho(wiring.Component):
         lanes = [Mux(offset + j < REWRITTEN_LEN, header_beat[8 * j:8 * j + 8],
                      rp.data[8 * j:8 * j + 8]) for j in range(W)]
         is_last = out_index == beats - 1
-        m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.data.eq(Cat(*lanes)),
-                     self.o.payload.first.eq(out_index == 0), self.o.payload.last.eq(is_last),
-                     self.o.payload.n.eq(Mux(is_last, last_n, W))]
+        m.d.comb += [o.valid.eq(out_valid), o.payload.data.eq(Cat(*lanes)),
+                     o.payload.first.eq(out_index == 0), o.payload.last.eq(is_last),
+                     o.payload.n.eq(Mux(is_last, last_n, W))]

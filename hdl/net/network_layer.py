@@ -79,13 +79,13 @@ class NetworkLayer(wiring.Component):
         The IPv4 identification counter (the next value a sent packet takes).
 
     Latency (no back-pressure, measured): the first beat of an ARP reply leaves on ``tx``
-    ``ceil(42 / W) + 5`` cycles after the request's last beat came in on ``rx`` (16 at
-    W = 4, 11 at W = 8); of an echo reply B + 6 cycles after, B the beats of the request's
-    14 + total length octets (31 at W = 4, 19 at W = 8 for a 56-octet ping); a TCP frame's
-    first beat is on ``tcp`` 3 cycles after its last came in. Throughput: ``rx`` takes one
+    ``ceil(42 / W) + 6`` cycles after the request's last beat came in on ``rx`` (17 at
+    W = 4, 12 at W = 8); of an echo reply B + 9 cycles after, B the beats of the request's
+    14 + total length octets (34 at W = 4, 22 at W = 8 for a 56-octet ping); a TCP frame's
+    first beat is on ``tcp`` 4 cycles after its last came in. Throughput: ``rx`` takes one
     beat per cycle while the buffer has room; the classifier routes one beat per cycle
     with one idle cycle between frames (a dropped frame takes one cycle); echo requests
-    are answered one at a time (about 2 B + 4 cycles each), ARP requests in
+    are answered one at a time (about 2 B + 6 cycles each), ARP requests in
     ``2 * ceil(42 / W) + 2`` cycles.
     """
 

@@ -95,7 +95,8 @@ class EthernetBoardTop(Elaboratable):
         Octets per beat of the core side (:data:`rnic.host.spec.limits.WIDTHS`).
     freq : float
         Core clock (``sync``) in Hz; line rate needs at least 125 MHz / ``width`` (the
-        default, 100 MHz at W = 4, has room to spare and meets timing, see docs/build.md).
+        default, 100 MHz at W = 4, has room to spare; 125 MHz, what ``rnic build --top
+        ethernet`` builds, meets timing too, see docs/build.md).
     port : int
         Number of the RGMII resource (the Versa has 0 and 1).
     mac : bytes

@@ -12,7 +12,7 @@ from rnic.host.spec.net import (ARP_LEN, ETH_ADDR_LEN, ETH_HEADER_LEN, ICMP_HEAD
                                 IPV4_HEADER_LEN, IPV4_VERSION, ArpOp, EtherType, IcmpType,
                                 IpProto, RxDrop as SpecRxDrop)
 
-from .checksum import SUM_BITS, beat_sum, fold
+from .checksum import SUM_BITS, beat_sum, folds_to_ones
 from .l3_layouts import DropEvent, Route
 from .layouts import FrameBeat, RxDrop
 from .octets import capture, field
@@ -51,7 +51,8 @@ class RxClassify(wiring.Component):
     ``amaranth.lib.memory``) while its first 42 octets are latched and two Internet checksums
     run over it, W octets per cycle: the IPv4 header's (octets 14..33) and the ICMP
     message's (octet 34 to the end of the IPv4 packet, the total length; Ethernet padding is
-    left out). One cycle after the frame's last beat the verdict is decided, in the order of
+    left out). The headers are checked in the cycle after the frame's last beat and the
+    checksums in the cycle after that; the verdict is the one of
     :class:`rnic.host.model.network_layer.NicNetModel` (the first check that fails names
     the reason):
 
@@ -98,8 +99,8 @@ class RxClassify(wiring.Component):
         The NIC's IPv4 address, big-endian (``int.from_bytes(addr.packed, "big")``).
         Quasi-static.
 
-    Latency: the first beat of a routed frame is valid on its output 3 cycles after its
-    last beat was taken on ``i`` (decide, queue, memory read). Throughput: one beat per
+    Latency: the first beat of a routed frame is valid on its output 4 cycles after its
+    last beat was taken on ``i`` (headers, checksums, queue, memory read). Throughput: one beat per
     cycle on ``i``; an output sends one beat per cycle with one idle cycle between frames
     (a dropped frame takes one cycle); ``i`` stalls only while the buffer is full. Any
     output may be stalled at any time: it holds only the frames behind it.
@@ -140,13 +141,12 @@ class RxClassify(wiring.Component):
         index = Signal(16)                      # beats of the frame before this one
         offset = Cat(Signal(ceil_log2(W)), index)[:_LEN_BITS]
         head = Signal(8 * HEAD_LEN)
-        ip_acc = Signal(SUM_BITS)
-        icmp_acc = Signal(SUM_BITS)
         total_length = field(head, _IP + 2, 2)
         ip_end = _IP + total_length
 
         room = (wr_ptr - rd_ptr)[:abits + 1] < rows
-        m.d.comb += self.i.ready.eq(room & (verdicts.level < _VERDICTS - 1))
+        # (two verdicts may be on their way into the queue: see _decide)
+        m.d.comb += self.i.ready.eq(room & (verdicts.level < _VERDICTS - 2))
         take = self.i.valid & self.i.ready
 
         wp = buf.write_port()
@@ -156,40 +156,76 @@ class RxClassify(wiring.Component):
         ip_keep = Cat(*((p >= _IP) & (p < _ICMP) for p in lanes))
         icmp_keep = Cat(*((p >= _ICMP) & (p < ip_end) & (j < beat.n)
                           for j, p in enumerate(lanes)))
-        ip_sum = Mux(index == 0, 0, ip_acc) + beat_sum(beat.data, ip_keep, W)
-        icmp_sum = Mux(index == 0, 0, icmp_acc) + beat_sum(beat.data, icmp_keep, W)
 
-        # The finished frame, decided in the cycle after its last beat (while the next
-        # frame's first beat may come in: head only changes at the end of that cycle).
+        # The checksums run one cycle behind the beats: a beat and its lanes' keep flags
+        # are taken into registers and added in the next cycle.
+        sum_data = Signal(8 * W)
+        sum_ip_keep = Signal(W)
+        sum_icmp_keep = Signal(W)
+        sum_first = Signal()
+        sum_pending = Signal()
+        ip_acc = Signal(SUM_BITS)
+        icmp_acc = Signal(SUM_BITS)
+        m.d.sync += sum_pending.eq(0)
+        with m.If(sum_pending):
+            m.d.sync += [ip_acc.eq(Mux(sum_first, 0, ip_acc)
+                                   + beat_sum(sum_data, sum_ip_keep, W)),
+                         icmp_acc.eq(Mux(sum_first, 0, icmp_acc)
+                                     + beat_sum(sum_data, sum_icmp_keep, W))]
+
+        # The finished frame's headers are checked in the cycle after its last beat (while
+        # the next frame's first beat may come in: head only changes at the end of that
+        # cycle); its checksums in the cycle after that.
         decide = Signal()
         fin_len = Signal(_LEN_BITS)
         fin_beats = Signal(16)
-        fin_ip_sum = Signal(SUM_BITS)
-        fin_icmp_sum = Signal(SUM_BITS)
         m.d.sync += decide.eq(0)
         with m.If(take):
             capture(m, head, HEAD_LEN, beat, index, W)
             m.d.sync += [wr_ptr.eq(wr_ptr + 1), index.eq(index + 1),
-                         ip_acc.eq(ip_sum), icmp_acc.eq(icmp_sum)]
+                         sum_data.eq(beat.data), sum_ip_keep.eq(ip_keep),
+                         sum_icmp_keep.eq(icmp_keep), sum_first.eq(index == 0),
+                         sum_pending.eq(1)]
             with m.If(beat.last):
                 m.d.sync += [index.eq(0), decide.eq(1), fin_len.eq(offset + beat.n),
-                             fin_beats.eq(index + 1), fin_ip_sum.eq(ip_sum),
-                             fin_icmp_sum.eq(icmp_sum)]
+                             fin_beats.eq(index + 1)]
+        self._decide(m, verdicts, decide, head, fin_len, fin_beats, ip_acc, icmp_acc)
 
-        route, reason, out_len = self._verdict(m, head, fin_len, fin_ip_sum, fin_icmp_sum)
+    def _decide(self, m, verdicts, decide, head, fin_len, fin_beats, ip_acc, icmp_acc):
+        """Two stages: the verdict from the headers with both checksums taken as good, and
+        whether each checksum decides it; then the checksums' verdict, into the queue."""
+        route, reason, out_len, ip_sum_matters, icmp_sum_matters = self._verdict(
+            m, head, fin_len)
+        checked = Signal()
+        pre = Signal(_Verdict())
+        pre_reason = Signal(RxDrop)
+        pre_ip_matters = Signal()
+        pre_icmp_matters = Signal()
+        m.d.sync += checked.eq(decide)
+        with m.If(decide):
+            m.d.sync += [pre.route.eq(route), pre.beats.eq(fin_beats), pre.out_len.eq(out_len),
+                         pre_reason.eq(reason), pre_ip_matters.eq(ip_sum_matters),
+                         pre_icmp_matters.eq(icmp_sum_matters)]
         verdict = Signal(_Verdict())
-        m.d.comb += [verdict.route.eq(route), verdict.beats.eq(fin_beats),
-                     verdict.out_len.eq(out_len),
-                     verdicts.w_data.eq(verdict), verdicts.w_en.eq(decide),
-                     self.drop.valid.eq(decide & (route == Route.DROP)),
-                     self.drop.reason.eq(reason)]
+        final_reason = Signal(RxDrop)
+        m.d.comb += [verdict.eq(pre), final_reason.eq(pre_reason)]
+        with m.If(pre_ip_matters & ~folds_to_ones(ip_acc)):
+            m.d.comb += [verdict.route.eq(Route.DROP), final_reason.eq(SpecRxDrop.IP_CHECKSUM)]
+        with m.Elif(pre_icmp_matters & ~folds_to_ones(icmp_acc)):
+            m.d.comb += [verdict.route.eq(Route.DROP), final_reason.eq(SpecRxDrop.ICMP_OTHER)]
+        m.d.comb += [verdicts.w_data.eq(verdict), verdicts.w_en.eq(checked),
+                     self.drop.valid.eq(checked & (verdict.route == Route.DROP)),
+                     self.drop.reason.eq(final_reason)]
 
-    def _verdict(self, m, head, length, ip_sum, icmp_sum):
+    def _verdict(self, m, head, length):
         """Route, drop reason and output length of the frame in ``head``, by the model's
-        rules (see the class docstring)."""
+        rules (see the class docstring), with its checksums taken as good; and whether
+        a bad IPv4 header checksum, or a bad ICMP checksum, would change that."""
         route = Signal(Route)
         reason = Signal(RxDrop)
         out_len = Signal(16)
+        ip_sum_matters = Signal()
+        icmp_sum_matters = Signal()
         ethertype = field(head, 12, 2)
         total_length = field(head, _IP + 2, 2)
         version_ihl = field(head, _IP, 1)
@@ -203,7 +239,6 @@ class RxClassify(wiring.Component):
                         & (total_length >= IPV4_HEADER_LEN)
                         & (_IP + total_length <= length))
         icmp_ok = ((total_length >= IPV4_HEADER_LEN + ICMP_HEADER_LEN)
-                   & (fold(icmp_sum) == 0xFFFF)
                    & (field(head, _ICMP, 1) == IcmpType.ECHO_REQUEST))
 
         def drop(why):
@@ -221,24 +256,24 @@ class RxClassify(wiring.Component):
         with m.Elif(ethertype == EtherType.IPV4):
             with m.If(~ip_header_ok):
                 drop(SpecRxDrop.IP_HEADER)
-            with m.Elif(fold(ip_sum) != 0xFFFF):
-                drop(SpecRxDrop.IP_CHECKSUM)
-            with m.Elif(flags_offset[:14] != 0):       # MF and the 13-bit offset
-                drop(SpecRxDrop.IP_FRAGMENT)
-            with m.Elif(field(head, _IP + 16, 4) != self.ip):
-                drop(SpecRxDrop.IP_OTHER)
-            with m.Elif(field(head, _IP + 9, 1) == IpProto.TCP):
-                m.d.comb += route.eq(Route.TCP)
-            with m.Elif(field(head, _IP + 9, 1) == IpProto.ICMP):
-                with m.If(icmp_ok):
-                    m.d.comb += route.eq(Route.ECHO)
-                with m.Else():
-                    drop(SpecRxDrop.ICMP_OTHER)
             with m.Else():
-                drop(SpecRxDrop.IP_PROTOCOL)
+                m.d.comb += ip_sum_matters.eq(1)
+                with m.If(flags_offset[:14] != 0):       # MF and the 13-bit offset
+                    drop(SpecRxDrop.IP_FRAGMENT)
+                with m.Elif(field(head, _IP + 16, 4) != self.ip):
+                    drop(SpecRxDrop.IP_OTHER)
+                with m.Elif(field(head, _IP + 9, 1) == IpProto.TCP):
+                    m.d.comb += route.eq(Route.TCP)
+                with m.Elif(field(head, _IP + 9, 1) == IpProto.ICMP):
+                    with m.If(icmp_ok):
+                        m.d.comb += [route.eq(Route.ECHO), icmp_sum_matters.eq(1)]
+                    with m.Else():
+                        drop(SpecRxDrop.ICMP_OTHER)
+                with m.Else():
+                    drop(SpecRxDrop.IP_PROTOCOL)
         with m.Else():
             drop(SpecRxDrop.ETHERTYPE)
-        return route, reason, out_len
+        return route, reason, out_len, ip_sum_matters, icmp_sum_matters
 
     # -- read side: route the oldest decided frame ------------------------------------------
 

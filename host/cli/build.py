@@ -17,6 +17,9 @@ _BOARD_NAMES = ("versa_ecp5", "ecpix5", "ecpix5_45")
 #: (rnic.hdl.board_top.BLOCKS), kept here for the same reason (tests check them).
 _CORE_NAMES = ("rnic", "framer", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx")
 
+#: Tops of ``--top`` (rnic.host.tools.build.TOPS, kept here for the same reason).
+_TOP_NAMES = ("board", "core", "ethernet")
+
 
 def _int_list(ctx, param, value):
     try:
@@ -43,8 +46,8 @@ def _progress_printer():
 @click.command("build")
 @click.option("--board", type=click.Choice(_BOARD_NAMES), default="versa_ecp5", show_default=True,
               help="Target board (amaranth-boards platform).")
-@click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default="8", show_default=True,
-              help="Datapath width W in octets.")
+@click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default=None,
+              help="Datapath width W in octets.  [default: 4 with --top ethernet, else 8]")
 @click.option("--connections", type=click.IntRange(1, 65535), default=16, show_default=True,
               help="Connection contexts.")
 @click.option("--freq", type=click.FloatRange(10, 400), default=125.0, show_default=True,
@@ -55,9 +58,11 @@ def _progress_printer():
               help="rnic: the RNIC core (RnicCore); framer: a small core (register bank + MPA TX "
                    "framer) that builds in minutes; ddp_rx, ddp_tx, mpa_rx, mpa_tx: that block "
                    "of the core alone (with --top core), to see what each costs.")
-@click.option("--top", type=click.Choice(["board", "core"]), default="board", show_default=True,
+@click.option("--top", type=click.Choice(_TOP_NAMES), default="board", show_default=True,
               help="board: the full board top (PLL, UART bridge, PHY pins, LEDs); core: the core "
-                   "alone in a benchmark harness.")
+                   "alone in a benchmark harness; ethernet: the Ethernet bring-up top (RGMII "
+                   "port 0, MAC, ARP and ping in gateware, no core: --core, --connections and "
+                   "--baud do not apply).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=1, show_default=True,
               help="nextpnr placement seed.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
@@ -96,6 +101,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
       rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
       rnic build --top core --width 16 --out /tmp/w16  # the core alone
       rnic build --top core --core ddp_rx --allow-timing-fail  # one block alone
+      rnic build --top ethernet --json --allow-timing-fail     # RGMII + MAC + ARP/ping, W=4
       rnic build --freq 156.25 --paths 30 --allow-timing-fail  # what fails at the goal
       rnic build --sweep                               # benchmark table (takes a while)
     """
@@ -125,7 +131,8 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
     if core in BLOCKS and top != "core" and not sweep:
         raise click.BadParameter(f"{core} is a block of the core: build it alone with --top core",
                                  param_hint="--core")
-    cfg = BuildConfig(board=board, width=int(width), connections=connections, freq_mhz=freq,
+    cfg = BuildConfig(board=board, width=None if width is None else int(width),
+                      connections=connections, freq_mhz=freq,
                       baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
                       allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts,
                       paths=paths)

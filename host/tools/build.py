@@ -1,7 +1,8 @@
 """The FPGA build flow: Amaranth -> Yosys -> nextpnr-ecp5 -> ecppack, with a report.
 
 :func:`build` elaborates a top (:class:`rnic.hdl.board_top.BoardTop` for a board,
-or :class:`rnic.hdl.board_top.CoreHarness` for the core alone), lets Amaranth's
+:class:`rnic.hdl.board_top.CoreHarness` for the core alone, or
+:class:`rnic.hdl.net.rgmii_board_top.EthernetBoardTop`, the Ethernet bring-up top), lets Amaranth's
 platform write the build files (``platform.build(..., do_build=False)``:
 RTLIL, Yosys script, LPF, the ``build_<name>.sh`` script), runs that script
 with the environment variables ``YOSYS``, ``NEXTPNR_ECP5`` and ``ECPPACK``
@@ -17,7 +18,8 @@ and a bitstream come out; :func:`build` then raises :class:`TimingFailure`
 :func:`sweep` builds the core alone for several widths and connection
 counts and writes a Markdown and a JSON table (a benchmark, not a test).
 
-Products go to ``build/<board>-w<W>-c<N>-<top>/`` (of the source tree with an
+Products go to ``build/<board>-w<W>-c<N>-<top>/`` (``build/<board>-w<W>-ethernet/`` for
+the Ethernet top; of the source tree with an
 editable install, else of the working directory; ``build/`` is ignored by git)
 or to ``out_dir``: ``top.bit`` (bitstream), ``top.svf``, ``top.il``,
 ``top.lpf``, ``top.rpt`` (Yosys log), ``top.tim`` (nextpnr log),
@@ -41,7 +43,8 @@ from pathlib import Path
 __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
     "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
-    "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS", "CORES",
+    "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS", "CORES", "TOPS",
+    "DEFAULT_WIDTHS",
 ]
 
 #: The memory attribute of :func:`rnic.hdl.synth_hints.no_rw_collision` (Yosys's name).
@@ -55,6 +58,16 @@ SWEEP_CONNECTIONS = (16, 1024)
 #: Whole cores ``BuildConfig.core`` names (besides the blocks of rnic.hdl.board_top.BLOCKS):
 #: ``rnic`` the RNIC core, ``framer`` a small one (register bank + MPA TX framer).
 CORES = ("rnic", "framer")
+#: Tops ``BuildConfig.top`` names: ``board`` the RNIC board top
+#: (:class:`~rnic.hdl.board_top.BoardTop`), ``core`` a core alone in the benchmark harness
+#: (:class:`~rnic.hdl.board_top.CoreHarness`), ``ethernet`` the Ethernet bring-up top
+#: (:class:`~rnic.hdl.net.rgmii_board_top.EthernetBoardTop`: RGMII, MAC, ARP and ping, no
+#: core). A full NIC top (``nic``) joins them when it exists.
+TOPS = ("board", "core", "ethernet")
+#: Datapath width of each top when ``BuildConfig.width`` is ``None``.
+DEFAULT_WIDTHS = {"board": 8, "core": 8, "ethernet": 4}
+#: Tops that build a core (``core``, ``connections`` apply).
+_CORE_TOPS = ("board", "core")
 
 #: Amaranth's tool name -> (YoWASP command, PyPI package that ships it).
 TOOLS = {
@@ -289,14 +302,17 @@ def _build_root():
 class BuildConfig:
     """What to build.
 
-    ``top`` is ``"board"`` (:class:`~rnic.hdl.board_top.BoardTop`) or ``"core"``
-    (:class:`~rnic.hdl.board_top.CoreHarness`). ``core`` names the core: ``"rnic"``
+    ``top`` is one of :data:`TOPS`: ``"board"`` (:class:`~rnic.hdl.board_top.BoardTop`),
+    ``"core"`` (:class:`~rnic.hdl.board_top.CoreHarness`) or ``"ethernet"``
+    (:class:`~rnic.hdl.net.rgmii_board_top.EthernetBoardTop`, without a core: ``core``,
+    ``connections`` and ``baud`` do not apply to it). ``core`` names the core: ``"rnic"``
     (:class:`~rnic.hdl.rnic_core.RnicCore`), ``"framer"``
     (:class:`~rnic.hdl.board_top.FramerCore`, small: it builds in minutes) or one block of
-    the core (:data:`~rnic.hdl.board_top.BLOCKS`, with ``top="core"``).
+    the core (:data:`~rnic.hdl.board_top.BLOCKS`, with ``top="core"``). ``width`` ``None``
+    is the top's default (:data:`DEFAULT_WIDTHS`: 4 for ``ethernet``, else 8).
     """
     board: str = "versa_ecp5"
-    width: int = 8
+    width: int | None = None
     connections: int = 16
     freq_mhz: float = DEFAULT_FREQ_MHZ
     baud: int = 115200
@@ -309,9 +325,22 @@ class BuildConfig:
     nextpnr_opts: str = ""
     paths: int = 10                  # failing path groups kept in the report (rnic.host.tools.sta)
 
+    def __post_init__(self):
+        if self.top not in TOPS:
+            raise BuildError(f"top must be one of {', '.join(TOPS)}, not {self.top!r}")
+        if self.width is None:
+            self.width = DEFAULT_WIDTHS[self.top]
+
+    @property
+    def has_core(self):
+        """Whether the top builds a core (``core`` and ``connections`` apply)."""
+        return self.top in _CORE_TOPS
+
     def directory(self):
         if self.out_dir is not None:
             return Path(self.out_dir)
+        if not self.has_core:
+            return _build_root() / f"{self.board}-w{self.width}-{self.top}"
         return _build_root() / f"{self.board}-w{self.width}-c{self.connections}-{self.top}"
 
 
@@ -324,7 +353,7 @@ class BuildReport:
     top: str
     core: str
     width: int
-    connections: int
+    connections: int | None            # None for a top without a core (ethernet)
     target_mhz: float
     clocks: list
     resources: dict
@@ -357,8 +386,10 @@ class BuildReport:
 
     def summary_lines(self):
         r = self.resources
-        lines = [f"{self.board} ({self.device}-{self.speed}), {self.top} top, {self.core} "
-                 f"W={self.width} connections={self.connections}, target {self.target_mhz:g} MHz"]
+        what = f"{self.core} W={self.width}" + (
+            f" connections={self.connections}" if self.connections is not None else "")
+        lines = [f"{self.board} ({self.device}-{self.speed}), {self.top} top, {what}, "
+                 f"target {self.target_mhz:g} MHz"]
         for c in self.clocks:
             lines.append(f"  clock {c['domain']:<8} fmax {c['fmax_mhz']:7.2f} MHz  constraint "
                          f"{c['constraint_mhz']:7.2f} MHz  {'met' if c['met'] else 'FAILED'}")
@@ -478,13 +509,15 @@ def build(config: BuildConfig, *, progress=None):
     say = progress or (lambda text: None)
     if config.board not in BOARDS:
         raise BuildError(f"unknown board {config.board!r} (known: {', '.join(BOARDS)})")
-    if config.top not in ("board", "core"):
-        raise BuildError(f"top must be 'board' or 'core', not {config.top!r}")
+    if config.top not in TOPS:
+        raise BuildError(f"top must be one of {', '.join(TOPS)}, not {config.top!r}")
     board = BOARDS[config.board]
     env = tool_env()
     factory = _core_factory(config.core)
     if config.core in board_top_blocks() and config.top != "core":
         raise BuildError(f"--core {config.core} is a block of the core: build it with --top core")
+    if config.top == "ethernet" and board.eth is None:
+        raise BuildError(f"board {config.board!r} has no RGMII port for --top ethernet")
     out = config.directory().resolve()
     out.mkdir(parents=True, exist_ok=True)
     name = "top"
@@ -497,9 +530,13 @@ def build(config: BuildConfig, *, progress=None):
     if config.top == "board":
         top = BoardTop(board, width=config.width, connections=config.connections, freq=freq,
                        baud=config.baud, core=factory)
-    else:
+    elif config.top == "core":
         top = CoreHarness(board, width=config.width, connections=config.connections, freq=freq,
                           core=factory)
+    else:
+        from rnic.hdl.net.rgmii_board_top import EthernetBoardTop
+        top = EthernetBoardTop(board, width=config.width, freq=freq)
+    label = core_label(factory) if config.has_core else "NetworkLayer"
     overrides = {
         "synth_opts": config.synth_opts,
         "nextpnr_opts": f"--report {name}.report.json --sdf {name}.sdf --timing-allow-fail "
@@ -508,8 +545,9 @@ def build(config: BuildConfig, *, progress=None):
     if board.constraints and config.top == "board":
         from rnic.constraints import path as constraint_path
         overrides["add_preferences"] = constraint_path(board.constraints).read_text()
-    say(f"elaborating {core_label(factory)} W={config.width} connections={config.connections} "
-        f"for {config.board} ({config.top} top)")
+    say(f"elaborating {label} W={config.width}"
+        + (f" connections={config.connections}" if config.has_core else "")
+        + f" for {config.board} ({config.top} top)")
     t0 = time.monotonic()
     try:
         plan = platform.build(top, name=name, build_dir=str(out), do_build=False, **overrides)
@@ -574,8 +612,9 @@ def build(config: BuildConfig, *, progress=None):
     cfg = top.pll
     report = BuildReport(
         board=config.board, device=platform.device, package=platform.package, speed=platform.speed,
-        top=config.top, core=core_label(factory), width=config.width,
-        connections=config.connections, target_mhz=config.freq_mhz, clocks=clocks,
+        top=config.top, core=label, width=config.width,
+        connections=config.connections if config.has_core else None,
+        target_mhz=config.freq_mhz, clocks=clocks,
         resources=resources, timing_met=all(c["met"] for c in clocks) and bool(clocks),
         seconds={"elaboration": round(t_elab, 1), "synthesis": round(t_syn, 1),
                  "pnr": round(t_pnr, 1), "bitstream": round(t_bit, 1),

@@ -6,11 +6,13 @@ parser on a canned nextpnr report, clock-domain naming, board table and the
 CLI's list agreeing, elaboration of the board top for each board without
 running the tools.
 
-One real run (marked ``slow``, in the default suite, ~40 s here): ``rnic
+Two real runs (marked ``slow``, in the default suite, ~40 s each here): ``rnic
 build --json`` for the Versa board at W = 4 with 16 connections, framer
 core (register bank + MPA TX framer, with the UART bridge and the board
 top), through Yosys, nextpnr-ecp5 and ecppack from PyPI; checks the report
-fields and that the bitstream exists. The sweep is a benchmark, not a test.
+fields and that the bitstream exists. And ``rnic build --top ethernet``
+(RGMII, MAC, ARP and ping at W = 4): its report names the top and its three
+clocks, which meet 125 MHz. The sweep is a benchmark, not a test.
 """
 
 import json
@@ -136,6 +138,42 @@ def test_cores_agree_with_cli():
         flow._core_factory("auto")
 
 
+def test_tops_agree_with_cli():
+    """``--top`` offers the flow's tops; each has its default width and build directory."""
+    from rnic.host.cli.build import _TOP_NAMES
+    assert _TOP_NAMES == flow.TOPS == ("board", "core", "ethernet")
+    assert flow.BuildConfig().top == "board" and flow.BuildConfig().width == 8
+    eth = flow.BuildConfig(top="ethernet")
+    assert eth.width == 4 and not eth.has_core and flow.BuildConfig(top="core").has_core
+    assert eth.directory().name == "versa_ecp5-w4-ethernet"
+    assert flow.BuildConfig(top="board", width=16).directory().name == "versa_ecp5-w16-c16-board"
+    assert flow.BuildConfig(top="ethernet", width=8).width == 8
+    with pytest.raises(flow.BuildError,
+                       match="top must be one of board, core, ethernet, not 'nic'"):
+        flow.BuildConfig(top="nic")
+
+
+def test_summary_of_a_top_without_core(tmp_path):
+    """The text report of an Ethernet build names the top, no connection count, and every
+    clock with its fmax against its constraint."""
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(CANNED_REPORT))
+    clocks, res = flow.parse_nextpnr_report(path, ("sync", "eth_tx", "eth_rx"))
+    rep = flow.BuildReport(
+        board="versa_ecp5", device="LFE5UM-45F", package="BG381", speed="8", top="ethernet",
+        core="NetworkLayer", width=4, connections=None, target_mhz=125.0, clocks=clocks,
+        resources=res, timing_met=False, seconds={"elaboration": 1, "synthesis": 2, "pnr": 3,
+                                                  "bitstream": 1, "total": 7},
+        bitstream=None, bitstream_bytes=None, out_dir=str(tmp_path), pll={})
+    lines = rep.summary_lines()
+    assert lines[0] == ("versa_ecp5 (LFE5UM-45F-8), ethernet top, NetworkLayer W=4, "
+                        "target 125 MHz")
+    text = "\n".join(lines)
+    for domain, state in (("sync", "FAILED"), ("eth_rx", "met"), ("eth_tx", "met")):
+        assert any(ln.split()[:2] == ["clock", domain] and ln.endswith(state) for ln in lines)
+    assert "block RAM (DP16KD, 18 kbit)" in text and "flip-flops" in text
+
+
 def test_cli_usage_errors():
     r = CliRunner().invoke(cli, ["build", "--width", "12"])
     assert r.exit_code == 2
@@ -143,6 +181,10 @@ def test_cli_usage_errors():
     assert r.exit_code == 2 and "--top core" in r.output
     r = CliRunner().invoke(cli, ["build", "--sweep", "--sweep-widths", "4,x"])
     assert r.exit_code == 2
+    r = CliRunner().invoke(cli, ["build", "--top", "nic"])        # not (yet) a top
+    assert r.exit_code == 2 and "'nic' is not one of 'board', 'core', 'ethernet'" in r.output
+    r = CliRunner().invoke(cli, ["build", "--help"])
+    assert r.exit_code == 0 and "rnic build --top ethernet" in r.output
 
 
 @pytest.mark.parametrize("block, cls", [("mpa_tx", "MpaTxFramer"), ("ddp_tx", "DdpTx")])
@@ -193,6 +235,28 @@ def test_real_build(tmp_path):
     failing = [e for e in endpoints if e.slack_ps < 0]
     assert rep["failing_endpoints"] == len(failing)
     assert (rep["failing_endpoints"] == 0) == sync["met"]
+
+
+@pytest.mark.slow
+def test_real_build_ethernet(tmp_path):
+    """``rnic build --top ethernet``: the Ethernet bring-up top (RGMII port 0, MAC, ARP and
+    ping) at W = 4 with a 125 MHz core clock; all three clocks meet 125 MHz."""
+    out = tmp_path / "eth"
+    r = CliRunner().invoke(cli, ["build", "--top", "ethernet", "--out", str(out), "--json",
+                                 "--allow-timing-fail"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["top"] == "ethernet" and rep["core"] == "NetworkLayer"
+    assert rep["width"] == 4 and rep["connections"] is None
+    by = {c["domain"]: c for c in rep["clocks"]}
+    assert set(by) == {"sync", "eth_tx", "eth_rx"}
+    for c in by.values():
+        assert c["constraint_mhz"] == 125 and c["met"], c
+    assert rep["timing_met"] and rep["failing_endpoints"] == 0
+    assert rep["pll"]["f_out_mhz"] == 125 and rep["pll"]["f_aux_mhz"] == 125
+    res = rep["resources"]
+    assert 2000 < res["lut4"]["used"] < 10000 and res["bram"]["used"] >= 4
+    assert res["pll"]["used"] == 1 and (out / "top.bit").stat().st_size > 100_000
 
 
 _UNPLACEABLE_LOG = """\
