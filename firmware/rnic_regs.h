@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.5. 32-bit registers at byte offsets inside
+/* Map version 0.6. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x00000005u
+#define RNIC_VERSION_RESET 0x00000006u
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x00000005u
+#define RNIC_VERSION_MINOR_RESET 0x00000006u
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -1447,7 +1447,7 @@
 #define RNIC_NET_PREFIX_ADDR 0x00000410u
 #define RNIC_NET_PREFIX_RESET 0x00000018u
 #define RNIC_NET_PREFIX_RW_MASK 0x0000003fu
-/*   PREFIX [5:0] rw: Prefix length 0 .. 32 (for the send path's next hop; no block uses it yet). */
+/*   PREFIX [5:0] rw: Prefix length 0 .. 32: the send path sends to destinations inside NET_IP/PREFIX directly, to others through NET_GATEWAY. */
 #define RNIC_NET_PREFIX_PREFIX_SHIFT 0u
 #define RNIC_NET_PREFIX_PREFIX_WIDTH 6u
 #define RNIC_NET_PREFIX_PREFIX_MASK 0x0000003fu
@@ -1462,6 +1462,16 @@
 #define RNIC_NET_MAX_LEN_LEN_WIDTH 16u
 #define RNIC_NET_MAX_LEN_LEN_MASK 0x0000ffffu
 #define RNIC_NET_MAX_LEN_LEN_RESET 0x000005eau
+
+/* NET_GATEWAY (0x418, rw): IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). */
+#define RNIC_NET_GATEWAY_ADDR 0x00000418u
+#define RNIC_NET_GATEWAY_RESET 0x00000000u
+#define RNIC_NET_GATEWAY_RW_MASK 0xffffffffu
+/*   IP [31:0] rw: IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). */
+#define RNIC_NET_GATEWAY_IP_SHIFT 0u
+#define RNIC_NET_GATEWAY_IP_WIDTH 32u
+#define RNIC_NET_GATEWAY_IP_MASK 0xffffffffu
+#define RNIC_NET_GATEWAY_IP_RESET 0x00000000u
 
 /* NET_RX_GOOD (0x440, ro): Frames the MAC accepted (good FCS, length, address), ARP and IP ones included. */
 #define RNIC_NET_RX_GOOD_ADDR 0x00000440u
@@ -1633,6 +1643,26 @@
 #define RNIC_NET_TX_DROPPED_COUNT_MASK 0xffffffffu
 #define RNIC_NET_TX_DROPPED_COUNT_RESET 0x00000000u
 
+/* NET_TX_NO_ROUTE (0x48c, ro): Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0. */
+#define RNIC_NET_TX_NO_ROUTE_ADDR 0x0000048cu
+#define RNIC_NET_TX_NO_ROUTE_RESET 0x00000000u
+#define RNIC_NET_TX_NO_ROUTE_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0. */
+#define RNIC_NET_TX_NO_ROUTE_COUNT_SHIFT 0u
+#define RNIC_NET_TX_NO_ROUTE_COUNT_WIDTH 32u
+#define RNIC_NET_TX_NO_ROUTE_COUNT_MASK 0xffffffffu
+#define RNIC_NET_TX_NO_ROUTE_COUNT_RESET 0x00000000u
+
+/* NET_TX_ARP_MISS (0x490, ro): Packets of the layer above dropped: the next hop is not in the ARP cache (an ARP request for it was sent instead). */
+#define RNIC_NET_TX_ARP_MISS_ADDR 0x00000490u
+#define RNIC_NET_TX_ARP_MISS_RESET 0x00000000u
+#define RNIC_NET_TX_ARP_MISS_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Packets of the layer above dropped: the next hop is not in the ARP cache (an ARP request for it was sent instead). */
+#define RNIC_NET_TX_ARP_MISS_COUNT_SHIFT 0u
+#define RNIC_NET_TX_ARP_MISS_COUNT_WIDTH 32u
+#define RNIC_NET_TX_ARP_MISS_COUNT_MASK 0xffffffffu
+#define RNIC_NET_TX_ARP_MISS_COUNT_RESET 0x00000000u
+
 /* NET_ARP_ENTRY (0x4c0, rw): ARP cache slot to write with NET_ARP_CMD.WRITE. */
 #define RNIC_NET_ARP_ENTRY_ADDR 0x000004c0u
 #define RNIC_NET_ARP_ENTRY_RESET 0x00000000u
@@ -1751,7 +1781,7 @@
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x00000005u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x00000006u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
@@ -1859,6 +1889,7 @@
     X(NET_IP, 0x0000040cu, 0xa9fe0702u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(NET_PREFIX, 0x00000410u, 0x00000018u, 0x0000003fu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(NET_MAX_LEN, 0x00000414u, 0x000005eau, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(NET_GATEWAY, 0x00000418u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(NET_RX_GOOD, 0x00000440u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_RX_FCS, 0x00000444u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_RX_RUNT, 0x00000448u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
@@ -1876,6 +1907,8 @@
     X(NET_RX_TCP, 0x00000480u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_TX_FRAMES, 0x00000484u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_TX_DROPPED, 0x00000488u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_TX_NO_ROUTE, 0x0000048cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_TX_ARP_MISS, 0x00000490u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_ARP_ENTRY, 0x000004c0u, 0x00000000u, 0x0000033fu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(NET_ARP_IP, 0x000004c4u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(NET_ARP_MAC_HI, 0x000004c8u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \

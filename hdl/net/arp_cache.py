@@ -36,7 +36,8 @@ class ArpCache(wiring.Component):
     that is not static at or after the round-robin pointer, which then moves one past it;
     when every slot is static nothing is learned. The host (``write``) sets any slot
     directly (the register bank's static-entry port; to match the model's
-    ``set_static``, the host picks the slot the model would). Lookups (``lookup_*``) are
+    ``set_static``, the host picks the slot the model would); a write while a learned pair
+    is being entered goes first. Lookups (``lookup_*``) are
     combinational.
 
     Parameters
@@ -47,17 +48,26 @@ class ArpCache(wiring.Component):
     Ports
     -----
     learn : In(stream.Signature(ArpBinding))
-        A pair to learn; taken in one cycle (``ready`` is low only while ``write`` is
-        valid, which goes first).
+        A pair to learn; one at a time (``ready`` is low while a pair is being entered and
+        while ``write`` is valid, which goes first).
     write : In(stream.Signature(ArpWrite(entries=entries)))
         Slot ``index`` gets ``ip``/``mac``/``static``, or is freed when ``valid`` is 0;
         always ready.
     lookup_ip : In(32)
     lookup_hit : Out(1)
     lookup_mac : Out(48)
-        ``lookup_hit`` and ``lookup_mac`` for ``lookup_ip`` in the same cycle.
+        ``lookup_hit`` and ``lookup_mac`` for ``lookup_ip`` in the same cycle (the
+        register window's).
+    tx_lookup_ip : In(32)
+    tx_lookup_hit : Out(1)
+    tx_lookup_mac : Out(48)
+        A second lookup (the send path's), one cycle later: ``tx_lookup_hit`` and
+        ``tx_lookup_mac`` answer the ``tx_lookup_ip`` of the cycle before (the slots'
+        matches are registered; timing).
 
-    Latency: a learned or written entry is seen by a lookup in the next cycle.
+    Latency: a written entry is seen by a lookup in the next cycle, a learned one 3
+    cycles after it was taken (more when host writes come between); the send path's
+    lookup sees either a cycle later. Throughput: one pair learned every 3 cycles.
     """
 
     def __init__(self, *, entries=8):
@@ -68,6 +78,9 @@ class ArpCache(wiring.Component):
             "lookup_ip": In(32),
             "lookup_hit": Out(1),
             "lookup_mac": Out(48),
+            "tx_lookup_ip": In(32),
+            "tx_lookup_hit": Out(1),
+            "tx_lookup_mac": Out(48),
         })
 
     def elaborate(self, platform):
@@ -82,20 +95,48 @@ class ArpCache(wiring.Component):
         hits = Cat(*(valid[k] & (ips[k] == self.lookup_ip) for k in range(n)))
         hit, hit_index = _lowest(hits, n)
         m.d.comb += [self.lookup_hit.eq(hit), self.lookup_mac.eq(macs[hit_index])]
+        tx_hits = Signal(n)
+        m.d.sync += tx_hits.eq(Cat(*(valid[k] & (ips[k] == self.tx_lookup_ip)
+                                     for k in range(n))))
+        tx_hit, tx_hit_index = _lowest(tx_hits, n)
+        m.d.comb += [self.tx_lookup_hit.eq(tx_hit), self.tx_lookup_mac.eq(macs[tx_hit_index])]
 
-        m.d.comb += [self.write.ready.eq(1), self.learn.ready.eq(~self.write.valid)]
+        # Learning in three steps (timing: the slot search and the slots' write enables are
+        # each a cycle's logic): take the pair; choose its slot from the slots as they are;
+        # enter it. A host write in the cycle of a choice or of its entry changes the slots
+        # it was chosen from: the choice is made again after it.
+        pair = Signal(ArpBinding())
+        pending = Signal()
+        chosen = Signal()
+        slot = Signal(range(max(n, 2)))
+        enter = Signal()
+        move = Signal()
+        new_pointer = Signal.like(pointer)
+        m.d.comb += [self.write.ready.eq(1),
+                     self.learn.ready.eq(~pending & ~self.write.valid)]
+        with m.If(self.learn.valid & self.learn.ready):
+            m.d.sync += [pair.eq(self.learn.payload), pending.eq(1), chosen.eq(0)]
         with m.If(self.write.valid):
             w = self.write.payload
             m.d.sync += [valid.bit_select(w.index, 1).eq(w.valid),
                          static.bit_select(w.index, 1).eq(w.static & w.valid),
-                         ips[w.index].eq(w.ip), macs[w.index].eq(w.mac)]
-        with m.Elif(self.learn.valid):
-            self._learn(m, valid, static, ips, macs, pointer)
+                         ips[w.index].eq(w.ip), macs[w.index].eq(w.mac), chosen.eq(0)]
+        with m.Elif(pending & ~chosen):
+            self._choose(m, pair, valid, static, ips, pointer, slot, enter, move, new_pointer)
+            m.d.sync += chosen.eq(1)
+        with m.Elif(pending):
+            m.d.sync += pending.eq(0)
+            with m.If(move):
+                m.d.sync += pointer.eq(new_pointer)
+            with m.If(enter):
+                m.d.sync += [valid.bit_select(slot, 1).eq(1), static.bit_select(slot, 1).eq(0),
+                             ips[slot].eq(pair.ip), macs[slot].eq(pair.mac)]
         return m
 
-    def _learn(self, m, valid, static, ips, macs, pointer):
+    def _choose(self, m, pair, valid, static, ips, pointer, slot, enter, move, new_pointer):
+        """Register the slot ``pair`` goes to, whether it is entered, and the round-robin
+        pointer's next value if it moves."""
         n = self._entries
-        pair = self.learn.payload
         matches = Cat(*(valid[k] & (ips[k] == pair.ip) for k in range(n)))
         known, known_index = _lowest(matches, n)
         free, free_index = _lowest(~valid, n)
@@ -103,16 +144,11 @@ class ArpCache(wiring.Component):
         late, late_index = _lowest(after, n)
         learned, learned_index = _lowest(~static, n)
         victim = Mux(late, late_index, learned_index)
-
-        slot = Signal(range(max(n, 2)))
-        enter = Signal()
+        m.d.sync += [enter.eq(0), move.eq(0)]
         with m.If(known):
-            m.d.comb += [slot.eq(known_index), enter.eq(~static.bit_select(known_index, 1))]
+            m.d.sync += [slot.eq(known_index), enter.eq(~static.bit_select(known_index, 1))]
         with m.Elif(free):
-            m.d.comb += [slot.eq(free_index), enter.eq(1)]
+            m.d.sync += [slot.eq(free_index), enter.eq(1)]
         with m.Elif(learned):
-            m.d.comb += [slot.eq(victim), enter.eq(1)]
-            m.d.sync += pointer.eq(Mux(victim == n - 1, 0, victim + 1))
-        with m.If(enter):
-            m.d.sync += [valid.bit_select(slot, 1).eq(1), static.bit_select(slot, 1).eq(0),
-                         ips[slot].eq(pair.ip), macs[slot].eq(pair.mac)]
+            m.d.sync += [slot.eq(victim), enter.eq(1), move.eq(1),
+                         new_pointer.eq(Mux(victim == n - 1, 0, victim + 1))]

@@ -1,11 +1,11 @@
-"""Counters of the network layer's dropped frames, one per drop reason."""
+"""Counters of the network layer's dropped frames and packets, one per drop reason."""
 
 from amaranth.hdl import Module
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .l3_layouts import DropEvent
-from .layouts import RX_COUNTERS, RxDrop
+from .l3_layouts import DropEvent, TxDropEvent
+from .layouts import RX_COUNTERS, RxDrop, TxDrop
 
 __all__ = ["DropCounters", "NETWORK_DROPS"]
 
@@ -15,16 +15,20 @@ NETWORK_DROPS = tuple(reason for reason in RxDrop if reason not in RX_COUNTERS)
 
 
 class DropCounters(wiring.Component):
-    """One 32-bit counter per drop reason of ``drop`` events (``NetworkLayer.drop``).
+    """One 32-bit counter per drop reason of ``drop`` events (``NetworkLayer.drop``, or
+    ``NetworkLayer.tx_drop`` with :class:`~rnic.hdl.net.layouts.TxDrop` reasons).
 
     Parameters
     ----------
-    reasons : tuple of RxDrop
-        The reasons counted, in the order of ``counts`` (default :data:`NETWORK_DROPS`).
+    reasons : tuple of RxDrop or of TxDrop
+        The reasons counted, members of one enumeration, in the order of ``counts``
+        (default :data:`NETWORK_DROPS`).
 
     Ports
     -----
-    drop : In(DropEvent)
+    drop : In(Signature(valid, reason))
+        :data:`~rnic.hdl.net.l3_layouts.DropEvent` or
+        :data:`~rnic.hdl.net.l3_layouts.TxDropEvent` (by the reasons' enumeration):
         ``valid`` for one cycle per dropped frame with its ``reason``; a reason not in
         ``reasons`` is not counted.
     counts : Out(ArrayLayout(32, len(reasons)))
@@ -35,12 +39,15 @@ class DropCounters(wiring.Component):
 
     def __init__(self, *, reasons=NETWORK_DROPS):
         reasons = tuple(reasons)
-        if not reasons or any(not isinstance(r, RxDrop) for r in reasons) \
+        kind = type(reasons[0]) if reasons else None
+        if kind not in (RxDrop, TxDrop) or any(type(r) is not kind for r in reasons) \
                 or len(set(reasons)) != len(reasons):
-            raise ValueError(f"reasons must be distinct RxDrop members, not {reasons!r}")
+            raise ValueError(f"reasons must be distinct members of RxDrop or of TxDrop, "
+                             f"not {reasons!r}")
         self._reasons = reasons
+        event = DropEvent if kind is RxDrop else TxDropEvent
         super().__init__({
-            "drop": In(DropEvent),
+            "drop": In(event),
             "counts": Out(data.ArrayLayout(32, len(reasons))),
         })
 

@@ -6,8 +6,8 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from rnic.host.spec.limits import check_width
-from rnic.host.spec.net import (DEFAULT_TTL, ETH_HEADER_LEN, IPV4_HEADER_LEN, IPV4_VERSION,
-                                MAX_FRAME_LEN, EtherType, IcmpType, IpProto)
+from rnic.host.spec.net import (DEFAULT_TTL, ETH_HEADER_LEN, IPV4_DF, IPV4_HEADER_LEN,
+                                IPV4_VERSION, MAX_FRAME_LEN, EtherType, IcmpType, IpProto)
 
 from ..stream_slice import StreamSlice
 from .checksum import SUM_BITS, beat_sum, fold
@@ -21,7 +21,6 @@ _ICMP = ETH_HEADER_LEN + IPV4_HEADER_LEN
 #: Octets of the reply that differ from the request: Ethernet and IPv4 headers, the ICMP
 #: type, code and checksum. The identifier, sequence and data are copied.
 REWRITTEN_LEN = _ICMP + 4
-_DF = 0x4000
 
 
 class IcmpEcho(wiring.Component):
@@ -173,7 +172,7 @@ class IcmpEcho(wiring.Component):
         peer_ip = field(head, _IP + 12, 4)
         version_ihl = (IPV4_VERSION << 4) | (IPV4_HEADER_LEN // 4)
         ttl_proto = (DEFAULT_TTL << 8) | IpProto.ICMP
-        return ((version_ihl << 8) + total_length + ident + _DF + ttl_proto
+        return ((version_ihl << 8) + total_length + ident + IPV4_DF + ttl_proto
                 + self.ip[16:] + self.ip[:16] + peer_ip[16:] + peer_ip[:16])
 
     def _header(self, head, ident, ip_sum, rest_sum):
@@ -190,7 +189,7 @@ class IcmpEcho(wiring.Component):
         return frame_bits(
             octets_of(peer_mac, 6) + octets_of(self.mac, 6) + octets_of(EtherType.IPV4, 2)
             + octets_of(version_ihl, 1) + octets_of(0, 1) + octets_of(total_length, 2)
-            + octets_of(ident, 2) + octets_of(_DF, 2) + octets_of(ttl_proto, 2)
+            + octets_of(ident, 2) + octets_of(IPV4_DF, 2) + octets_of(ttl_proto, 2)
             + octets_of(ip_checksum, 2) + octets_of(self.ip, 4) + octets_of(peer_ip, 4)
             + octets_of(IcmpType.ECHO_REPLY, 1) + octets_of(0, 1)
             + octets_of(icmp_checksum, 2))

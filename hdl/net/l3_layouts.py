@@ -3,10 +3,12 @@
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import Out
+from amaranth.utils import bits_for
 
-from .layouts import RxDrop
+from .layouts import RxDrop, TxDrop
 
-__all__ = ["Route", "ArpBinding", "ArpWrite", "arp_write_layout", "DropEvent"]
+__all__ = ["Route", "ArpBinding", "ArpWrite", "arp_write_layout", "DropEvent", "TxDropEvent",
+           "Ipv4TxBeat"]
 
 
 class Route(enum.Enum, shape=unsigned(2)):
@@ -53,3 +55,37 @@ def arp_write_layout(entries):
 #: A counter event: ``valid`` high for one cycle per dropped frame, ``reason`` the
 #: :class:`~rnic.hdl.net.layouts.RxDrop` it is counted as (never stalls, unlike a stream).
 DropEvent = wiring.Signature({"valid": Out(1), "reason": Out(RxDrop)})
+
+
+#: A send-path counter event: ``valid`` high for one cycle per dropped packet, ``reason``
+#: the :class:`~rnic.hdl.net.layouts.TxDrop` it is counted as.
+TxDropEvent = wiring.Signature({"valid": Out(1), "reason": Out(TxDrop)})
+
+
+class Ipv4TxBeat(data.StructLayout):
+    """One beat of a packet for the IPv4 send path (:class:`~rnic.hdl.net.ipv4_tx.Ipv4Tx`).
+
+    The beats carry the whole Ethernet frame as the layer above lays it out: octets 0 .. 33
+    (Ethernet and IPv4 headers) are room that the send path fills in, the IP payload (a TCP
+    segment) starts at octet 34; ``data``, ``n``, ``first`` and ``last`` as in
+    :class:`~rnic.hdl.net.layouts.FrameBeat`. On the ``first`` beat: ``dst`` the
+    destination address (big-endian), ``proto`` the IP protocol and ``length`` the IP
+    payload's octets (the frame has ``34 + length`` of them).
+
+    Parameters
+    ----------
+    width : int
+        Octets per beat.
+    """
+
+    def __init__(self, *, width):
+        self.width = width
+        super().__init__({
+            "data":   unsigned(8 * width),
+            "n":      unsigned(bits_for(width)),
+            "first":  unsigned(1),
+            "last":   unsigned(1),
+            "dst":    unsigned(32),
+            "proto":  unsigned(8),
+            "length": unsigned(16),
+        })

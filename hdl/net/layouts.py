@@ -17,11 +17,13 @@ from rnic.host.spec.limits import check_width
 
 from ..shapes import shaped_enum
 
-__all__ = ["FrameBeat", "RxDrop", "RxOctet", "RX_COUNTERS"]
+__all__ = ["FrameBeat", "RxDrop", "TxDrop", "RxOctet", "RX_COUNTERS"]
 
 
 #: :class:`rnic.host.spec.net.RxDrop` (same members and values) as a 4-bit field shape.
 RxDrop = shaped_enum(net.RxDrop, 4, module=__name__)
+#: :class:`rnic.host.spec.net.TxDrop` (same members and values) as a 2-bit field shape.
+TxDrop = shaped_enum(net.TxDrop, 2, module=__name__)
 
 #: Receive counters of the MAC, indexed by their ``RxDrop`` value: ``NONE`` counts the good
 #: frames, the others each drop reason the MAC itself decides.

@@ -1,7 +1,7 @@
 """The NIC's network layer above the MAC: receive classification, ARP, ICMP echo and the
 transmit arbiter, in the core clock domain."""
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -11,7 +11,8 @@ from rnic.host.spec.net import MAX_FRAME_LEN
 from .arp_cache import ArpCache, check_entries
 from .arp_responder import ArpResponder
 from .icmp_echo import IcmpEcho
-from .l3_layouts import ArpWrite, DropEvent
+from .ipv4_tx import Ipv4Tx
+from .l3_layouts import ArpWrite, DropEvent, Ipv4TxBeat, TxDropEvent
 from .layouts import FrameBeat
 from .rx_classify import RxClassify, check_depth
 from .tx_arbiter import TxArbiter
@@ -19,20 +20,23 @@ from .tx_arbiter import TxArbiter
 __all__ = ["NetworkLayer", "TX_INPUTS"]
 
 #: Inputs of the transmit arbiter, in its round-robin order.
-TX_INPUTS = ("arp", "echo", "tcp_tx")
+TX_INPUTS = ("arp", "echo", "ip_tx")
 
 
 class NetworkLayer(wiring.Component):
-    """ARP, IPv4 receive checks and ICMP echo between the MAC and the TCP layer: the
-    gateware of :class:`rnic.host.model.network_layer.NicNetModel`'s receive side.
+    """ARP, IPv4 and ICMP echo between the MAC and the TCP layer: the gateware of
+    :class:`rnic.host.model.network_layer.NicNetModel`.
 
     ``rx`` → :class:`~rnic.hdl.net.rx_classify.RxClassify` → ARP frames to
     :class:`~rnic.hdl.net.arp_responder.ArpResponder` (which fills
     :class:`~rnic.hdl.net.arp_cache.ArpCache`), echo requests to
-    :class:`~rnic.hdl.net.icmp_echo.IcmpEcho`, TCP to ``tcp``. ARP frames, echo replies and
-    the frames of ``tcp_tx`` go out on ``tx`` through
-    :class:`~rnic.hdl.net.tx_arbiter.TxArbiter`, a whole frame at a time. Every frame is
-    handled or dropped for exactly the reason the model gives, counted through ``drop``.
+    :class:`~rnic.hdl.net.icmp_echo.IcmpEcho`, TCP to ``tcp``. Packets of the layer above
+    (``ip_tx``) get their next hop, ARP lookup and headers in
+    :class:`~rnic.hdl.net.ipv4_tx.Ipv4Tx`. ARP frames, echo replies and those packets go
+    out on ``tx`` through :class:`~rnic.hdl.net.tx_arbiter.TxArbiter`, a whole frame at a
+    time. Every frame is handled or dropped for exactly the reason the model gives,
+    counted through ``drop``; every packet of ``ip_tx`` sent or dropped as the model's
+    ``send_ipv4``, counted through ``tx_drop``.
 
     Parameters
     ----------
@@ -54,8 +58,12 @@ class NetworkLayer(wiring.Component):
         fragment): the frame from its destination MAC to the end of the IPv4 packet
         (``14 + total length`` octets, padding removed); the TCP header starts at octet
         34, the addresses for the pseudo-header are at 26 (source) and 30 (``ip``).
-    tcp_tx : In(stream.Signature(FrameBeat(width)))
-        Whole Ethernet frames from the transmit path above, sent as they are.
+    ip_tx : In(stream.Signature(Ipv4TxBeat(width)))
+        Packets of the layer above (TCP): the frame with octets 0 .. 33 left for the
+        headers, destination, protocol and payload length on the first beat
+        (:class:`~rnic.hdl.net.l3_layouts.Ipv4TxBeat`).
+    tx_drop : Out(TxDropEvent)
+        One cycle of ``valid`` per packet of ``ip_tx`` dropped (``NO_ROUTE``, ``ARP_MISS``).
     drop : Out(DropEvent)
         One cycle of ``valid`` per dropped frame with its ``reason``
         (:class:`~rnic.hdl.net.layouts.RxDrop` ``ETHERTYPE`` to ``ICMP_OTHER``): the
@@ -65,18 +73,22 @@ class NetworkLayer(wiring.Component):
         The NIC's MAC and IPv4 address, big-endian (the first octet on the wire in the top
         bits). Quasi-static.
     prefix : In(6)
-        Prefix length of the NIC's network, for the transmit path's next hop (no block
-        uses it yet: the IPv4 send path is still to come).
+    gateway : In(32)
+        Prefix length of the NIC's network and the next hop beyond it (0: none), for the
+        send path. Quasi-static.
     arp_write : In(stream.Signature(ArpWrite(entries=arp_entries)))
         Host writes of ARP cache slots (static entries).
     arp_request : In(stream.Signature(32))
-        An IPv4 address to send a broadcast ARP request for (the transmit path's miss).
+        An IPv4 address to send a broadcast ARP request for (the host's; the send path's
+        own requests go first).
     arp_lookup_ip : In(32)
     arp_lookup_hit : Out(1)
     arp_lookup_mac : Out(48)
-        ARP cache lookup for the transmit path, combinational.
+        ARP cache lookup for the register window, combinational (the send path has a
+        lookup port of its own).
     ident : Out(16)
-        The IPv4 identification counter (the next value a sent packet takes).
+        The IPv4 identification counter (the next value a sent packet takes; echo replies
+        and ``ip_tx`` packets take from it).
 
     Latency (no back-pressure, measured): the first beat of an ARP reply leaves on ``tx``
     ``ceil(42 / W) + 6`` cycles after the request's last beat came in on ``rx`` (17 at
@@ -98,11 +110,13 @@ class NetworkLayer(wiring.Component):
             "rx": In(beat),
             "tx": Out(beat),
             "tcp": Out(beat),
-            "tcp_tx": In(beat),
+            "ip_tx": In(stream.Signature(Ipv4TxBeat(width=width))),
             "drop": Out(DropEvent),
+            "tx_drop": Out(TxDropEvent),
             "mac": In(48),
             "ip": In(32),
             "prefix": In(6),
+            "gateway": In(32),
             "arp_write": In(stream.Signature(ArpWrite(entries=arp_entries))),
             "arp_request": In(stream.Signature(32)),
             "arp_lookup_ip": In(32),
@@ -118,6 +132,7 @@ class NetworkLayer(wiring.Component):
         m.submodules.arp = arp = ArpResponder(width=W)
         m.submodules.arp_cache = cache = ArpCache(entries=self._entries)
         m.submodules.echo = echo = IcmpEcho(width=W, max_len=MAX_FRAME_LEN)
+        m.submodules.ipv4_tx = ipv4_tx = Ipv4Tx(width=W)
         m.submodules.tx_arbiter = arbiter = TxArbiter(width=W, inputs=len(TX_INPUTS))
 
         wiring.connect(m, wiring.flipped(self.rx), classify.i)
@@ -127,17 +142,38 @@ class NetworkLayer(wiring.Component):
         wiring.connect(m, classify.drop, wiring.flipped(self.drop))
         wiring.connect(m, arp.learn, cache.learn)
         wiring.connect(m, wiring.flipped(self.arp_write), cache.write)
-        wiring.connect(m, wiring.flipped(self.arp_request), arp.request)
+        self._requests(m, ipv4_tx.arp_request, self.arp_request, arp.request)
         m.d.comb += [classify.ip.eq(self.ip), arp.mac.eq(self.mac), arp.ip.eq(self.ip),
                      echo.mac.eq(self.mac), echo.ip.eq(self.ip), echo.ident.eq(self.ident),
                      cache.lookup_ip.eq(self.arp_lookup_ip),
                      self.arp_lookup_hit.eq(cache.lookup_hit),
                      self.arp_lookup_mac.eq(cache.lookup_mac)]
-        with m.If(echo.ident_take):
-            m.d.sync += self.ident.eq(self.ident + 1)
+        self._send_path(m, ipv4_tx, cache, echo)
 
-        sources = {"arp": arp.o, "echo": echo.o, "tcp_tx": wiring.flipped(self.tcp_tx)}
+        sources = {"arp": arp.o, "echo": echo.o, "ip_tx": ipv4_tx.o}
         for k, name in enumerate(TX_INPUTS):
             wiring.connect(m, sources[name], arbiter.i[k])
         wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
         return m
+
+    def _send_path(self, m, ipv4_tx, cache, echo):
+        """Ipv4Tx's inputs, its lookup port on the cache and the shared identification
+        counter: in a cycle where both take one, the echo reply gets ``ident`` and the
+        packet the next."""
+        wiring.connect(m, wiring.flipped(self.ip_tx), ipv4_tx.i)
+        wiring.connect(m, ipv4_tx.drop, wiring.flipped(self.tx_drop))
+        m.d.comb += [ipv4_tx.mac.eq(self.mac), ipv4_tx.ip.eq(self.ip),
+                     ipv4_tx.prefix.eq(self.prefix), ipv4_tx.gateway.eq(self.gateway),
+                     cache.tx_lookup_ip.eq(ipv4_tx.lookup_ip),
+                     ipv4_tx.lookup_hit.eq(cache.tx_lookup_hit),
+                     ipv4_tx.lookup_mac.eq(cache.tx_lookup_mac),
+                     ipv4_tx.ident.eq(self.ident + echo.ident_take)]
+        m.d.sync += self.ident.eq(self.ident + echo.ident_take + ipv4_tx.ident_take)
+
+    @staticmethod
+    def _requests(m, first, second, request):
+        """Two sources of ARP requests into one port, ``first`` before ``second``."""
+        m.d.comb += [request.valid.eq(first.valid | second.valid),
+                     request.payload.eq(Mux(first.valid, first.payload, second.payload)),
+                     first.ready.eq(request.ready),
+                     second.ready.eq(request.ready & ~first.valid)]

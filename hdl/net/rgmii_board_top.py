@@ -16,7 +16,7 @@ from .ethernet_port import EthernetPort
 from .network_layer import NetworkLayer
 from .rgmii import RgmiiRx, RgmiiTx, rgmii_pins
 
-__all__ = ["EthernetBoardTop", "RgmiiNetStack", "ETH_FREQ", "PHY_RESET_S", "LED_FUNCTIONS"]
+__all__ = ["EthernetBoardTop", "RgmiiBoard", "RgmiiNetStack", "ETH_FREQ", "PHY_RESET_S", "LED_FUNCTIONS"]
 
 #: The RGMII clock at 1 Gb/s (``eth_tx``, and what the PHY's ``rx_clk`` runs at).
 ETH_FREQ = 125e6
@@ -64,17 +64,18 @@ class RgmiiNetStack(Elaboratable):
         wiring.connect(m, port.rx, net.rx)
         wiring.connect(m, net.tx, port.tx)
         m.d.comb += [port.mac.eq(self._mac), net.mac.eq(self._mac), net.ip.eq(self._ip),
-                     net.prefix.eq(self._prefix), net.tcp.ready.eq(1), net.tcp_tx.valid.eq(0),
+                     net.prefix.eq(self._prefix), net.tcp.ready.eq(1), net.ip_tx.valid.eq(0),
                      net.arp_write.valid.eq(0), net.arp_request.valid.eq(0)]
         return m
 
 
-class EthernetBoardTop(Elaboratable):
-    """An ECP5 board whose RGMII port answers ARP and ping (IPv4 echo) in gateware::
+class RgmiiBoard(Elaboratable):
+    """What every ECP5 board top with an RGMII port has: the clocks, the PHY's reset, the
+    RGMII pins and the LEDs (the base of :class:`EthernetBoardTop` and
+    :class:`~rnic.hdl.nic_board_top.NicBoardTop`)::
 
         board clock -> EHXPLLL -> sync (core clock, ``freq``) and eth_tx (125 MHz)
-        PHY rx_clk  -> eth_rx
-        RGMII pins <-> RgmiiRx / RgmiiTx <-> EthernetPort <-> NetworkLayer
+        PHY rx_clk  -> eth_rx (out of reset once the PHY is)
 
     The PHY's reset pin is held for :data:`PHY_RESET_S` after the PLL locks (and the
     reset button is released); ``eth_rx`` leaves reset once the PHY is out of reset and
@@ -82,34 +83,17 @@ class EthernetBoardTop(Elaboratable):
     strapped defaults (auto-negotiation, RGMII delays on both sides; see
     :mod:`rnic.hdl.net.rgmii`). The link partner must negotiate 1000BASE-T.
 
-    The MAC and IPv4 address are constants (default those of
-    :mod:`rnic.host.spec.net`, ``02:00:0a:07:00:02`` and ``169.254.7.2/24``). Frames for
-    TCP are taken and thrown away; nothing else is sent. LEDs, in order:
-    :data:`LED_FUNCTIONS` (the ``*_frame`` and ``dropped`` ones light for 50 ms per event).
-
-    Parameters
-    ----------
-    board : rnic.hdl.board_top.Board
-        An entry of ``BOARDS`` with an RGMII resource (``board.eth``).
-    width : int
-        Octets per beat of the core side (:data:`rnic.host.spec.limits.WIDTHS`).
-    freq : float
-        Core clock (``sync``) in Hz; line rate needs at least 125 MHz / ``width`` (the
-        default, 100 MHz at W = 4, has room to spare; 125 MHz, what ``rnic build --top
-        ethernet`` builds, meets timing too, see docs/build.md).
-    port : int
-        Number of the RGMII resource (the Versa has 0 and 1).
-    mac : bytes
-        The board's MAC address (6 octets).
-    ip : str
-        Its IPv4 address, ``prefix`` its network's prefix length.
-
-    Attributes (after elaboration): ``pll`` (the :class:`~rnic.hdl.ecp5_pll.PllConfig`),
-    ``domains`` (for the build report).
+    Parameters: ``board`` (an entry of ``BOARDS`` with an RGMII resource), ``width``
+    (octets per beat of the core side), ``freq`` (``sync`` in Hz, 10..200 MHz; line rate
+    needs at least 125 MHz / ``width``), ``port`` (number of the RGMII resource: the
+    Versa has 0 and 1). Attributes (after elaboration): ``pll`` (the
+    :class:`~rnic.hdl.ecp5_pll.PllConfig`), ``domains`` (for the build report).
     """
 
-    def __init__(self, board, *, width=4, freq=100e6, port=0, mac=DEFAULT_NIC_MAC,
-                 ip=DEFAULT_NIC_IP, prefix=DEFAULT_PREFIX):
+    #: What the LEDs show, in order (a board with fewer LEDs shows the first ones).
+    LED_FUNCTIONS = LED_FUNCTIONS
+
+    def __init__(self, board, *, width, freq, port):
         if board.eth is None:
             raise ValueError(f"board {board.name!r} has no RGMII port")
         self.board = board
@@ -120,18 +104,13 @@ class EthernetBoardTop(Elaboratable):
         if port not in (0, 1):
             raise ValueError(f"port must be 0 or 1, not {port!r}")
         self.port = port
-        if not isinstance(mac, (bytes, bytearray)) or len(mac) != 6:
-            raise ValueError(f"mac must be 6 octets, not {mac!r}")
-        self.mac = int.from_bytes(mac, "big")
-        self.ip = int(ipaddress.IPv4Address(ip))
-        if not 0 <= prefix <= 32:
-            raise ValueError(f"prefix must be 0..32, not {prefix!r}")
-        self.prefix = prefix
         self.pll = None
         self.domains = ("sync", "eth_tx", "eth_rx")
 
-    def elaborate(self, platform):
-        m = Module()
+    def _board(self, m, platform):
+        """Clocks, resets and the PHY's pins. Returns ``(rx_pins, tx_pins, phy_up, locked,
+        rst_in)``: the RGMII pins by role (:func:`~rnic.hdl.net.rgmii.rgmii_pins`) and the
+        status bits. The caller creates ``eth_rx`` with :meth:`_eth_rx_domain`."""
         locked, rst_in = self._clocks(m, platform)
         pins = platform.request(self.board.eth[0], self.port, dir="-")
         phy_up = self._phy_reset(m, pins.rst)
@@ -140,34 +119,37 @@ class EthernetBoardTop(Elaboratable):
         m.submodules.mdc = mdc = io.Buffer("o", pins.mdc)
         m.submodules.mdio = mdio = io.Buffer("io", pins.mdio)
         m.d.comb += [mdc.o.eq(0), mdio.oe.eq(0), mdio.o.eq(0)]
+        return rx_pins, tx_pins, phy_up, locked, rst_in
 
-        m.submodules.stack = stack = RgmiiNetStack(
-            rx_pins=rx_pins, tx_pins=tx_pins, width=self.width, mac=self.mac, ip=self.ip,
-            prefix=self.prefix)
+    @staticmethod
+    def _eth_rx_domain(m, rx_clk, phy_up, rst_in):
+        """The ``eth_rx`` domain on the PHY's clock. Returns two bits of a counter on it,
+        synchronized into ``sync``: one that blinks (~0.13 s) for an LED and one that
+        toggles every 2048 cycles (for a "clock runs" flag)."""
         m.domains.eth_rx = ClockDomain("eth_rx")
-        m.d.comb += ClockSignal("eth_rx").eq(stack.rx_clk)
+        m.d.comb += ClockSignal("eth_rx").eq(rx_clk)
         m.submodules.eth_rx_reset = ResetSynchronizer(~phy_up | rst_in, domain="eth_rx")
-        port, net = stack.port, stack.net
-
         rx_count = Signal(24)
         m.d.eth_rx += rx_count.eq(rx_count + 1)
         rx_clock_led = Signal()
+        rx_toggle = Signal()
         m.submodules.rx_clock_sync = FFSynchronizer(rx_count[-1], rx_clock_led)
+        m.submodules.rx_toggle_sync = FFSynchronizer(rx_count[10], rx_toggle)
+        return rx_clock_led, rx_toggle
+
+    def _heartbeat(self, m):
         heartbeat = Signal(max(1, math.ceil(math.log2(self.pll.f_out))))
         m.d.sync += heartbeat.eq(heartbeat + 1)
+        return heartbeat[-1]
+
+    @staticmethod
+    def _frame_pulses(m, port):
+        """Pulses in ``sync`` for a frame received good and a frame sent by ``port`` (an
+        :class:`~rnic.hdl.net.ethernet_port.EthernetPort`): its counters changed."""
         good = Signal.like(port.rx_counts[0])
         sent = Signal.like(port.tx_frames)
         m.d.sync += [good.eq(port.rx_counts[0]), sent.eq(port.tx_frames)]
-        functions = {
-            "heartbeat": heartbeat[-1], "phy_up": phy_up, "rx_clock": rx_clock_led,
-            "rx_frame": self._stretch(m, good != port.rx_counts[0]),
-            "tx_frame": self._stretch(m, sent != port.tx_frames),
-            "dropped": self._stretch(m, net.drop.valid),
-            "tcp_frame": self._stretch(m, net.tcp.valid & net.tcp.payload.last),
-            "pll_locked": locked,
-        }
-        self._leds(m, platform, functions)
-        return m
+        return good != port.rx_counts[0], sent != port.tx_frames
 
     def _clocks(self, m, platform):
         board = self.board
@@ -218,7 +200,7 @@ class EthernetBoardTop(Elaboratable):
 
     def _leds(self, m, platform, functions):
         requested = {}
-        for i, ((res, num, sub), function) in enumerate(zip(self.board.leds, LED_FUNCTIONS)):
+        for i, ((res, num, sub), function) in enumerate(zip(self.board.leds, self.LED_FUNCTIONS)):
             if (res, num) not in requested:
                 requested[(res, num)] = platform.request(res, num, dir="-")
             led_port = requested[(res, num)]
@@ -226,3 +208,66 @@ class EthernetBoardTop(Elaboratable):
                 led_port = getattr(led_port, sub)
             m.submodules[f"led_{i}"] = led = io.Buffer("o", led_port)
             m.d.sync += led.o.eq(functions[function])
+
+
+class EthernetBoardTop(RgmiiBoard):
+    """An ECP5 board whose RGMII port answers ARP and ping (IPv4 echo) in gateware::
+
+        board clock -> EHXPLLL -> sync (core clock, ``freq``) and eth_tx (125 MHz)
+        PHY rx_clk  -> eth_rx
+        RGMII pins <-> RgmiiRx / RgmiiTx <-> EthernetPort <-> NetworkLayer
+
+    Clocks, PHY reset and pins as :class:`RgmiiBoard`. The MAC and IPv4 address are
+    constants (default those of :mod:`rnic.host.spec.net`, ``02:00:0a:07:00:02`` and
+    ``169.254.7.2/24``). Frames for TCP are taken and thrown away; nothing else is sent.
+    LEDs, in order: :data:`LED_FUNCTIONS` (the ``*_frame`` and ``dropped`` ones light for
+    50 ms per event).
+
+    Parameters
+    ----------
+    board : rnic.hdl.board_top.Board
+        An entry of ``BOARDS`` with an RGMII resource (``board.eth``).
+    width : int
+        Octets per beat of the core side (:data:`rnic.host.spec.limits.WIDTHS`).
+    freq : float
+        Core clock (``sync``) in Hz; line rate needs at least 125 MHz / ``width`` (the
+        default, 100 MHz at W = 4, has room to spare; 125 MHz, what ``rnic build --top
+        ethernet`` builds, meets timing too, see docs/build.md).
+    port : int
+        Number of the RGMII resource (the Versa has 0 and 1).
+    mac : bytes
+        The board's MAC address (6 octets).
+    ip : str
+        Its IPv4 address, ``prefix`` its network's prefix length.
+    """
+
+    def __init__(self, board, *, width=4, freq=100e6, port=0, mac=DEFAULT_NIC_MAC,
+                 ip=DEFAULT_NIC_IP, prefix=DEFAULT_PREFIX):
+        super().__init__(board, width=width, freq=freq, port=port)
+        if not isinstance(mac, (bytes, bytearray)) or len(mac) != 6:
+            raise ValueError(f"mac must be 6 octets, not {mac!r}")
+        self.mac = int.from_bytes(mac, "big")
+        self.ip = int(ipaddress.IPv4Address(ip))
+        if not 0 <= prefix <= 32:
+            raise ValueError(f"prefix must be 0..32, not {prefix!r}")
+        self.prefix = prefix
+
+    def elaborate(self, platform):
+        m = Module()
+        rx_pins, tx_pins, phy_up, locked, rst_in = self._board(m, platform)
+        m.submodules.stack = stack = RgmiiNetStack(
+            rx_pins=rx_pins, tx_pins=tx_pins, width=self.width, mac=self.mac, ip=self.ip,
+            prefix=self.prefix)
+        rx_clock_led, _ = self._eth_rx_domain(m, stack.rx_clk, phy_up, rst_in)
+        port, net = stack.port, stack.net
+        rx_frame, tx_frame = self._frame_pulses(m, port)
+        functions = {
+            "heartbeat": self._heartbeat(m), "phy_up": phy_up, "rx_clock": rx_clock_led,
+            "rx_frame": self._stretch(m, rx_frame),
+            "tx_frame": self._stretch(m, tx_frame),
+            "dropped": self._stretch(m, net.drop.valid),
+            "tcp_frame": self._stretch(m, net.tcp.valid & net.tcp.payload.last),
+            "pll_locked": locked,
+        }
+        self._leds(m, platform, functions)
+        return m

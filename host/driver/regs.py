@@ -43,8 +43,8 @@ import enum
 import ipaddress
 
 from rnic.host.spec.net import RxDrop
-from rnic.host.spec.regmap import (MAGIC, NET_RX_COUNTERS, PULSE, REGMAP, RO, RW, W1C, ConnState, DpCrc,
-    DpError, Register, constants)
+from rnic.host.spec.regmap import (MAGIC, NET_RX_COUNTERS, NET_TX_DROP_COUNTERS, PULSE, REGMAP, RO,
+    RW, W1C, ConnState, DpCrc, DpError, Register, constants)
 
 CONSTANTS = constants(REGMAP)
 globals().update(CONSTANTS)
@@ -571,6 +571,15 @@ class Registers:
     def get_prefix(self) -> int:
         return self.field("NET_PREFIX", "PREFIX")
 
+    def set_gateway(self, address):
+        """The next hop for destinations outside the prefix (``None`` or 0.0.0.0: none)."""
+        self.write("NET_GATEWAY", ip=0 if address is None else int(ipv4(address)))
+
+    def get_gateway(self):
+        """The gateway, or ``None`` without one."""
+        value = self.field("NET_GATEWAY", "IP")
+        return ipv4(value) if value else None
+
     def set_max_len(self, octets):
         """The longest frame the MAC accepts (octets without FCS; longer ones count as GIANT)."""
         self.write("NET_MAX_LEN", len=octets)
@@ -580,9 +589,11 @@ class Registers:
         return {reason: self.read(name) for reason, name in NET_RX_COUNTERS}
 
     def net_counters(self):
-        """Every network counter: ``{"rx": net_rx_counters(), "rx_tcp", "tx_frames", "tx_dropped"}``."""
+        """Every network counter: ``{"rx": net_rx_counters(), "rx_tcp", "tx_frames", "tx_dropped",
+        "tx_drops": {TxDrop: count}}``."""
         return {"rx": self.net_rx_counters(), "rx_tcp": self.read("NET_RX_TCP"),
-                "tx_frames": self.read("NET_TX_FRAMES"), "tx_dropped": self.read("NET_TX_DROPPED")}
+                "tx_frames": self.read("NET_TX_FRAMES"), "tx_dropped": self.read("NET_TX_DROPPED"),
+                "tx_drops": {reason: self.read(name) for reason, name in NET_TX_DROP_COUNTERS}}
 
     def write_arp(self, index, ip, mac, *, static=True, valid=True):
         """Write ARP cache slot ``index``: ``ip`` -> ``mac``, static (learning leaves it) by

@@ -13,7 +13,7 @@ import ipaddress
 import struct
 from dataclasses import dataclass
 
-from rnic.host.spec.net import DEFAULT_TTL, IPV4_HEADER_LEN, IPV4_VERSION, IpProto
+from rnic.host.spec.net import DEFAULT_TTL, IPV4_DF, IPV4_HEADER_LEN, IPV4_VERSION, IpProto
 from rnic.host.spec.limits import check_uint
 
 __all__ = [
@@ -26,7 +26,7 @@ _HEADER = struct.Struct(">BBHHHBBH4s4s")
 #: Octets of options an IHL of 15 allows.
 MAX_OPTIONS_LEN = 40
 #: Flag bits in the 16-bit flags/fragment offset word.
-DF_FLAG = 0x4000
+DF_FLAG = IPV4_DF
 MF_FLAG = 0x2000
 _RESERVED_FLAG = 0x8000
 

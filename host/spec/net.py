@@ -11,7 +11,7 @@ import enum
 __all__ = [
     "PREAMBLE", "SFD", "PREAMBLE_LEN", "FCS_LEN", "IFG_LEN", "MIN_FRAME_LEN", "MAX_FRAME_LEN",
     "ETH_HEADER_LEN", "ETH_ADDR_LEN", "BROADCAST_MAC", "EtherType", "VLAN_TAG_LEN",
-    "ARP_LEN", "ArpOp", "IPV4_HEADER_LEN", "IPV4_VERSION", "IpProto", "DEFAULT_TTL",
+    "ARP_LEN", "ArpOp", "IPV4_HEADER_LEN", "IPV4_VERSION", "IPV4_DF", "IpProto", "DEFAULT_TTL",
     "ICMP_HEADER_LEN", "IcmpType", "MTU",
     "DEFAULT_NIC_MAC", "DEFAULT_NIC_IP", "DEFAULT_PREFIX", "DEFAULT_PEER_IP",
     "RxDrop", "TxDrop",
@@ -60,6 +60,8 @@ IPV4_HEADER_LEN = 20
 IPV4_VERSION = 4
 #: TTL of the packets this NIC sends.
 DEFAULT_TTL = 64
+#: The Don't Fragment flag in the IPv4 flags/offset word (set on every packet sent).
+IPV4_DF = 0x4000
 #: The largest IPv4 packet on an untagged Ethernet frame.
 MTU = MAX_FRAME_LEN - ETH_HEADER_LEN
 

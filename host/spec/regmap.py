@@ -39,7 +39,8 @@ import re
 from dataclasses import dataclass
 
 from rnic.host.spec.errors import Layer
-from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, MAX_FRAME_LEN, RxDrop
+from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, MAX_FRAME_LEN,
+                                RxDrop, TxDrop)
 
 #: Access types, per field (a register's ``access`` is the default of its fields).
 ACCESS_DOC = """\
@@ -78,7 +79,7 @@ __all__ = [
     "Field", "Register", "RegisterMap", "RegMapError",
     "ConnState", "SqOpcode", "CqQueue", "CqStatus", "DpCrc", "DpError",
     "MAGIC", "VERSION_MAJOR", "VERSION_MINOR", "ADDR_WIDTH", "PARAMS", "PARAM_DEFAULTS", "REGMAP",
-    "ACCESS_DOC", "BUS_DOC", "NET_RX_COUNTERS", "NET_BLOCK", "constants",
+    "ACCESS_DOC", "BUS_DOC", "NET_RX_COUNTERS", "NET_TX_DROP_COUNTERS", "NET_BLOCK", "constants",
 ]
 
 #: Register 0 (``ID``) reads this: ASCII "iWRP" (0x69 0x57 0x52 0x50), most significant byte first.
@@ -86,7 +87,7 @@ MAGIC = 0x69575250
 #: Register map version. MAJOR changes when a driver built for the old map would misbehave
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 VERSION_MAJOR = 0
-VERSION_MINOR = 5
+VERSION_MINOR = 6
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -525,6 +526,18 @@ NET_RX_BASE = 0x440
 NET_RX_COUNTERS = tuple((reason, "NET_RX_GOOD" if reason is RxDrop.NONE else f"NET_RX_{reason.name}")
                         for reason in RxDrop)
 
+#: Counters of the send path's drops, one per :class:`~rnic.host.spec.net.TxDrop` reason but
+#: ``NONE``: ``(reason, register name)``.
+NET_TX_DROP_COUNTERS = tuple((reason, f"NET_TX_{reason.name}") for reason in TxDrop
+                             if reason is not TxDrop.NONE)
+
+_NET_TX_DROP_DOC = {
+    TxDrop.NO_ROUTE: "Packets of the layer above dropped: the destination is outside the prefix "
+                     "and NET_GATEWAY is 0.",
+    TxDrop.ARP_MISS: "Packets of the layer above dropped: the next hop is not in the ARP cache "
+                     "(an ARP request for it was sent instead).",
+}
+
 _NET_RX_DOC = {
     RxDrop.NONE: "Frames the MAC accepted (good FCS, length, address), ARP and IP ones included.",
     RxDrop.FCS: "Frames dropped by the MAC: bad FCS or a PHY error.",
@@ -577,11 +590,14 @@ NET_BLOCK = Block(
              _f("IP", 0, 32, "IPv4 address: ARP answers for it, ICMP echo and TCP take packets for it.",
                 reset=int(ipaddress.IPv4Address(DEFAULT_NIC_IP)))),
         _reg("NET_PREFIX", 0x410, RW, "The NIC's network prefix.",
-             _f("PREFIX", 0, 6, "Prefix length 0 .. 32 (for the send path's next hop; no block "
-                                "uses it yet).", reset=DEFAULT_PREFIX)),
+             _f("PREFIX", 0, 6, "Prefix length 0 .. 32: the send path sends to destinations "
+                                "inside NET_IP/PREFIX directly, to others through "
+                                "NET_GATEWAY.", reset=DEFAULT_PREFIX)),
         _reg("NET_MAX_LEN", 0x414, RW, "Receive size limit.",
              _f("LEN", 0, 16, "Longest frame the MAC accepts, in octets without FCS (longer: "
                               "GIANT).", reset=MAX_FRAME_LEN)),
+        _word("NET_GATEWAY", 0x418, RW, "IP", "IPv4 address of the next hop for destinations "
+              "outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE)."),
         *(_word(name, NET_RX_BASE + 4 * reason, RO, "COUNT", _NET_RX_DOC[reason])
           for reason, name in NET_RX_COUNTERS),
         _word("NET_RX_TCP", 0x480, RO, "COUNT", "IPv4 TCP packets for the NIC's address with a good "
@@ -589,6 +605,8 @@ NET_BLOCK = Block(
         _word("NET_TX_FRAMES", 0x484, RO, "COUNT", "Frames sent (ARP, echo replies, TCP)."),
         _word("NET_TX_DROPPED", 0x488, RO, "COUNT", "Frames to send dropped for being longer than "
               "the MAC's transmit buffer."),
+        *(_word(name, 0x488 + 4 * reason, RO, "COUNT", _NET_TX_DROP_DOC[reason])
+          for reason, name in NET_TX_DROP_COUNTERS),
         _reg("NET_ARP_ENTRY", 0x4C0, RW, "ARP cache slot to write with NET_ARP_CMD.WRITE.",
              _f("INDEX", 0, 6, "Slot, below NET_CAPS.ARP_ENTRIES."),
              _f("VALID", 8, 1, "The slot holds NET_ARP_IP -> NET_ARP_MAC; 0 frees it."),

@@ -7,9 +7,11 @@ import ipaddress
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from rnic.hdl.net.l3_layouts import ArpWrite
+from rnic.hdl.net.ipv4_tx import HEADERS_LEN
+from rnic.hdl.net.l3_layouts import ArpWrite, Ipv4TxBeat
 from rnic.hdl.net.layouts import FrameBeat
-from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX
+from rnic.host.model.ipv4 import header_checksum_ok
+from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, TxDrop
 from rnic.sim.streams import TB, assert_drained, bytes_to_beats
 from test_network_layer import (arp_frame, bad_frames, check, new_model, pad, ping, scenario,
                                 static_writes)
@@ -28,12 +30,13 @@ class NetTB(TB):
         dut.mac.value = int.from_bytes(DEFAULT_NIC_MAC, "big")
         dut.ip.value = int(ipaddress.IPv4Address(DEFAULT_NIC_IP))
         dut.prefix.value = DEFAULT_PREFIX
+        dut.gateway.value = 0
         dut.arp_lookup_ip.value = 0
         self.rx = self.source("rx", self.layout, idle_prob=idle)
-        self.tcp_tx = self.source("tcp_tx", self.layout)
+        self.ip_tx = self.source("ip_tx", Ipv4TxBeat(width=self.W))
         self.arp_request = self.source("arp_request", None)
         self.arp_write = self.source("arp_write", ArpWrite(entries=self.params["arp_entries"]))
-        self.tx_frames, self.tcp_frames, self.drops = [], [], []
+        self.tx_frames, self.tcp_frames, self.drops, self.tx_drops = [], [], [], []
         self.tx_times = []
         self._open = {"tx": None, "tcp": None}
         self.tx = self.sink("tx", self.layout, backpressure_prob=tx_bp,
@@ -67,6 +70,8 @@ class NetTB(TB):
             await settle
             if int(self.dut.drop__valid.value):
                 self.drops.append(int(self.dut.drop__reason.value))
+            if int(self.dut.tx_drop__valid.value):
+                self.tx_drops.append(TxDrop(int(self.dut.tx_drop__reason.value)))
 
     async def start(self):
         await self.reset()
@@ -105,7 +110,7 @@ class NetTB(TB):
 
     def finish(self):
         assert self._open == {"tx": None, "tcp": None}, "a frame was never closed"
-        assert_drained(self.rx, self.tx, self.tcp, self.arp_write, self.tcp_tx, self.arp_request)
+        assert_drained(self.rx, self.tx, self.tcp, self.arp_write, self.ip_tx, self.arp_request)
 
 
 @cocotb.test()
@@ -158,34 +163,64 @@ async def heavy_backpressure(dut):
     tb.finish()
 
 
+def packet_beats(dst, proto, payload, width):
+    """The Ipv4TxBeat dicts of a packet: room for the headers, then ``payload``."""
+    beats = frame_beats(bytes(HEADERS_LEN) + payload, width)
+    for beat in beats:
+        beat.update(dst=int(ipaddress.IPv4Address(dst)), proto=proto, length=len(payload))
+    return beats
+
+
+def without_ident(frame):
+    """An IPv4 frame with its identification and header checksum zeroed (they depend on
+    the order in which echo replies and packets take identifications)."""
+    return frame[:18] + bytes(2) + frame[20:24] + bytes(2) + frame[26:]
+
+
 @cocotb.test()
 async def send_side_ports(dut):
-    """Frames on tcp_tx leave on tx unchanged and whole, interleaved with echo replies
-    (round robin); arp_request sends the model's ARP request; both under back-pressure."""
+    """Packets on ip_tx leave on tx as the model's send_ipv4 builds them; one to an unknown
+    neighbour is dropped (ARP_MISS, on tx_drop) and the model's ARP request sent in its
+    place; host ARP requests go out too; all interleaved with echo replies under
+    back-pressure; every IPv4 frame sent has its own identification and a good header
+    checksum."""
     tb = NetTB(dut, idle=0.2, tx_bp=0.4)
     await tb.start()
     model = new_model()
-    pings = [("ping", ping(tb.rng.randint(0, 1472), tb.rng)) for _ in range(6)]
-    own = [tb.rng.randbytes(tb.rng.randint(14, 1514)) for _ in range(6)]
-    for frame in own:
-        tb.tcp_tx.extend(frame_beats(frame, tb.W))
+    pings = [ping(tb.rng.randint(0, 1472), tb.rng) for _ in range(6)]
+    packets = [(tb.rng.choice(["169.254.7.200", "169.254.7.200", "169.254.7.99"]), 6,
+                tb.rng.randbytes(tb.rng.choice([0, 1, 20, tb.rng.randint(0, 1480)])))
+               for _ in range(10)]
     targets = ["169.254.7.1", "169.254.7.77"]
+    for dst, proto, payload in packets:
+        tb.ip_tx.extend(packet_beats(dst, proto, payload, tb.W))
     for target in targets:
         tb.arp_request.append(int(ipaddress.IPv4Address(target)))
-    for _, frame in pings:
+    for frame in pings:
         tb.rx.extend(frame_beats(frame, tb.W))
-    want_echo = [r for _, f in pings for r in model.receive(f).replies]
+    want_echo = [r for f in pings for r in model.receive(f).replies]
     want_arp = [model.arp_request(t) for t in targets]
-    total = len(own) + len(want_echo) + len(want_arp)
+    want_ip, want_drops = [], []
+    for dst, proto, payload in packets:
+        result = model.send_ipv4(dst, proto, payload)
+        (want_ip if result.drop == TxDrop.NONE else want_arp).extend(result.frames)
+        if result.drop != TxDrop.NONE:
+            want_drops.append(result.drop)
+    assert want_drops and want_ip
+    total = len(want_echo) + len(want_arp) + len(want_ip)
     for _ in range(2000):
         if len(tb.tx_frames) >= total:
             break
         await tb.cycles(50)
     await tb.cycles(500)
-    got = tb.tx_frames
+    got = [pad(f) for f in tb.tx_frames]
     assert len(got) == total, f"{len(got)} frames on tx, {total} expected"
-    assert [f for f in got if f in own] == own, "tcp_tx frames changed or out of order"
-    rest = [pad(f) for f in got if f not in own]
-    assert [f for f in rest if f[12:14] == b"\x08\x06"] == want_arp
-    assert [f for f in rest if f[12:14] != b"\x08\x06"] == want_echo
+    arp = [f for f in got if f[12:14] == b"\x08\x06"]
+    ip = [f for f in got if f[12:14] == b"\x08\x00"]
+    assert sorted(arp) == sorted(want_arp)
+    assert [without_ident(f) for f in ip if f[23] == 1] == [without_ident(f) for f in want_echo]
+    assert [without_ident(f) for f in ip if f[23] == 6] == [without_ident(f) for f in want_ip]
+    assert sorted(int.from_bytes(f[18:20], "big") for f in ip) == list(range(len(ip)))
+    assert all(header_checksum_ok(f[14:]) for f in ip)
+    assert tb.tx_drops == want_drops
     tb.finish()

@@ -276,11 +276,13 @@ def test_arp_cache_against_model():
                     assert ctx.get(dut.lookup_mac) == int.from_bytes(want, "big"), (step, probe)
 
     async def learn(ctx, ip, mac):
+        """Offer a pair until it is taken, then wait the 3 cycles it takes to enter."""
         ctx.set(dut.learn.payload, {"ip": int(ipaddress.IPv4Address(ip)),
                                     "mac": int.from_bytes(mac, "big")})
         ctx.set(dut.learn.valid, 1)
-        await ctx.tick()
+        await ctx.tick().until(dut.learn.ready)
         ctx.set(dut.learn.valid, 0)
+        await ctx.tick().repeat(2)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

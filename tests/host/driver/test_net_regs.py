@@ -7,7 +7,7 @@ import pytest
 
 from rnic.host.driver import regs
 from rnic.host.driver.model import ModelTransport
-from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, RxDrop
+from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, RxDrop, TxDrop
 from rnic.host.spec.regmap import NET_RX_COUNTERS
 from rnic.host.tools import codegen
 
@@ -55,6 +55,12 @@ def test_set_mac_and_ip_land_in_the_registers():
     assert dev.get_ip() == ipaddress.IPv4Address("10.1.2.3") and dev.get_prefix() == 16
     dev.set_max_len(1000)
     assert model.out("net_max_len", "len") == 1000
+    assert dev.get_gateway() is None
+    dev.set_gateway("10.1.0.1")
+    assert model.out("net_gateway", "ip") == 0x0A010001
+    assert dev.get_gateway() == ipaddress.IPv4Address("10.1.0.1")
+    dev.set_gateway(None)
+    assert dev.get_gateway() is None
     for bad in ("02:11:22:33:44", "zz:11:22:33:44:55", b"\x00" * 7):
         with pytest.raises(ValueError):
             dev.set_mac(bad)
@@ -74,7 +80,10 @@ def test_counters_keyed_by_reason():
     rx = dev.net_rx_counters()
     assert list(rx) == list(RxDrop)
     assert rx == {reason: 1000 + reason for reason in RxDrop}
-    assert dev.net_counters() == {"rx": rx, "rx_tcp": 7, "tx_frames": 8, "tx_dropped": 9}
+    model.set_input("NET_TX_NO_ROUTE", "COUNT", 10)
+    model.set_input("NET_TX_ARP_MISS", "COUNT", 11)
+    assert dev.net_counters() == {"rx": rx, "rx_tcp": 7, "tx_frames": 8, "tx_dropped": 9,
+                                  "tx_drops": {TxDrop.NO_ROUTE: 10, TxDrop.ARP_MISS: 11}}
 
 
 def test_write_arp_fires_one_write_with_the_entry():
