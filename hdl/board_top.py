@@ -88,7 +88,7 @@ from .uart_bridge import UARTBridge
 
 __all__ = [
     "Board", "BOARDS", "BoardTop", "CoreHarness", "FramerCore",
-    "core_name", "BoardLogic", "BoardRegisters", "AXI4LiteSplit", "UlpduSource", "Signature32",
+    "core_name", "toggle_seen", "uart_buffers", "BoardLogic", "BoardRegisters", "AXI4LiteSplit", "UlpduSource", "Signature32",
     "BOARD_ID", "BOARD_BASE",
 ]
 
@@ -555,16 +555,27 @@ class BoardLogic(wiring.Component):
     (status bits for BRD_STATUS), ``activity``/``error`` (bridge pulses),
     ``traffic`` (BRD_GEN.ENABLE), ``signature_bit`` (for an LED), ``irq`` (the core's
     interrupt line, if it has one).
+
+    ``passthrough`` names core ports this block leaves alone, for the design around it
+    to connect (the NIC board top wires ``gmii_rx``/``gmii_tx`` to its PHY adapter);
+    the core is :attr:`core` from construction on.
     """
 
     def __init__(self, *, width, connections, clk_freq, baud=115200, core=None,
-                 frame_timeout=None):
+                 frame_timeout=None, passthrough=()):
         self.width = width
         self.connections = connections
         self.clk_freq = clk_freq
         self.baud = baud
         self.core_factory = core or RnicCore
         self.frame_timeout = frame_timeout
+        self.core = self.core_factory(width=width, connections=connections)
+        members = self.core.signature.members
+        for name in passthrough:
+            if name not in members:
+                raise ValueError(f"passthrough port {name!r} is not a port of "
+                                 f"{core_name(self.core_factory)}")
+        self.passthrough = tuple(passthrough)
         super().__init__({
             "rx": In(1, init=1), "tx": Out(1, init=1),
             "locked": In(1), "phy_up": In(1), "eth_rx_seen": In(1),
@@ -582,9 +593,9 @@ class BoardLogic(wiring.Component):
         m.submodules.split = split = AXI4LiteSplit(addr_width=13, select_bit=12)
         wiring.connect(m, bridge.m_axil, split.s_axil)
 
-        core = self.core_factory(width=self.width, connections=self.connections)
-        m.submodules.core = core
-        is_rnic = core_name(self.core_factory) == "RnicCore"
+        m.submodules.core = core = self.core
+        # BRD_STATUS bit 3: a core with a receive side (RnicCore, the NIC) or the framer
+        is_rnic = "rx_wire" in core.signature.members
         m.submodules.board_regs = bregs = BoardRegisters(clk_freq=self.clk_freq, rnic_core=is_rnic)
         wiring.connect(m, split.m0, core.s_axil)
         wiring.connect(m, split.m1, bregs.s_axil)
@@ -616,7 +627,7 @@ class BoardLogic(wiring.Component):
         elif has["rx_ulpdu"]:
             sink_port = core.rx_ulpdu
 
-        handled = set(STREAMS) | {"s_axil"}
+        handled = set(STREAMS) | {"s_axil"} | set(self.passthrough)
         if "irq" in members and members["irq"].flow == Out and members["irq"].is_port:
             m.d.comb += self.irq.eq(core.irq)
             handled.add("irq")
@@ -711,7 +722,7 @@ class BoardTop(Elaboratable):
         m.submodules.logic = logic = BoardLogic(
             width=self.width, connections=self.connections, clk_freq=cfg.f_out, baud=self.baud,
             core=self.core_factory)
-        uart_rx, uart_tx = _uart_buffers(m, platform, board)
+        uart_rx, uart_tx = uart_buffers(m, platform, board)
         m.d.comb += [logic.rx.eq(uart_rx.i), uart_tx.o.eq(logic.tx), logic.locked.eq(pll.locked)]
 
         # ---- Ethernet PHY pins
@@ -754,16 +765,8 @@ class BoardTop(Elaboratable):
             m.d.eth_rx += rx_count.eq(rx_count + 1)
             rx_toggle = Signal()
             m.submodules.rx_seen_sync = FFSynchronizer(rx_count[10], rx_toggle)
-            last = Signal()
-            seen_timer = Signal(range(int(cfg.f_out * 1e-3) + 2))
-            m.d.sync += last.eq(rx_toggle)
-            with m.If(last != rx_toggle):
-                m.d.sync += [seen_timer.eq(int(cfg.f_out * 1e-3)), eth_rx_seen.eq(1)]
-            with m.Elif(seen_timer != 0):
-                m.d.sync += seen_timer.eq(seen_timer - 1)
-            with m.Else():
-                m.d.sync += eth_rx_seen.eq(0)
-            m.d.comb += eth_rx_led.eq(rx_count[23])
+            m.d.comb += [eth_rx_seen.eq(toggle_seen(m, rx_toggle, int(cfg.f_out * 1e-3))),
+                         eth_rx_led.eq(rx_count[23])]
         m.d.comb += [logic.phy_up.eq(phy_up), logic.eth_rx_seen.eq(eth_rx_seen)]
 
         # ---- LEDs
@@ -807,11 +810,28 @@ class BoardTop(Elaboratable):
         return m
 
 
+def toggle_seen(m, toggle, cycles):
+    """1 while ``toggle`` (a bit synchronized into ``sync`` from a counter of another
+    clock) changed in the last ``cycles`` cycles: that clock runs."""
+    last = Signal()
+    seen = Signal()
+    timer = Signal(range(cycles + 2))
+    m.d.sync += last.eq(toggle)
+    with m.If(last != toggle):
+        m.d.sync += [timer.eq(cycles), seen.eq(1)]
+    with m.Elif(timer != 0):
+        m.d.sync += timer.eq(timer - 1)
+    with m.Else():
+        m.d.sync += seen.eq(0)
+    return seen
+
+
 class _EthBuffers:
     """The RGMII pins' I/O buffers, by subsignal name."""
 
 
-def _uart_buffers(m, platform, board):
+def uart_buffers(m, platform, board):
+    """The UART's rx and tx pins through input and output buffers."""
     uart = platform.request(*board.uart, dir="-")
     m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
     m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
@@ -866,7 +886,7 @@ class CoreHarness(Elaboratable):
         out_bits = Cat(*outs)
 
         # scan-in and signature-out: the UART's pins (every board has them)
-        uart_rx, uart_tx = _uart_buffers(m, platform, board)
+        uart_rx, uart_tx = uart_buffers(m, platform, board)
 
         scan = Signal(len(in_bits))
         m.d.sync += scan.eq(Cat(uart_rx.i, scan[:-1]))

@@ -18,7 +18,7 @@ _BOARD_NAMES = ("versa_ecp5", "ecpix5", "ecpix5_45")
 _CORE_NAMES = ("rnic", "framer", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx")
 
 #: Tops of ``--top`` (rnic.host.tools.build.TOPS, kept here for the same reason).
-_TOP_NAMES = ("board", "core", "ethernet")
+_TOP_NAMES = ("nic", "core", "harness", "ethernet")
 
 
 def _int_list(ctx, param, value):
@@ -47,7 +47,8 @@ def _progress_printer():
 @click.option("--board", type=click.Choice(_BOARD_NAMES), default="versa_ecp5", show_default=True,
               help="Target board (amaranth-boards platform).")
 @click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default=None,
-              help="Datapath width W in octets.  [default: 4 with --top ethernet, else 8]")
+              help="Datapath width W in octets.  [default: 4 with --top nic or ethernet, "
+                   "else 8]")
 @click.option("--connections", type=click.IntRange(1, 65535), default=16, show_default=True,
               help="Connection contexts.")
 @click.option("--freq", type=click.FloatRange(10, 400), default=125.0, show_default=True,
@@ -57,12 +58,13 @@ def _progress_printer():
 @click.option("--core", "core", type=click.Choice(_CORE_NAMES), default="rnic", show_default=True,
               help="rnic: the RNIC core (RnicCore); framer: a small core (register bank + MPA TX "
                    "framer) that builds in minutes; ddp_rx, ddp_tx, mpa_rx, mpa_tx: that block "
-                   "of the core alone (with --top core), to see what each costs.")
-@click.option("--top", type=click.Choice(_TOP_NAMES), default="board", show_default=True,
-              help="board: the full board top (PLL, UART bridge, PHY pins, LEDs); core: the core "
-                   "alone in a benchmark harness; ethernet: the Ethernet bring-up top (RGMII "
-                   "port 0, MAC, ARP and ping in gateware, no core: --core, --connections and "
-                   "--baud do not apply).")
+                   "of the core alone (with --top harness), to see what each costs.")
+@click.option("--top", type=click.Choice(_TOP_NAMES), default="nic", show_default=True,
+              help="nic: the NIC (RGMII port 0, MAC, ARP/IPv4/ICMP, the RNIC core, UART "
+                   "register bridge, LEDs); core: the core with the UART bridge and a traffic "
+                   "loopback, no network; harness: the core alone in a benchmark harness; "
+                   "ethernet: the Ethernet bring-up top (RGMII, MAC, ARP and ping in "
+                   "gateware, no core: --core, --connections and --baud do not apply).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=1, show_default=True,
               help="nextpnr placement seed.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
@@ -87,7 +89,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
               allow_timing_fail, paths, nextpnr_opts, sweep, sweep_widths, sweep_connections):
     """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
 
-    Elaborates the board top (or the core alone), runs Amaranth's build
+    Elaborates a top (the NIC unless --top says otherwise), runs Amaranth's build
     script with the YoWASP tools of this environment, and reports per clock
     domain the fmax against the constraint, LUT4/FF/block RAM/DSP use and
     share of the device, and the seconds per stage. Exits 1 when timing is
@@ -96,11 +98,12 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
 
     \b
     Examples:
-      rnic build --board versa_ecp5                    # W=8, 16 connections, 125 MHz
-      rnic build --board ecpix5 --width 4 --json
-      rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
-      rnic build --top core --width 16 --out /tmp/w16  # the core alone
-      rnic build --top core --core ddp_rx --allow-timing-fail  # one block alone
+      rnic build --board versa_ecp5                    # the NIC: W=4, 16 connections
+      rnic build --board ecpix5 --top core --width 4 --json
+      rnic build --top core --width 8                  # the core without network, 125 MHz
+      rnic build --top core --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
+      rnic build --top harness --width 16 --out /tmp/w16  # the core alone
+      rnic build --top harness --core ddp_rx --allow-timing-fail  # one block alone
       rnic build --top ethernet --json --allow-timing-fail     # RGMII + MAC + ARP/ping, W=4
       rnic build --freq 156.25 --paths 30 --allow-timing-fail  # what fails at the goal
       rnic build --sweep                               # benchmark table (takes a while)
@@ -128,8 +131,11 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
         failed = [r for r in rows if "error" in r]
         return EXIT_FAILURE if failed else EXIT_OK
     from rnic.hdl.board_top import BLOCKS
-    if core in BLOCKS and top != "core" and not sweep:
-        raise click.BadParameter(f"{core} is a block of the core: build it alone with --top core",
+    if core in BLOCKS and top != "harness" and not sweep:
+        raise click.BadParameter(f"{core} is a block of the core: build it alone with "
+                                 "--top harness", param_hint="--core")
+    if top == "nic" and core != "rnic":
+        raise click.BadParameter(f"--top nic builds the RNIC core, not {core} (use --top core)",
                                  param_hint="--core")
     cfg = BuildConfig(board=board, width=None if width is None else int(width),
                       connections=connections, freq_mhz=freq,

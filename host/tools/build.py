@@ -1,6 +1,7 @@
 """The FPGA build flow: Amaranth -> Yosys -> nextpnr-ecp5 -> ecppack, with a report.
 
-:func:`build` elaborates a top (:class:`rnic.hdl.board_top.BoardTop` for a board,
+:func:`build` elaborates a top (:class:`rnic.hdl.nic_board_top.NicBoardTop`, the NIC;
+:class:`rnic.hdl.board_top.BoardTop`, the core with its UART bridge;
 :class:`rnic.hdl.board_top.CoreHarness` for the core alone, or
 :class:`rnic.hdl.net.rgmii_board_top.EthernetBoardTop`, the Ethernet bring-up top), lets Amaranth's
 platform write the build files (``platform.build(..., do_build=False)``:
@@ -44,6 +45,7 @@ __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
     "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
     "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS", "CORES", "TOPS",
+    "DEFAULT_TOP",
     "DEFAULT_WIDTHS",
 ]
 
@@ -58,16 +60,21 @@ SWEEP_CONNECTIONS = (16, 1024)
 #: Whole cores ``BuildConfig.core`` names (besides the blocks of rnic.hdl.board_top.BLOCKS):
 #: ``rnic`` the RNIC core, ``framer`` a small one (register bank + MPA TX framer).
 CORES = ("rnic", "framer")
-#: Tops ``BuildConfig.top`` names: ``board`` the RNIC board top
-#: (:class:`~rnic.hdl.board_top.BoardTop`), ``core`` a core alone in the benchmark harness
-#: (:class:`~rnic.hdl.board_top.CoreHarness`), ``ethernet`` the Ethernet bring-up top
-#: (:class:`~rnic.hdl.net.rgmii_board_top.EthernetBoardTop`: RGMII, MAC, ARP and ping, no
-#: core). A full NIC top (``nic``) joins them when it exists.
-TOPS = ("board", "core", "ethernet")
+#: Tops ``BuildConfig.top`` names: ``nic`` the NIC (:class:`~rnic.hdl.nic_board_top.NicBoardTop`:
+#: RGMII port 0, MAC, ARP/IPv4/ICMP and the RNIC core behind them, UART register bridge),
+#: ``core`` the RNIC core with the UART bridge and a traffic loopback, no network
+#: (:class:`~rnic.hdl.board_top.BoardTop`), ``harness`` a core alone in the benchmark
+#: harness (:class:`~rnic.hdl.board_top.CoreHarness`), ``ethernet`` the Ethernet bring-up
+#: top (:class:`~rnic.hdl.net.rgmii_board_top.EthernetBoardTop`: RGMII, MAC, ARP and
+#: ping, no core).
+TOPS = ("nic", "core", "harness", "ethernet")
+#: The top ``rnic build`` builds unless told: the NIC, what a board user expects.
+DEFAULT_TOP = "nic"
 #: Datapath width of each top when ``BuildConfig.width`` is ``None``.
-DEFAULT_WIDTHS = {"board": 8, "core": 8, "ethernet": 4}
-#: Tops that build a core (``core``, ``connections`` apply).
-_CORE_TOPS = ("board", "core")
+DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
+#: Tops that build a core (``core`` and ``connections`` apply; ``nic`` only with the
+#: RNIC core).
+_CORE_TOPS = ("nic", "core", "harness")
 
 #: Amaranth's tool name -> (YoWASP command, PyPI package that ships it).
 TOOLS = {
@@ -302,21 +309,23 @@ def _build_root():
 class BuildConfig:
     """What to build.
 
-    ``top`` is one of :data:`TOPS`: ``"board"`` (:class:`~rnic.hdl.board_top.BoardTop`),
-    ``"core"`` (:class:`~rnic.hdl.board_top.CoreHarness`) or ``"ethernet"``
+    ``top`` is one of :data:`TOPS`: ``"nic"`` (:class:`~rnic.hdl.nic_board_top.NicBoardTop`,
+    the default), ``"core"`` (:class:`~rnic.hdl.board_top.BoardTop`), ``"harness"``
+    (:class:`~rnic.hdl.board_top.CoreHarness`) or ``"ethernet"``
     (:class:`~rnic.hdl.net.rgmii_board_top.EthernetBoardTop`, without a core: ``core``,
     ``connections`` and ``baud`` do not apply to it). ``core`` names the core: ``"rnic"``
-    (:class:`~rnic.hdl.rnic_core.RnicCore`), ``"framer"``
+    (:class:`~rnic.hdl.rnic_core.RnicCore`, the only one of ``nic``), ``"framer"``
     (:class:`~rnic.hdl.board_top.FramerCore`, small: it builds in minutes) or one block of
-    the core (:data:`~rnic.hdl.board_top.BLOCKS`, with ``top="core"``). ``width`` ``None``
-    is the top's default (:data:`DEFAULT_WIDTHS`: 4 for ``ethernet``, else 8).
+    the core (:data:`~rnic.hdl.board_top.BLOCKS`, with ``top="harness"``). ``width``
+    ``None`` is the top's default (:data:`DEFAULT_WIDTHS`: 4 for ``nic`` and
+    ``ethernet``, else 8).
     """
     board: str = "versa_ecp5"
     width: int | None = None
     connections: int = 16
     freq_mhz: float = DEFAULT_FREQ_MHZ
     baud: int = 115200
-    top: str = "board"
+    top: str = DEFAULT_TOP
     core: str = "rnic"
     seed: int = 1
     out_dir: str | None = None
@@ -514,10 +523,14 @@ def build(config: BuildConfig, *, progress=None):
     board = BOARDS[config.board]
     env = tool_env()
     factory = _core_factory(config.core)
-    if config.core in board_top_blocks() and config.top != "core":
-        raise BuildError(f"--core {config.core} is a block of the core: build it with --top core")
-    if config.top == "ethernet" and board.eth is None:
-        raise BuildError(f"board {config.board!r} has no RGMII port for --top ethernet")
+    if config.core in board_top_blocks() and config.top != "harness":
+        raise BuildError(f"--core {config.core} is a block of the core: build it with "
+                         "--top harness")
+    if config.top == "nic" and config.core != "rnic":
+        raise BuildError(f"--top nic builds the RNIC core, not --core {config.core} "
+                         "(use --top core for another core)")
+    if config.top in ("nic", "ethernet") and board.eth is None:
+        raise BuildError(f"board {config.board!r} has no RGMII port for --top {config.top}")
     out = config.directory().resolve()
     out.mkdir(parents=True, exist_ok=True)
     name = "top"
@@ -527,22 +540,26 @@ def build(config: BuildConfig, *, progress=None):
 
     platform = board.make_platform()
     freq = config.freq_mhz * 1e6
-    if config.top == "board":
+    if config.top == "nic":
+        from rnic.hdl.nic_board_top import NicBoardTop
+        top = NicBoardTop(board, width=config.width, connections=config.connections, freq=freq,
+                          baud=config.baud)
+    elif config.top == "core":
         top = BoardTop(board, width=config.width, connections=config.connections, freq=freq,
                        baud=config.baud, core=factory)
-    elif config.top == "core":
+    elif config.top == "harness":
         top = CoreHarness(board, width=config.width, connections=config.connections, freq=freq,
                           core=factory)
     else:
         from rnic.hdl.net.rgmii_board_top import EthernetBoardTop
         top = EthernetBoardTop(board, width=config.width, freq=freq)
-    label = core_label(factory) if config.has_core else "NetworkLayer"
+    label = {"nic": "NicTop", "ethernet": "NetworkLayer"}.get(config.top, core_label(factory))
     overrides = {
         "synth_opts": config.synth_opts,
         "nextpnr_opts": f"--report {name}.report.json --sdf {name}.sdf --timing-allow-fail "
                         f"--seed {config.seed} " + config.nextpnr_opts,
     }
-    if board.constraints and config.top == "board":
+    if board.constraints and config.top == "core":
         from rnic.constraints import path as constraint_path
         overrides["add_preferences"] = constraint_path(board.constraints).read_text()
     say(f"elaborating {label} W={config.width}"
@@ -675,7 +692,7 @@ def sweep(*, board="versa_ecp5", widths=SWEEP_WIDTHS, connections=SWEEP_CONNECTI
     say = progress or (lambda text: None)
     for w in widths:
         for n in connections:
-            cfg = BuildConfig(board=board, width=w, connections=n, freq_mhz=freq_mhz, top="core",
+            cfg = BuildConfig(board=board, width=w, connections=n, freq_mhz=freq_mhz, top="harness",
                               core=core, seed=seed, out_dir=str(out / f"w{w}-c{n}"),
                               allow_timing_fail=True, nextpnr_opts=nextpnr_opts)
             say(f"[{len(rows) + 1}/{len(widths) * len(connections)}] W={w} connections={n}")

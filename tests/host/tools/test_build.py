@@ -127,6 +127,33 @@ def test_board_top_elaborates(board, tmp_path):
     assert top.pll.f_out == 125e6 and top.pll.f_aux == 125e6
 
 
+def test_nic_board_top_elaborates():
+    """``--top nic``: the RGMII port's pins, the UART, a PLL making 125 MHz for both the core
+    and eth_tx, the receive clock constrained, and the NIC's blocks in the netlist."""
+    from rnic.hdl.board_top import BOARDS
+    from rnic.hdl.nic_board_top import NicBoardTop
+    b = BOARDS["versa_ecp5"]
+    top = NicBoardTop(b)
+    plan = b.make_platform().build(top, name="top", do_build=False)
+    lpf = plan.files["top.lpf"]
+    for pin in ("eth_rgmii_0__rx_clk__io", "eth_rgmii_0__tx_data__io", "eth_rgmii_0__rst__io",
+                "uart_0__tx__io", "led_7__io"):
+        assert pin in lpf, pin
+    assert 'FREQUENCY PORT "eth_rgmii_0__rx_clk__io" 125' in lpf
+    assert top.pll.f_out == 125e6 and top.pll.f_aux == 125e6
+    assert top.domains == ("sync", "eth_tx", "eth_rx") and top.width == 4
+    il = plan.files["top.il"]
+    for block in ("rgmii_rx", "rgmii_tx", "logic.core.eth", "logic.core.net", "logic.core.core",
+                  "logic.bridge"):
+        assert f"module \\top.{block}\n" in il, block
+    with pytest.raises(ValueError, match="port must be 0 or 1, not 2"):
+        NicBoardTop(b, port=2)
+    from rnic.hdl.board_top import BoardLogic, FramerCore
+    with pytest.raises(ValueError, match="passthrough port 'gmii_rx' is not a port of FramerCore"):
+        BoardLogic(width=4, connections=4, clk_freq=125e6, core=FramerCore,
+                   passthrough=("gmii_rx",))
+
+
 def test_cores_agree_with_cli():
     """``--core`` offers the whole cores and the blocks the flow builds; ``rnic`` is the default."""
     from rnic.hdl.board_top import BLOCKS, FramerCore, RnicCore
@@ -139,18 +166,22 @@ def test_cores_agree_with_cli():
 
 
 def test_tops_agree_with_cli():
-    """``--top`` offers the flow's tops; each has its default width and build directory."""
+    """``--top`` offers the flow's tops; the NIC is the default; each top has its default
+    width and build directory."""
     from rnic.host.cli.build import _TOP_NAMES
-    assert _TOP_NAMES == flow.TOPS == ("board", "core", "ethernet")
-    assert flow.BuildConfig().top == "board" and flow.BuildConfig().width == 8
+    assert _TOP_NAMES == flow.TOPS == ("nic", "core", "harness", "ethernet")
+    assert flow.BuildConfig().top == "nic" == flow.DEFAULT_TOP
+    assert flow.BuildConfig().width == 4 and flow.BuildConfig().has_core
+    assert flow.BuildConfig(top="core").width == 8 == flow.BuildConfig(top="harness").width
     eth = flow.BuildConfig(top="ethernet")
     assert eth.width == 4 and not eth.has_core and flow.BuildConfig(top="core").has_core
     assert eth.directory().name == "versa_ecp5-w4-ethernet"
-    assert flow.BuildConfig(top="board", width=16).directory().name == "versa_ecp5-w16-c16-board"
+    assert flow.BuildConfig().directory().name == "versa_ecp5-w4-c16-nic"
+    assert flow.BuildConfig(top="core", width=16).directory().name == "versa_ecp5-w16-c16-core"
     assert flow.BuildConfig(top="ethernet", width=8).width == 8
     with pytest.raises(flow.BuildError,
-                       match="top must be one of board, core, ethernet, not 'nic'"):
-        flow.BuildConfig(top="nic")
+                       match="top must be one of nic, core, harness, ethernet, not 'board'"):
+        flow.BuildConfig(top="board")
 
 
 def test_summary_of_a_top_without_core(tmp_path):
@@ -177,19 +208,22 @@ def test_summary_of_a_top_without_core(tmp_path):
 def test_cli_usage_errors():
     r = CliRunner().invoke(cli, ["build", "--width", "12"])
     assert r.exit_code == 2
-    r = CliRunner().invoke(cli, ["build", "--core", "ddp_rx"])          # a block needs --top core
-    assert r.exit_code == 2 and "--top core" in r.output
+    r = CliRunner().invoke(cli, ["build", "--core", "ddp_rx"])      # a block needs --top harness
+    assert r.exit_code == 2 and "--top harness" in r.output
+    r = CliRunner().invoke(cli, ["build", "--core", "framer"])      # the NIC has the RNIC core
+    assert r.exit_code == 2 and "--top nic builds the RNIC core, not framer" in r.output
     r = CliRunner().invoke(cli, ["build", "--sweep", "--sweep-widths", "4,x"])
     assert r.exit_code == 2
-    r = CliRunner().invoke(cli, ["build", "--top", "nic"])        # not (yet) a top
-    assert r.exit_code == 2 and "'nic' is not one of 'board', 'core', 'ethernet'" in r.output
+    r = CliRunner().invoke(cli, ["build", "--top", "board"])        # renamed: core
+    assert r.exit_code == 2 and "'board' is not one of 'nic', 'core', 'harness'" in r.output
     r = CliRunner().invoke(cli, ["build", "--help"])
     assert r.exit_code == 0 and "rnic build --top ethernet" in r.output
+    assert "[default: nic]" in " ".join(r.output.split())
 
 
 @pytest.mark.parametrize("block, cls", [("mpa_tx", "MpaTxFramer"), ("ddp_tx", "DdpTx")])
 def test_block_harness_elaborates(block, cls):
-    """``--top core --core <block>``: one block of the core between the harness's registers."""
+    """``--top harness --core <block>``: one block of the core between the harness's registers."""
     from rnic.hdl.board_top import BOARDS, CoreHarness
     factory = flow._core_factory(block)
     assert factory.__name__ == cls
@@ -206,7 +240,7 @@ def test_block_harness_elaborates(block, cls):
 def test_real_build(tmp_path):
     """Yosys + nextpnr-ecp5 + ecppack on the smallest board configuration."""
     out = tmp_path / "versa"
-    r = CliRunner().invoke(cli, ["build", "--board", "versa_ecp5", "--width", "4",
+    r = CliRunner().invoke(cli, ["build", "--board", "versa_ecp5", "--top", "core", "--width", "4",
                                  "--connections", "16", "--core", "framer", "--out", str(out),
                                  "--json", "--allow-timing-fail"], catch_exceptions=False)
     assert r.exit_code == 0, r.output

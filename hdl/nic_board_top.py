@@ -1,0 +1,94 @@
+"""The NIC on a board: RGMII port, MAC, ARP/IPv4/ICMP and the RNIC core, registers over the
+UART.
+
+See :class:`NicBoardTop`.
+"""
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+
+from .board_top import BoardLogic, toggle_seen, uart_buffers
+from .net.rgmii import RgmiiRx, RgmiiTx
+from .net.rgmii_board_top import RgmiiBoard
+from .nic_top import NicTop
+
+__all__ = ["NicBoardTop"]
+
+
+class NicBoardTop(RgmiiBoard):
+    """The design ``rnic build --top nic`` puts on an ECP5 board::
+
+        board clock -> EHXPLLL -> sync (core clock, 125 MHz) and eth_tx (125 MHz)
+        PHY rx_clk  -> eth_rx
+        RGMII pins <-> RgmiiRx / RgmiiTx <-> NicTop.gmii_rx / gmii_tx
+                       (EthernetPort, NetworkLayer, RnicCore with its register bank)
+        USB UART -> UARTBridge -> 0x0000-0x0FFF  NicTop's registers (Network block included)
+                               -> 0x1000-0x1FFF  board registers (BRD_*)
+
+    Clocks, PHY reset and pins as :class:`~rnic.hdl.net.rgmii_board_top.RgmiiBoard`; the
+    UART bridge, the board registers and what drives the core's other ports as
+    :class:`~rnic.hdl.board_top.BoardLogic` (until TCP joins, the core's wire side is
+    looped back and fed by the board's ULPDU source, BRD_GEN, so that its data path is
+    built and exercised; its memory ports see an LFSR). The board answers ARP and ping at
+    the addresses of the Network registers (default 169.254.7.2/24, MAC
+    02:00:0a:07:00:02), which the host changes over the UART (``rnic --device uart:...``).
+
+    LEDs, in order: :data:`LED_FUNCTIONS` (the ``*_frame``, ``dropped`` and ``uart`` ones
+    light for 50 ms per event).
+
+    Parameters
+    ----------
+    board : rnic.hdl.board_top.Board
+        An entry of ``BOARDS`` with an RGMII resource.
+    width : int
+        The core's datapath width W in octets (default 4: 4 Gb/s at 125 MHz, room for a
+        1 Gb/s line).
+    connections : int
+        The core's connection contexts (default 16).
+    freq : float
+        Core clock (``sync``) in Hz (default 125 MHz; with ``eth_tx`` from one PLL).
+    baud : int
+        UART line rate (default 115200).
+    port : int
+        Number of the RGMII resource (default 0).
+    """
+
+    LED_FUNCTIONS = ("heartbeat", "phy_up", "rx_clock", "rx_frame", "tx_frame", "dropped",
+                     "uart", "irq")
+
+    def __init__(self, board, *, width=4, connections=16, freq=125e6, baud=115200, port=0):
+        super().__init__(board, width=width, freq=freq, port=port)
+        self.connections = connections
+        self.baud = baud
+        self.logic = None                   # BoardLogic, after elaboration
+
+    def elaborate(self, platform):
+        m = Module()
+        rx_pins, tx_pins, phy_up, locked, rst_in = self._board(m, platform)
+        m.submodules.rgmii_rx = rgmii_rx = RgmiiRx(**rx_pins)
+        m.submodules.rgmii_tx = rgmii_tx = RgmiiTx(**tx_pins)
+        rx_clock_led, rx_toggle = self._eth_rx_domain(m, rgmii_rx.rx_clk, phy_up, rst_in)
+
+        self.logic = logic = BoardLogic(
+            width=self.width, connections=self.connections, clk_freq=self.pll.f_out,
+            baud=self.baud, core=NicTop, passthrough=("gmii_rx", "gmii_tx"))
+        m.submodules.logic = logic
+        nic = logic.core
+        wiring.connect(m, rgmii_rx.gmii, nic.gmii_rx)
+        wiring.connect(m, nic.gmii_tx, rgmii_tx.gmii)
+        uart_rx, uart_tx = uart_buffers(m, platform, self.board)
+        rx_seen = toggle_seen(m, rx_toggle, int(self.pll.f_out * 1e-3))
+        m.d.comb += [logic.rx.eq(uart_rx.i), uart_tx.o.eq(logic.tx), logic.locked.eq(locked),
+                     logic.phy_up.eq(phy_up), logic.eth_rx_seen.eq(rx_seen)]
+
+        rx_frame, tx_frame = self._frame_pulses(m, nic.eth)
+        functions = {
+            "heartbeat": self._heartbeat(m), "phy_up": phy_up, "rx_clock": rx_clock_led,
+            "rx_frame": self._stretch(m, rx_frame),
+            "tx_frame": self._stretch(m, tx_frame),
+            "dropped": self._stretch(m, nic.net.drop.valid),
+            "uart": self._stretch(m, logic.activity),
+            "irq": logic.irq,
+        }
+        self._leds(m, platform, functions)
+        return m
