@@ -111,9 +111,11 @@ from rnic.sim.fast import VERILATOR_ARGS, FastSim
 from rnic.sim.runner import _locked, _safe, _truthy, build_root, report_phase
 
 __all__ = ["SimDevice", "RxUlpdu", "RunOutput", "DeviceBuild", "device_executable", "open_sim",
-           "HARNESS", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES"]
+           "HARNESS", "HARNESS_COMMON", "harness_text", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES"]
 
 HARNESS = Path(__file__).resolve().parent / "device_harness.cpp"
+#: What the interactive harnesses share (hex, command words, the AXI4-Lite master).
+HARNESS_COMMON = Path(__file__).resolve().parent / "harness_common.h"
 GREETING = "RNIC-SIM 2"
 #: Address bits of the core's memory port in the simulated device; host memory is 2**MEM_BITS octets.
 MEM_BITS = 20
@@ -184,13 +186,21 @@ class DeviceBuild(FastSim):
             for name, field in s.shape:
                 decls.append(f"#define {p}_{name.upper()}_OFF {field.offset}")
                 decls.append(f"#define {p}_{name.upper()}_W {field.width}")
-        lines = []
-        for line in HARNESS.read_text().splitlines():
-            if line.strip() == "//@DECLS@":
-                lines.extend(decls)
-            else:
-                lines.append(line)
-        return "\n".join(lines) + "\n"
+        return harness_text(HARNESS, decls)
+
+
+def harness_text(path, decls):
+    """The C++ harness at ``path`` as compiled: the line ``//@DECLS@`` replaced by the lines
+    ``decls`` (one build's constants), ``//@COMMON@`` by :data:`HARNESS_COMMON`."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if line.strip() == "//@DECLS@":
+            lines.extend(decls)
+        elif line.strip() == "//@COMMON@":
+            lines.extend(HARNESS_COMMON.read_text().splitlines())
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 #: An import statement (at any indentation); parsing the files instead would double the
@@ -258,6 +268,7 @@ def source_key(params, files, build):
 
 def _source_key(params):
     files = {**core_sources(), "device": Path(__file__), "harness": HARNESS,
+             "harness_common": HARNESS_COMMON,
              "fast": Path(fast.__file__)}
     return source_key(params, files, DeviceBuild)
 

@@ -97,40 +97,12 @@ static uint64_t get_bits(const uint32_t* w, int off, int width) {
 // octet k of a payload whose data field starts at bit 0
 static inline uint8_t octet(const uint32_t* w, int k) { return (uint8_t)(w[k / 4] >> (8 * (k % 4))); }
 
-static const char HEX[] = "0123456789abcdef";
-
-static std::string to_hex(const std::string& bytes) {
-    std::string out;
-    out.reserve(2 * bytes.size());
-    for (unsigned char c : bytes) {
-        out.push_back(HEX[c >> 4]);
-        out.push_back(HEX[c & 15]);
-    }
-    return out;
-}
-
-static int nibble(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static bool from_hex(const std::string& text, std::string& out) {
-    if (text.size() % 2) return false;
-    out.resize(text.size() / 2);
-    for (std::size_t i = 0; i < out.size(); ++i) {
-        int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
-        if (hi < 0 || lo < 0) return false;
-        out[i] = (char)(hi << 4 | lo);
-    }
-    return true;
-}
-
 // ---------------------------------------------------------------------------
 
 static Vtop* top;
 static uint64_t cycle = 0;
+
+//@COMMON@
 
 typedef std::vector<uint32_t> Words;
 
@@ -197,10 +169,6 @@ static uint64_t r_addr() {
     return a.burst == 1 ? (a.addr & ~(bytes - 1)) + (uint64_t)r_done * bytes : a.addr;
 }
 
-enum AxiState { AX_IDLE, AX_W, AX_WRESP, AX_R, AX_RDATA, AX_DONE };
-static AxiState ax = AX_IDLE;
-static uint32_t ax_addr = 0, ax_wdata = 0, ax_rdata = 0, ax_resp = 0;
-
 // One clock cycle; true if any beat or bus handshake moved.
 static bool step() {
     bool act = false;
@@ -212,17 +180,7 @@ static bool step() {
     top->p_tx_ulpdu_valid = txu.valid;
     top->p_tx_wire_ready = 1;
     top->p_rx_ulpdu_ready = 1;
-    top->p_s_axil_awaddr = ax_addr;
-    top->p_s_axil_araddr = ax_addr;
-    top->p_s_axil_wdata = ax_wdata;
-    top->p_s_axil_wstrb = 0xF;
-    top->p_s_axil_awprot = 0;
-    top->p_s_axil_arprot = 0;
-    top->p_s_axil_awvalid = ax == AX_W;
-    top->p_s_axil_wvalid = ax == AX_W;
-    top->p_s_axil_bready = 1;
-    top->p_s_axil_arvalid = ax == AX_R;
-    top->p_s_axil_rready = 1;
+    axil_drive();
     top->p_m_axi_awready = aw_q.size() < 16;
     top->p_m_axi_wready = w_q.size() < 64;
     top->p_m_axi_bvalid = b_pending > 0;
@@ -299,15 +257,7 @@ static bool step() {
         }
         act = true;
     }
-    if (ax == AX_W && top->p_s_axil_awready && top->p_s_axil_wready) { ax = AX_WRESP; act = true; }
-    else if (ax == AX_WRESP && top->p_s_axil_bvalid) { ax_resp = top->p_s_axil_bresp; ax = AX_DONE; act = true; }
-    if (ax == AX_R && top->p_s_axil_arready) { ax = AX_RDATA; act = true; }
-    else if (ax == AX_RDATA && top->p_s_axil_rvalid) {
-        ax_rdata = top->p_s_axil_rdata;
-        ax_resp = top->p_s_axil_rresp;
-        ax = AX_DONE;
-        act = true;
-    }
+    if (axil_sample()) act = true;
 
     top->clk = 1;
     top->eval();
@@ -328,9 +278,8 @@ static bool bus(AxiState start, std::string& err) {
     bool done = ax == AX_DONE;
     ax = AX_IDLE;
     step();                                     // one idle cycle between accesses
-    if (!done) { err = "bus timeout"; return false; }
-    if (ax_resp != 0) { err = "SLVERR"; return false; }
-    return true;
+    err = axil_error(done);
+    return err.empty();
 }
 
 static void queue_octets(InStream& s, int conn, const std::string& data, bool ulpdu) {
@@ -363,13 +312,6 @@ static void answer(const std::string& line) {
     std::fputc('\n', stdout);
 }
 
-static bool parse_u64(const std::string& text, uint64_t& v, int base) {
-    if (text.empty()) return false;
-    char* end = nullptr;
-    v = std::strtoull(text.c_str(), &end, base);
-    return end && *end == '\0';
-}
-
 int main(int argc, char** argv) {
     VerilatedContext* ctx = new VerilatedContext;
     ctx->commandArgs(argc, argv);
@@ -393,15 +335,7 @@ int main(int argc, char** argv) {
 
     std::string line;
     while (std::getline(std::cin, line)) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        std::vector<std::string> f;
-        std::size_t pos = 0;
-        while (pos < line.size()) {
-            std::size_t sp = line.find(' ', pos);
-            if (sp == std::string::npos) sp = line.size();
-            if (sp > pos) f.push_back(line.substr(pos, sp - pos));
-            pos = sp + 1;
-        }
+        std::vector<std::string> f = words(line);
         if (f.empty()) { answer("ERR empty command"); std::fflush(stdout); continue; }
         const std::string& cmd = f[0];
         uint64_t a = 0, b = 0;

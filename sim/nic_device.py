@@ -62,7 +62,7 @@ from rnic.host.driver.device import Device, DeviceKind, parse_params
 from rnic.host.driver.transport import DeviceError, Transport, TransportError
 
 from rnic.sim import fast
-from rnic.sim.device import DeviceBuild, module_sources, source_key
+from rnic.sim.device import HARNESS_COMMON, DeviceBuild, harness_text, module_sources, source_key
 from rnic.sim.runner import _locked, _truthy, build_root, report_phase
 
 __all__ = ["NicSimDevice", "NicBuild", "NicSimTop", "nic_executable", "nic_sources",
@@ -125,10 +125,7 @@ class NicBuild(DeviceBuild):
                  f"#define STATUS_ADDR {REGMAP['STATUS'].addr:#x}u",
                  f"#define STATUS_READY_MASK {REGMAP['STATUS'].field('READY').mask:#x}u",
                  f"#define IDLE_RUN {IDLE_RUN}ull"]
-        lines = []
-        for line in HARNESS.read_text().splitlines():
-            lines.extend(decls if line.strip() == "//@DECLS@" else [line])
-        return "\n".join(lines) + "\n"
+        return harness_text(HARNESS, decls)
 
 
 def nic_sources():
@@ -140,6 +137,7 @@ def nic_sources():
 
 def _source_key(params):
     files = {**nic_sources(), "nic_device": Path(__file__), "harness": HARNESS,
+             "harness_common": HARNESS_COMMON,
              "fast": Path(fast.__file__)}
     return source_key(params, files, NicBuild)
 

@@ -62,38 +62,10 @@ static Vtop* top;
 static uint64_t cycle = 0, run_left = 0, sim_ns = 0;
 static uint64_t frames_in = 0, frames_out = 0, frames_bad = 0;
 
+//@COMMON@
+
 // ---------------------------------------------------------------------------
-// hex and CRC
-
-static const char HEX[] = "0123456789abcdef";
-
-static std::string to_hex(const std::string& bytes) {
-    std::string out;
-    out.reserve(2 * bytes.size());
-    for (unsigned char c : bytes) {
-        out.push_back(HEX[c >> 4]);
-        out.push_back(HEX[c & 15]);
-    }
-    return out;
-}
-
-static int nibble(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static bool from_hex(const std::string& text, std::string& out) {
-    if (text.size() % 2) return false;
-    out.resize(text.size() / 2);
-    for (std::size_t i = 0; i < out.size(); ++i) {
-        int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
-        if (hi < 0 || lo < 0) return false;
-        out[i] = (char)(hi << 4 | lo);
-    }
-    return true;
-}
+// CRC
 
 // The Ethernet FCS: CRC-32 (reflected, polynomial 0x04c11db7), sent least significant octet first.
 static uint32_t crc_table[256];
@@ -175,10 +147,6 @@ static void finish_tx_frame() {
 // ---------------------------------------------------------------------------
 // one clock cycle
 
-enum AxiState { AX_IDLE, AX_W, AX_WRESP, AX_R, AX_RDATA, AX_DONE };
-static AxiState ax = AX_IDLE;
-static uint32_t ax_addr = 0, ax_wdata = 0, ax_rdata = 0, ax_resp = 0;
-
 // the always-OK AXI4 slaves of m_axi and m_axi_rd
 static uint64_t aw_taken = 0, wlast_taken = 0, b_given = 0;
 static std::deque<unsigned> ar_lens;         // beats left of the read bursts taken
@@ -207,18 +175,7 @@ static void step() {
     top->p_tx_wire_ready = 1;
     top->p_rx_ulpdu_ready = 1;
 
-    // AXI4-Lite master
-    top->p_s_axil_awaddr = ax_addr;
-    top->p_s_axil_araddr = ax_addr;
-    top->p_s_axil_wdata = ax_wdata;
-    top->p_s_axil_wstrb = 0xF;
-    top->p_s_axil_awprot = 0;
-    top->p_s_axil_arprot = 0;
-    top->p_s_axil_awvalid = ax == AX_W;
-    top->p_s_axil_wvalid = ax == AX_W;
-    top->p_s_axil_bready = 1;
-    top->p_s_axil_arvalid = ax == AX_R;
-    top->p_s_axil_rready = 1;
+    axil_drive();
 
     // m_axi, m_axi_rd
     top->p_m_axi_awready = 1;
@@ -245,14 +202,7 @@ static void step() {
     unsigned ar_len = (unsigned)top->p_m_axi_rd_arlen;
     bool r_taken = r_valid && top->p_m_axi_rd_rready;
 
-    if (ax == AX_W && top->p_s_axil_awready && top->p_s_axil_wready) ax = AX_WRESP;
-    else if (ax == AX_WRESP && top->p_s_axil_bvalid) { ax_resp = top->p_s_axil_bresp; ax = AX_DONE; }
-    if (ax == AX_R && top->p_s_axil_arready) ax = AX_RDATA;
-    else if (ax == AX_RDATA && top->p_s_axil_rvalid) {
-        ax_rdata = top->p_s_axil_rdata;
-        ax_resp = top->p_s_axil_rresp;
-        ax = AX_DONE;
-    }
+    axil_sample();
 
     // gmii_tx (registered outputs: stable between the edges)
     bool tx_en = top->p_gmii_tx_tx_en;
@@ -290,9 +240,8 @@ static bool bus(AxiState start, std::string& err) {
     ax = AX_IDLE;
     step();                                     // one idle cycle between accesses
     run_left = IDLE_RUN;                        // (a write may start an ARP request)
-    if (!done) { err = "bus timeout"; return false; }
-    if (ax_resp != 0) { err = "SLVERR"; return false; }
-    return true;
+    err = axil_error(done);
+    return err.empty();
 }
 
 static bool busy() {
@@ -316,25 +265,9 @@ static void clock_for(uint64_t n) {
 // ---------------------------------------------------------------------------
 // commands
 
-static bool parse_u64(const std::string& text, uint64_t& v, int base) {
-    if (text.empty()) return false;
-    char* end = nullptr;
-    v = std::strtoull(text.c_str(), &end, base);
-    return end && *end == '\0';
-}
-
 // Execute one command line; false for Q.
 static bool command(const std::string& raw) {
-    std::string line = raw;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::vector<std::string> f;
-    std::size_t pos = 0;
-    while (pos < line.size()) {
-        std::size_t sp = line.find(' ', pos);
-        if (sp == std::string::npos) sp = line.size();
-        if (sp > pos) f.push_back(line.substr(pos, sp - pos));
-        pos = sp + 1;
-    }
+    std::vector<std::string> f = words(raw);
     uint64_t a = 0, b = 0;
     std::string err;
     if (f.empty()) {
