@@ -1463,11 +1463,11 @@
 #define RNIC_NET_MAX_LEN_LEN_MASK 0x0000ffffu
 #define RNIC_NET_MAX_LEN_LEN_RESET 0x000005eau
 
-/* NET_GATEWAY (0x418, rw): IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). */
+/* NET_GATEWAY (0x418, rw): IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which comes with TCP. */
 #define RNIC_NET_GATEWAY_ADDR 0x00000418u
 #define RNIC_NET_GATEWAY_RESET 0x00000000u
 #define RNIC_NET_GATEWAY_RW_MASK 0xffffffffu
-/*   IP [31:0] rw: IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). */
+/*   IP [31:0] rw: IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which comes with TCP. */
 #define RNIC_NET_GATEWAY_IP_SHIFT 0u
 #define RNIC_NET_GATEWAY_IP_WIDTH 32u
 #define RNIC_NET_GATEWAY_IP_MASK 0xffffffffu
@@ -1643,21 +1643,21 @@
 #define RNIC_NET_TX_DROPPED_COUNT_MASK 0xffffffffu
 #define RNIC_NET_TX_DROPPED_COUNT_RESET 0x00000000u
 
-/* NET_TX_NO_ROUTE (0x48c, ro): Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0. */
+/* NET_TX_NO_ROUTE (0x48c, ro): Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0 (0 in a build without the send path, which comes with TCP). */
 #define RNIC_NET_TX_NO_ROUTE_ADDR 0x0000048cu
 #define RNIC_NET_TX_NO_ROUTE_RESET 0x00000000u
 #define RNIC_NET_TX_NO_ROUTE_RW_MASK 0x00000000u
-/*   COUNT [31:0] ro: Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0. */
+/*   COUNT [31:0] ro: Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0 (0 in a build without the send path, which comes with TCP). */
 #define RNIC_NET_TX_NO_ROUTE_COUNT_SHIFT 0u
 #define RNIC_NET_TX_NO_ROUTE_COUNT_WIDTH 32u
 #define RNIC_NET_TX_NO_ROUTE_COUNT_MASK 0xffffffffu
 #define RNIC_NET_TX_NO_ROUTE_COUNT_RESET 0x00000000u
 
-/* NET_TX_ARP_MISS (0x490, ro): Packets of the layer above dropped: the next hop is not in the ARP cache (an ARP request for it was sent instead). */
+/* NET_TX_ARP_MISS (0x490, ro): Packets of the layer above dropped: the next hop is not in the ARP cache (an ARP request for it was sent instead; 0 without the send path). */
 #define RNIC_NET_TX_ARP_MISS_ADDR 0x00000490u
 #define RNIC_NET_TX_ARP_MISS_RESET 0x00000000u
 #define RNIC_NET_TX_ARP_MISS_RW_MASK 0x00000000u
-/*   COUNT [31:0] ro: Packets of the layer above dropped: the next hop is not in the ARP cache (an ARP request for it was sent instead). */
+/*   COUNT [31:0] ro: Packets of the layer above dropped: the next hop is not in the ARP cache (an ARP request for it was sent instead; 0 without the send path). */
 #define RNIC_NET_TX_ARP_MISS_COUNT_SHIFT 0u
 #define RNIC_NET_TX_ARP_MISS_COUNT_WIDTH 32u
 #define RNIC_NET_TX_ARP_MISS_COUNT_MASK 0xffffffffu

@@ -8,12 +8,12 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rnic.host.spec.regmap import NET_RX_COUNTERS, NET_TX_DROP_COUNTERS
+from rnic.host.spec.regmap import NET_RX_COUNTERS
 
 from .net.drop_counters import DropCounters
 from .net.ethernet_port import EthernetPort
 from .net.gmii import GmiiRx, GmiiTx
-from .net.layouts import RX_COUNTERS, TxDrop
+from .net.layouts import RX_COUNTERS
 from .net.network_layer import NetworkLayer
 from .rnic_core import RnicCore
 
@@ -35,9 +35,10 @@ class NicTop(wiring.Component):
     Not connected yet: TCP. The core's TCP payload ports (``tx_wire``, ``rx_wire``) and its
     ULPDU ports are this top's ports, as on :class:`~rnic.hdl.rnic_core.RnicCore`; the
     network layer's TCP packets (``NetworkLayer.tcp``) are taken at once, counted in
-    NET_RX_TCP and dropped, and nothing is sent on its IPv4 send path (``ip_tx``, whose
-    next hop, ARP lookup and drop counters are in place). The TCP layer (the next issue)
-    goes between them.
+    NET_RX_TCP and dropped; the network layer is built without its IPv4 send path
+    (:class:`~rnic.hdl.net.ipv4_tx.Ipv4Tx`, built and verified on its own), which joins
+    with TCP, its only user: until then NET_GATEWAY is storage and NET_TX_NO_ROUTE /
+    NET_TX_ARP_MISS read 0. The TCP layer (the next issue) goes between them.
 
     Parameters (keyword-only, checked by the blocks)
     ----------
@@ -67,14 +68,13 @@ class NicTop(wiring.Component):
 
     The Network registers
     ---------------------
-    NET_MAC_HI/LO, NET_IP, NET_PREFIX, NET_GATEWAY drive the MAC's address filter and the
-    network layer's addresses and route, NET_MAX_LEN the MAC's size limit (change them
-    while no frame moves).
+    NET_MAC_HI/LO, NET_IP, NET_PREFIX drive the MAC's address filter and the network
+    layer's addresses, NET_MAX_LEN the MAC's size limit (change them while no frame
+    moves).
     NET_RX_GOOD .. NET_RX_OVERFLOW are the MAC's receive counters (``EthernetPort.rx_counts``),
     NET_RX_ETHERTYPE .. NET_RX_ICMP_OTHER count the network layer's ``drop`` events by
     reason (:class:`~rnic.hdl.net.drop_counters.DropCounters`), NET_RX_TCP the TCP packets
-    dropped here, NET_TX_FRAMES/NET_TX_DROPPED the MAC's transmit counters,
-    NET_TX_NO_ROUTE/NET_TX_ARP_MISS the send path's drops; all of them
+    dropped here, NET_TX_FRAMES/NET_TX_DROPPED the MAC's transmit counters; all of them
     count from ``rst`` (not cleared by CTRL.CLEAR_COUNTERS or SOFT_RESET). NET_ARP_CMD.WRITE
     writes one ARP cache slot from NET_ARP_ENTRY, NET_ARP_IP and NET_ARP_MAC_HI/LO in the
     cycle of its pulse; NET_ARP_CMD.REQUEST (while NET_ARP_STATUS.REQUEST_BUSY is 0) hands
@@ -98,8 +98,9 @@ class NicTop(wiring.Component):
                               arp_entries=arp_entries)
         self.eth = self._port = EthernetPort(width=width, rx_depth=eth_rx_depth,
                                              tx_depth=eth_tx_depth)
+        # The send path (Ipv4Tx) comes with TCP, its only user.
         self.net = self._net = NetworkLayer(width=width, arp_entries=arp_entries,
-                                            rx_depth=net_rx_depth)
+                                            rx_depth=net_rx_depth, send_path=False)
         self.width = width
         self.connections = connections
         self.arp_entries = arp_entries
@@ -114,8 +115,6 @@ class NicTop(wiring.Component):
         m.submodules.eth = port = self._port
         m.submodules.net = net = self._net
         m.submodules.net_drops = drops = DropCounters()
-        m.submodules.net_tx_drops = tx_drops = DropCounters(
-            reasons=tuple(TxDrop(int(reason)) for reason, _ in NET_TX_DROP_COUNTERS))
 
         for name, member in core.signature.members.items():
             if name == "net":
@@ -133,14 +132,10 @@ class NicTop(wiring.Component):
         wiring.connect(m, port.rx, net.rx)
         wiring.connect(m, net.tx, port.tx)
         wiring.connect(m, net.drop, drops.drop)
-        wiring.connect(m, net.tx_drop, tx_drops.drop)
-        m.d.comb += net.ip_tx.valid.eq(0)          # no TCP yet
 
         r = core.net
         self._configure(m, r, port, net)
         self._count(m, r, port, net, drops)
-        for k, (_, name) in enumerate(NET_TX_DROP_COUNTERS):
-            m.d.comb += getattr(r, name.lower()).count.eq(tx_drops.counts[k])
         self._arp(m, r, net)
         return m
 
@@ -154,7 +149,6 @@ class NicTop(wiring.Component):
             net.mac.eq(mac),
             net.ip.eq(r.net_ip.ip),
             net.prefix.eq(r.net_prefix.prefix),
-            net.gateway.eq(r.net_gateway.ip),
         ]
 
     @staticmethod

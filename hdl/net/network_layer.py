@@ -46,6 +46,11 @@ class NetworkLayer(wiring.Component):
         Slots of the ARP cache (1 to 64).
     rx_depth : int
         Octets of the receive classification buffer (a power of 2, at least 4096).
+    send_path : bool
+        Build the send path (:class:`~rnic.hdl.net.ipv4_tx.Ipv4Tx`; default ``True``).
+        Without it the ports ``ip_tx``, ``tx_drop`` and ``gateway`` do not exist and only
+        ARP frames and echo replies are sent: for a top with no layer above that sends
+        (no logic for a port nothing drives).
 
     Ports
     -----
@@ -101,22 +106,25 @@ class NetworkLayer(wiring.Component):
     ``2 * ceil(42 / W) + 2`` cycles.
     """
 
-    def __init__(self, *, width, arp_entries=8, rx_depth=4096):
+    def __init__(self, *, width, arp_entries=8, rx_depth=4096, send_path=True):
         self._width = check_width(width)
         self._entries = check_entries(arp_entries)
         self._rx_depth = check_depth("rx_depth", rx_depth, width)
+        if not isinstance(send_path, bool):
+            raise TypeError(f"send_path must be a bool, not {send_path!r}")
+        self._send = send_path
         beat = stream.Signature(FrameBeat(width=width))
+        send = {"ip_tx": In(stream.Signature(Ipv4TxBeat(width=width))),
+                "tx_drop": Out(TxDropEvent), "gateway": In(32)} if send_path else {}
         super().__init__({
             "rx": In(beat),
             "tx": Out(beat),
             "tcp": Out(beat),
-            "ip_tx": In(stream.Signature(Ipv4TxBeat(width=width))),
             "drop": Out(DropEvent),
-            "tx_drop": Out(TxDropEvent),
             "mac": In(48),
             "ip": In(32),
             "prefix": In(6),
-            "gateway": In(32),
+            **send,
             "arp_write": In(stream.Signature(ArpWrite(entries=arp_entries))),
             "arp_request": In(stream.Signature(32)),
             "arp_lookup_ip": In(32),
@@ -132,8 +140,8 @@ class NetworkLayer(wiring.Component):
         m.submodules.arp = arp = ArpResponder(width=W)
         m.submodules.arp_cache = cache = ArpCache(entries=self._entries)
         m.submodules.echo = echo = IcmpEcho(width=W, max_len=MAX_FRAME_LEN)
-        m.submodules.ipv4_tx = ipv4_tx = Ipv4Tx(width=W)
-        m.submodules.tx_arbiter = arbiter = TxArbiter(width=W, inputs=len(TX_INPUTS))
+        inputs = TX_INPUTS if self._send else TX_INPUTS[:-1]
+        m.submodules.tx_arbiter = arbiter = TxArbiter(width=W, inputs=len(inputs))
 
         wiring.connect(m, wiring.flipped(self.rx), classify.i)
         wiring.connect(m, classify.arp, arp.i)
@@ -142,16 +150,21 @@ class NetworkLayer(wiring.Component):
         wiring.connect(m, classify.drop, wiring.flipped(self.drop))
         wiring.connect(m, arp.learn, cache.learn)
         wiring.connect(m, wiring.flipped(self.arp_write), cache.write)
-        self._requests(m, ipv4_tx.arp_request, self.arp_request, arp.request)
         m.d.comb += [classify.ip.eq(self.ip), arp.mac.eq(self.mac), arp.ip.eq(self.ip),
                      echo.mac.eq(self.mac), echo.ip.eq(self.ip), echo.ident.eq(self.ident),
                      cache.lookup_ip.eq(self.arp_lookup_ip),
                      self.arp_lookup_hit.eq(cache.lookup_hit),
                      self.arp_lookup_mac.eq(cache.lookup_mac)]
-        self._send_path(m, ipv4_tx, cache, echo)
-
-        sources = {"arp": arp.o, "echo": echo.o, "ip_tx": ipv4_tx.o}
-        for k, name in enumerate(TX_INPUTS):
+        sources = {"arp": arp.o, "echo": echo.o}
+        if self._send:
+            m.submodules.ipv4_tx = ipv4_tx = Ipv4Tx(width=W)
+            self._requests(m, ipv4_tx.arp_request, self.arp_request, arp.request)
+            self._send_path(m, ipv4_tx, cache, echo)
+            sources["ip_tx"] = ipv4_tx.o
+        else:
+            wiring.connect(m, wiring.flipped(self.arp_request), arp.request)
+            m.d.sync += self.ident.eq(self.ident + echo.ident_take)
+        for k, name in enumerate(inputs):
             wiring.connect(m, sources[name], arbiter.i[k])
         wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
         return m

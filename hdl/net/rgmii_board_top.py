@@ -49,7 +49,7 @@ class RgmiiNetStack(Elaboratable):
         self.rgmii_rx = RgmiiRx(**rx_pins)
         self.rgmii_tx = RgmiiTx(**tx_pins)
         self.port = EthernetPort(width=width)
-        self.net = NetworkLayer(width=width)
+        self.net = NetworkLayer(width=width, send_path=False)
         self.rx_clk = self.rgmii_rx.rx_clk
         self._mac, self._ip, self._prefix = mac, ip, prefix
 
@@ -64,7 +64,7 @@ class RgmiiNetStack(Elaboratable):
         wiring.connect(m, port.rx, net.rx)
         wiring.connect(m, net.tx, port.tx)
         m.d.comb += [port.mac.eq(self._mac), net.mac.eq(self._mac), net.ip.eq(self._ip),
-                     net.prefix.eq(self._prefix), net.tcp.ready.eq(1), net.ip_tx.valid.eq(0),
+                     net.prefix.eq(self._prefix), net.tcp.ready.eq(1),
                      net.arp_write.valid.eq(0), net.arp_request.valid.eq(0)]
         return m
 

@@ -533,9 +533,10 @@ NET_TX_DROP_COUNTERS = tuple((reason, f"NET_TX_{reason.name}") for reason in TxD
 
 _NET_TX_DROP_DOC = {
     TxDrop.NO_ROUTE: "Packets of the layer above dropped: the destination is outside the prefix "
-                     "and NET_GATEWAY is 0.",
+                     "and NET_GATEWAY is 0 (0 in a build without the send path, which comes "
+                     "with TCP).",
     TxDrop.ARP_MISS: "Packets of the layer above dropped: the next hop is not in the ARP cache "
-                     "(an ARP request for it was sent instead).",
+                     "(an ARP request for it was sent instead; 0 without the send path).",
 }
 
 _NET_RX_DOC = {
@@ -597,7 +598,8 @@ NET_BLOCK = Block(
              _f("LEN", 0, 16, "Longest frame the MAC accepts, in octets without FCS (longer: "
                               "GIANT).", reset=MAX_FRAME_LEN)),
         _word("NET_GATEWAY", 0x418, RW, "IP", "IPv4 address of the next hop for destinations "
-              "outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE)."),
+              "outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by "
+              "the send path, which comes with TCP."),
         *(_word(name, NET_RX_BASE + 4 * reason, RO, "COUNT", _NET_RX_DOC[reason])
           for reason, name in NET_RX_COUNTERS),
         _word("NET_RX_TCP", 0x480, RO, "COUNT", "IPv4 TCP packets for the NIC's address with a good "

@@ -323,3 +323,15 @@ def test_network_layer(width):
 @pytest.mark.parametrize("width", [16, 32])
 def test_network_layer_wide(width):
     _verilator(width)
+
+
+def test_without_send_path():
+    """``send_path=False``: no ``ip_tx``, ``tx_drop`` or ``gateway`` port (nothing to drive
+    them in a top without TCP); a non-bool is refused by name."""
+    from rnic.hdl.net.network_layer import NetworkLayer
+    members = NetworkLayer(width=4, send_path=False).signature.members
+    assert "tx" in members and "arp_request" in members
+    assert not {"ip_tx", "tx_drop", "gateway"} & set(members)
+    assert {"ip_tx", "tx_drop", "gateway"} <= set(NetworkLayer(width=4).signature.members)
+    with pytest.raises(TypeError, match="send_path must be a bool, not 1"):
+        NetworkLayer(width=4, send_path=1)
