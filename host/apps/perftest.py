@@ -82,7 +82,8 @@ Notes on this implementation:
 * The active side waits :data:`FIRST_FPDU_DELAY` after the MPA Reply of the
   test connection before the measured run (siw 6.1 can miss an FPDU that
   follows its Reply at once); a client waits :data:`CLOSE_PAUSE`
-  after the close handshake before closing.
+  after the close handshake before closing; a server waits (at most
+  :data:`PEER_CLOSE_WAIT`) for the client to close the exchange connection first.
 * perftest's GID, LID, QPN and PSN mean nothing on iWARP with rdma_cm; they
   are exchanged and printed, not used.
 
@@ -156,6 +157,9 @@ RX_MARGIN = 16
 FIRST_FPDU_DELAY = 0.1
 #: Pause of a client between the close handshake and closing its connections.
 CLOSE_PAUSE = 0.2
+#: Longest wait of a server, after the close handshake, for the client to close the exchange
+#: connection before it closes its connections itself.
+PEER_CLOSE_WAIT = 10.0
 
 
 class PerftestError(Exception):
@@ -893,6 +897,11 @@ class _Run:
                 self._digests.append(hashlib.sha256(data).hexdigest())
                 self.traffic["nonzero"] = any(data)
         comm.handshake(self.local, "the close handshake")
+        # perftest's client disconnects once it has our close message. Closing first raced a
+        # client slowed down by a busy machine: our socket was gone before the client's
+        # stack had finished its last Send, so the client saw a reset ("Bad wc status 2",
+        # LOC_QP_OP_ERR, "Failed to close connection"). Let the client go first.
+        comm.dp.wait_closed(min(self.timeout, PEER_CLOSE_WAIT))
 
     def run_test_qp(self, tneg):
         """On the negotiated test QP connection: the data path, the handshakes, this role's
