@@ -382,6 +382,8 @@ class BuildReport:
     tns_ns: float | None = None
     paths: list = dataclasses.field(default_factory=list)
     tools: dict = dataclasses.field(default_factory=dict)
+    # resources per block of the design from Yosys's netlist (block_resources), largest first
+    blocks: list = dataclasses.field(default_factory=list)
     warnings: list = dataclasses.field(default_factory=list)
 
     def to_json(self):
@@ -412,6 +414,10 @@ class BuildReport:
                 lines.append(f"  {label:<32} {u['used']:>6} / {u['available']:<6} {u['percent']:5.1f} %")
         if self.harness_ffs:
             lines.append(f"  (of the flip-flops, {self.harness_ffs} are the benchmark harness's)")
+        if self.blocks:
+            lines.append("  by block (Yosys netlist, before packing): LUT4, FF, DP16KD")
+            for b in self.blocks[:BLOCK_LINES]:
+                lines.append(f"    {b['block']:<36} {b['lut4']:>6} {b['ff']:>6} {b['bram']:>4}")
         if self.failing_endpoints:
             lines.append(f"  failing endpoints of the core clock: {self.failing_endpoints} (total "
                          f"negative slack {self.tns_ns:.1f} ns); worst paths, slack, register "
@@ -647,7 +653,7 @@ def build(config: BuildConfig, *, progress=None):
         register_copies=kept,
         tools={"yosys": _tool_version(env, "YOSYS", "-V"),
                "nextpnr-ecp5": _tool_version(env, "NEXTPNR_ECP5", "--version")},
-        warnings=warnings, **failing,
+        warnings=warnings, blocks=block_resources(out / f"{name}.json"), **failing,
     )
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
     if not report.timing_met and not config.allow_timing_fail:
@@ -656,6 +662,41 @@ def build(config: BuildConfig, *, progress=None):
         raise TimingFailure(f"timing not met: {missed} (products in {out}; "
                             "--allow-timing-fail keeps this a success)", report)
     return report
+
+
+#: Blocks listed in the text report (the JSON report has them all).
+BLOCK_LINES = 12
+#: Levels of the design hierarchy a block of the report has at most (``logic.core.net``).
+BLOCK_DEPTH = 3
+#: Suffixes Yosys's ECP5 mapping appends to the net name a cell is named after.
+_CELL_SUFFIX = re.compile(r"[$]|_TRELLIS|_LUT4|_CCU2C|_PFUMX|_L6MUX|_DPR16X4|_DP16KD|_MULT")
+
+
+def block_resources(netlist, depth=BLOCK_DEPTH):
+    """LUT4, FF and DP16KD per block of the design: the cells of Yosys's flattened netlist
+    (``top.json``) grouped by the hierarchy of the net each is named after, cut to
+    ``depth`` levels (e.g. ``logic.core.net``: the NIC's network layer). A CCU2C (carry)
+    counts as two LUT4, a TRELLIS_DPR16X4 (distributed RAM) as its own ``lutram``; cells
+    whose name has no hierarchy are the top's own (``(top)``). Approximate: logic that
+    synthesis shared between blocks counts where its output net lives. Largest first, as
+    dicts ``block, lut4, ff, bram, lutram``; empty when there is no netlist."""
+    try:
+        cells = json.loads(Path(netlist).read_text())["modules"]["top"]["cells"]
+    except (OSError, ValueError, KeyError):
+        return []
+    kinds = {"LUT4": ("lut4", 1), "CCU2C": ("lut4", 2), "TRELLIS_FF": ("ff", 1),
+             "DP16KD": ("bram", 1), "TRELLIS_DPR16X4": ("lutram", 1)}
+    blocks = {}
+    for name, cell in cells.items():
+        kind = kinds.get(cell.get("type"))
+        if kind is None:
+            continue
+        path = _CELL_SUFFIX.split(name.lstrip("\\"), 1)[0].split(".")[:-1]
+        block = ".".join(path[:depth]) or "(top)"
+        row = blocks.setdefault(block, {"block": block, "lut4": 0, "ff": 0, "bram": 0,
+                                        "lutram": 0})
+        row[kind[0]] += kind[1]
+    return sorted(blocks.values(), key=lambda b: (-b["lut4"], b["block"]))
 
 
 def _failing_paths(sdf, mhz, limit):

@@ -291,6 +291,11 @@ def test_real_build_ethernet(tmp_path):
     res = rep["resources"]
     assert 2000 < res["lut4"]["used"] < 10000 and res["bram"]["used"] >= 4
     assert res["pll"]["used"] == 1 and (out / "top.bit").stat().st_size > 100_000
+    blocks = {b["block"]: b for b in rep["blocks"]}               # the report names the blocks
+    for block in ("stack.net.classify", "stack.net.echo", "stack.port.mac_rx",
+                  "stack.port.mac_tx"):
+        assert blocks[block]["lut4"] > 50, block
+    assert sum(b["bram"] for b in blocks.values()) == res["bram"]["used"]
 
 
 _UNPLACEABLE_LOG = """\
@@ -322,3 +327,31 @@ def test_failure_diagnosis():
     line = md.splitlines()[-1]
     assert line.startswith("| 8 | 1024 | - | build failed: pnr failed") and "see x" not in line
     assert "| 29225 | 66.7 | 19570 |" in line and "| 447 | 2 |" in line
+
+
+def test_block_resources(tmp_path):
+    """Resources per block from Yosys's netlist: cells grouped by the hierarchy of the net
+    they are named after, cut to three levels, a carry cell as two LUT4, largest first."""
+    cells = {
+        "logic.core.net.arp.head_TRELLIS_FF_Q": "TRELLIS_FF",
+        "logic.core.net.arp.head_TRELLIS_FF_Q_1": "TRELLIS_FF",
+        "logic.core.net.echo.sum_LUT4_Z": "LUT4",
+        "logic.core.net.echo.sum_CCU2C_S0": "CCU2C",
+        "logic.core.eth.rx_buffer.mem.0.0": "DP16KD",      # a memory: its own name, no suffix
+        "logic.core.eth.mac_rx.crc$12_LUT4_Z": "LUT4",
+        "\\heartbeat_TRELLIS_FF_Q": "TRELLIS_FF",
+        "o$50_LUT4_D": "LUT4",
+        "logic.core.eth.tx_cdc.storage_DPR16X4": "TRELLIS_DPR16X4",
+        "logic.core.eth.x_PFUMX_Z": "PFUMX",                    # not counted
+    }
+    path = tmp_path / "top.json"
+    path.write_text(json.dumps({"modules": {"top": {"cells": {
+        name: {"type": kind} for name, kind in cells.items()}}}}))
+    got = {b["block"]: b for b in flow.block_resources(path)}
+    assert got["logic.core.net"] == {"block": "logic.core.net", "lut4": 3, "ff": 2, "bram": 0,
+                                     "lutram": 0}
+    assert got["logic.core.eth"] == {"block": "logic.core.eth", "lut4": 1, "ff": 0, "bram": 1,
+                                     "lutram": 1}
+    assert got["(top)"] == {"block": "(top)", "lut4": 1, "ff": 1, "bram": 0, "lutram": 0}
+    assert [b["block"] for b in flow.block_resources(path)][0] == "logic.core.net"
+    assert flow.block_resources(tmp_path / "missing.json") == []
