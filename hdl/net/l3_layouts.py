@@ -3,9 +3,8 @@
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import Out
-from amaranth.utils import bits_for
 
-from .layouts import RxDrop, TxDrop
+from .layouts import FrameBeat, RxDrop, TxDrop
 
 __all__ = ["Route", "ArpBinding", "ArpWrite", "arp_write_layout", "DropEvent", "TxDropEvent",
            "Ipv4TxBeat"]
@@ -80,12 +79,6 @@ class Ipv4TxBeat(data.StructLayout):
 
     def __init__(self, *, width):
         self.width = width
-        super().__init__({
-            "data":   unsigned(8 * width),
-            "n":      unsigned(bits_for(width)),
-            "first":  unsigned(1),
-            "last":   unsigned(1),
-            "dst":    unsigned(32),
-            "proto":  unsigned(8),
-            "length": unsigned(16),
-        })
+        frame = {name: field.shape for name, field in FrameBeat(width=width)}
+        super().__init__({**frame, "dst": unsigned(32), "proto": unsigned(8),
+                          "length": unsigned(16)})
