@@ -75,7 +75,8 @@ class RegisterBank(wiring.Component):
         STag table rows (1 .. 65535, default 256), reported in CAPS.STAGS.
     network : int
         1 in a design with the network layer, 0 (default) without; reported in
-        NET_CAPS.NETWORK.
+        NET_CAPS.NETWORK. Without it the other Network registers read 0 and ignore writes
+        (no storage, no ports: :meth:`rnic.host.spec.regmap.RegisterMap.decoded`).
     arp_entries : int
         ARP cache slots (0 .. 64, default 0), reported in NET_CAPS.ARP_ENTRIES.
     regmap : RegisterMap
@@ -136,6 +137,8 @@ class RegisterBank(wiring.Component):
         self.params = {"width": width, "connections": connections, "stags": stags,
                        "network": network, "arp_entries": arp_entries}
         regmap.check_params(self.params)
+        # a build without the network layer decodes its registers as constants (read 0)
+        regmap = regmap.decoded(self.params)
         self.regmap = regmap
         self.width = width
         self.connections = connections

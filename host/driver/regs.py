@@ -663,7 +663,7 @@ class BankModel(Transport):
 
     def __init__(self, *, regmap=REGMAP, on_pulse=None, **params):
         params = regmap.complete_params({"stags": 256, **params})
-        self.map = regmap
+        self.map = regmap.decoded(params)
         self.params = params
         self.on_pulse = on_pulse
         self.state = {}      # (reg, field) -> value of RW and W1C storage

@@ -373,6 +373,21 @@ class RegisterMap:
         self.check_params(params)
         return params
 
+    def decoded(self, params):
+        """The map as a build with ``params`` decodes it: without the network layer
+        (``network`` 0) the Network block's registers but NET_CAPS read 0 and ignore writes
+        (constant fields), so that a design without one spends no logic on them."""
+        if self.complete_params(params)["network"]:
+            return self
+        blocks = []
+        for b in self.blocks:
+            if b.title == NET_BLOCK.title:
+                b = dataclasses.replace(b, registers=tuple(
+                    r if r.name == "NET_CAPS" else _absent(r) for r in b.registers))
+            blocks.append(b)
+        return RegisterMap(blocks, name=self.name, addr_width=self.addr_width,
+                           version=self.version)
+
     def check_params(self, params):
         """Check build parameters (``{"width": 8, ...}``) against :data:`PARAMS` and the RO fields."""
         for name in self.params_used():
@@ -570,10 +585,17 @@ def _mac_regs(prefix, addr, access, doc, reset=None):
     )
 
 
+def _absent(register):
+    """``register`` in a build that lacks its block: one constant field reading 0."""
+    return dataclasses.replace(register, access=RO, reset=None, fields=(
+        Field("ABSENT", 0, 32, RO, 0, "Not in this build: reads 0, writes are ignored.",
+              const=True),))
+
+
 NET_BLOCK = Block(
     "Network", "The network layer below TCP (MAC, ARP, IPv4, ICMP echo; see rnic.hdl.net): the "
     "NIC's addresses, frame counters and the ARP cache. They mean something only where "
-    "NET_CAPS.NETWORK is 1 (elsewhere the RW registers are plain storage and the RO ones read 0). "
+    "NET_CAPS.NETWORK is 1 (elsewhere they read 0 and ignore writes). "
     "Addresses are big-endian: the first octet on the wire in the top bits (IPv4 169.254.7.2 is "
     "0xA9FE0702). Change the addresses and NET_MAX_LEN only while no frame is moving. The "
     "counters are 32 bits, wrap, count from reset (CTRL.CLEAR_COUNTERS and SOFT_RESET leave them): "

@@ -17,7 +17,8 @@ from rnic.host.driver import regs
 from rnic.host.spec.regmap import MAGIC, REGMAP, VERSION_MAJOR, VERSION_MINOR
 from rnic.sim.runner import run, verilog
 
-PARAMS = {"width": 8, "connections": 16, "stags": 64}
+#: The whole map, Network block included (``network=0`` below: a core without one).
+PARAMS = {"width": 8, "connections": 16, "stags": 64, "network": 1, "arp_entries": 8}
 
 
 # -- (a) ---------------------------------------------------------------------------
@@ -167,6 +168,32 @@ def test_amaranth_sim_quick():
     sim.add_testbench(testbench)
     sim.add_process(count_pulses)
     sim.run()
+
+
+def test_without_the_network_layer_its_registers_read_0_and_cost_nothing():
+    """A core without the network layer (``network=0``): NET_CAPS says so, the other Network
+    registers answer OKAY, read 0 and keep nothing written; the bank has no ports for them."""
+    dut = RegisterBank(width=8, connections=16, stags=64)
+    assert not [name for name in dut.signature.members["regs"].signature.members
+                if name.startswith("net_")]
+    full = RegisterBank(**PARAMS).signature.members["regs"].signature.members
+    assert "net_mac_hi" in full and "net_rx_good" in full
+
+    async def testbench(ctx):
+        bus = _Axil(ctx, dut.s_axil)
+        assert await bus.read(REGMAP["NET_CAPS"].addr) == (0, RESP_OKAY)
+        for name in ("NET_MAC_HI", "NET_IP", "NET_MAX_LEN", "NET_ARP_ENTRY"):
+            addr = REGMAP[name].addr
+            assert (await bus.write(addr, 0xFFFFFFFF))[0] == RESP_OKAY
+            assert await bus.read(addr) == (0, RESP_OKAY), name
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    model = regs.BankModel(width=8, connections=16)
+    model.write32(REGMAP["NET_IP"].addr, 0x0A000001)
+    assert model.read32(REGMAP["NET_IP"].addr) == 0
 
 
 # -- (c) ---------------------------------------------------------------------------
