@@ -59,10 +59,10 @@ def _progress_printer():
               help="rnic: the RNIC core (RnicCore); framer: a small core (register bank + MPA TX "
                    "framer) that builds in minutes; ddp_rx, ddp_tx, mpa_rx, mpa_tx: that block "
                    "of the core alone (with --top harness), to see what each costs.")
-@click.option("--top", type=click.Choice(_TOP_NAMES), default="nic", show_default=True,
-              help="nic: the NIC (RGMII port 0, MAC, ARP/IPv4/ICMP, the RNIC core, UART "
-                   "register bridge, LEDs); core: the core with the UART bridge and a traffic "
-                   "loopback, no network; harness: the core alone in a benchmark harness; "
+@click.option("--top", type=click.Choice(_TOP_NAMES), default="core", show_default=True,
+              help="core: the RNIC core with the UART bridge and a traffic loopback, no "
+                   "network; nic: the NIC (RGMII port 0, MAC, ARP/IPv4/ICMP, the RNIC core, "
+                   "UART register bridge, LEDs); harness: the core alone in a benchmark harness; "
                    "ethernet: the Ethernet bring-up top (RGMII, MAC, ARP and ping in "
                    "gateware, no core: --core, --connections and --baud do not apply).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=1, show_default=True,
@@ -89,7 +89,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
               allow_timing_fail, paths, nextpnr_opts, sweep, sweep_widths, sweep_connections):
     """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
 
-    Elaborates a top (the NIC unless --top says otherwise), runs Amaranth's build
+    Elaborates a top (the core unless --top says otherwise), runs Amaranth's build
     script with the YoWASP tools of this environment, and reports per clock
     domain the fmax against the constraint, LUT4/FF/block RAM/DSP use and
     share of the device, and the seconds per stage. Exits 1 when timing is
@@ -98,10 +98,10 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
 
     \b
     Examples:
-      rnic build --board versa_ecp5                    # the NIC: W=4, 16 connections
-      rnic build --board ecpix5 --top core --width 4 --json
-      rnic build --top core --width 8                  # the core without network, 125 MHz
-      rnic build --top core --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
+      rnic build --board versa_ecp5                    # the core: W=8, 16 connections, 125 MHz
+      rnic build --board ecpix5 --width 4 --json
+      rnic build --top nic --allow-timing-fail         # the NIC: RGMII, MAC, ARP/IP, core W=4
+      rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
       rnic build --top harness --width 16 --out /tmp/w16  # the core alone
       rnic build --top harness --core ddp_rx --allow-timing-fail  # one block alone
       rnic build --top ethernet --json --allow-timing-fail     # RGMII + MAC + ARP/ping, W=4

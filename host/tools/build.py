@@ -68,8 +68,10 @@ CORES = ("rnic", "framer")
 #: top (:class:`~rnic.hdl.net.rgmii_board_top.EthernetBoardTop`: RGMII, MAC, ARP and
 #: ping, no core).
 TOPS = ("nic", "core", "harness", "ethernet")
-#: The top ``rnic build`` builds unless told: the NIC, what a board user expects.
-DEFAULT_TOP = "nic"
+#: The top ``rnic build`` builds unless told: the core with its UART bridge, until the NIC
+#: carries RDMA traffic (TCP) and routes on the Versa's LFE5UM-45F (docs/build.md); then
+#: the NIC, what a board user expects.
+DEFAULT_TOP = "core"
 #: Datapath width of each top when ``BuildConfig.width`` is ``None``.
 DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
 #: Tops that build a core (``core`` and ``connections`` apply; ``nic`` only with the
@@ -309,8 +311,8 @@ def _build_root():
 class BuildConfig:
     """What to build.
 
-    ``top`` is one of :data:`TOPS`: ``"nic"`` (:class:`~rnic.hdl.nic_board_top.NicBoardTop`,
-    the default), ``"core"`` (:class:`~rnic.hdl.board_top.BoardTop`), ``"harness"``
+    ``top`` is one of :data:`TOPS`: ``"nic"`` (:class:`~rnic.hdl.nic_board_top.NicBoardTop`),
+    ``"core"`` (:class:`~rnic.hdl.board_top.BoardTop`, the default), ``"harness"``
     (:class:`~rnic.hdl.board_top.CoreHarness`) or ``"ethernet"``
     (:class:`~rnic.hdl.net.rgmii_board_top.EthernetBoardTop`, without a core: ``core``,
     ``connections`` and ``baud`` do not apply to it). ``core`` names the core: ``"rnic"``

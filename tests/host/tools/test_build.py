@@ -166,17 +166,18 @@ def test_cores_agree_with_cli():
 
 
 def test_tops_agree_with_cli():
-    """``--top`` offers the flow's tops; the NIC is the default; each top has its default
-    width and build directory."""
+    """``--top`` offers the flow's tops; the core is the default (until the NIC carries
+    traffic and routes on the Versa); each top has its default width and build directory."""
     from rnic.host.cli.build import _TOP_NAMES
     assert _TOP_NAMES == flow.TOPS == ("nic", "core", "harness", "ethernet")
-    assert flow.BuildConfig().top == "nic" == flow.DEFAULT_TOP
-    assert flow.BuildConfig().width == 4 and flow.BuildConfig().has_core
-    assert flow.BuildConfig(top="core").width == 8 == flow.BuildConfig(top="harness").width
+    assert flow.BuildConfig().top == "core" == flow.DEFAULT_TOP
+    assert flow.BuildConfig().width == 8 and flow.BuildConfig().has_core
+    assert flow.BuildConfig(top="nic").width == 4 and flow.BuildConfig(top="nic").has_core
+    assert flow.BuildConfig(top="harness").width == 8
     eth = flow.BuildConfig(top="ethernet")
     assert eth.width == 4 and not eth.has_core and flow.BuildConfig(top="core").has_core
     assert eth.directory().name == "versa_ecp5-w4-ethernet"
-    assert flow.BuildConfig().directory().name == "versa_ecp5-w4-c16-nic"
+    assert flow.BuildConfig(top="nic").directory().name == "versa_ecp5-w4-c16-nic"
     assert flow.BuildConfig(top="core", width=16).directory().name == "versa_ecp5-w16-c16-core"
     assert flow.BuildConfig(top="ethernet", width=8).width == 8
     with pytest.raises(flow.BuildError,
@@ -210,7 +211,7 @@ def test_cli_usage_errors():
     assert r.exit_code == 2
     r = CliRunner().invoke(cli, ["build", "--core", "ddp_rx"])      # a block needs --top harness
     assert r.exit_code == 2 and "--top harness" in r.output
-    r = CliRunner().invoke(cli, ["build", "--core", "framer"])      # the NIC has the RNIC core
+    r = CliRunner().invoke(cli, ["build", "--top", "nic", "--core", "framer"])  # RnicCore only
     assert r.exit_code == 2 and "--top nic builds the RNIC core, not framer" in r.output
     r = CliRunner().invoke(cli, ["build", "--sweep", "--sweep-widths", "4,x"])
     assert r.exit_code == 2
@@ -218,7 +219,7 @@ def test_cli_usage_errors():
     assert r.exit_code == 2 and "'board' is not one of 'nic', 'core', 'harness'" in r.output
     r = CliRunner().invoke(cli, ["build", "--help"])
     assert r.exit_code == 0 and "rnic build --top ethernet" in r.output
-    assert "[default: nic]" in " ".join(r.output.split())
+    assert "[default: core]" in " ".join(r.output.split())
 
 
 @pytest.mark.parametrize("block, cls", [("mpa_tx", "MpaTxFramer"), ("ddp_tx", "DdpTx")])
@@ -240,7 +241,7 @@ def test_block_harness_elaborates(block, cls):
 def test_real_build(tmp_path):
     """Yosys + nextpnr-ecp5 + ecppack on the smallest board configuration."""
     out = tmp_path / "versa"
-    r = CliRunner().invoke(cli, ["build", "--board", "versa_ecp5", "--top", "core", "--width", "4",
+    r = CliRunner().invoke(cli, ["build", "--board", "versa_ecp5", "--width", "4",
                                  "--connections", "16", "--core", "framer", "--out", str(out),
                                  "--json", "--allow-timing-fail"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
