@@ -93,27 +93,26 @@ class NicTop(wiring.Component):
         #: The blocks, for a design around this top (LEDs, counters): ``eth`` the
         #: :class:`~rnic.hdl.net.ethernet_port.EthernetPort`, ``net`` the
         #: :class:`~rnic.hdl.net.network_layer.NetworkLayer`, ``core`` the RnicCore.
-        self.core = self._core = RnicCore(width=width, connections=connections, stags=stags,
-                              addr_width=addr_width, dp_depth=dp_depth, network=True,
-                              arp_entries=arp_entries)
-        self.eth = self._port = EthernetPort(width=width, rx_depth=eth_rx_depth,
-                                             tx_depth=eth_tx_depth)
+        self.core = RnicCore(width=width, connections=connections, stags=stags,
+                             addr_width=addr_width, dp_depth=dp_depth, network=True,
+                             arp_entries=arp_entries)
+        self.eth = EthernetPort(width=width, rx_depth=eth_rx_depth, tx_depth=eth_tx_depth)
         # The send path (Ipv4Tx) comes with TCP, its only user.
-        self.net = self._net = NetworkLayer(width=width, arp_entries=arp_entries,
-                                            rx_depth=net_rx_depth, send_path=False)
+        self.net = NetworkLayer(width=width, arp_entries=arp_entries, rx_depth=net_rx_depth,
+                                send_path=False)
         self.width = width
         self.connections = connections
         self.arp_entries = arp_entries
         # The core's ports but its bank's Network block, which this top connects inside.
-        core_ports = {name: member for name, member in self._core.signature.members.items()
+        core_ports = {name: member for name, member in self.core.signature.members.items()
                       if name != "net"}
         super().__init__({"gmii_rx": In(GmiiRx), "gmii_tx": Out(GmiiTx), **core_ports})
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.core = core = self._core
-        m.submodules.eth = port = self._port
-        m.submodules.net = net = self._net
+        m.submodules.core = core = self.core
+        m.submodules.eth = port = self.eth
+        m.submodules.net = net = self.net
         m.submodules.net_drops = drops = DropCounters()
 
         for name, member in core.signature.members.items():
