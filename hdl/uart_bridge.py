@@ -126,8 +126,12 @@ class UARTBridge(wiring.Component):
 
         addr = Signal(16)
         m.d.comb += addr.eq(frame[32:48])
+        # the address is inside the window: registered in DECODE (timing: no compare in
+        # front of the answer register's enable)
         in_window = Signal()
-        m.d.comb += in_window.eq(addr >> self.addr_width == 0)
+        # the slave's answer, registered before it is sent (timing, as in_window)
+        reply_data = Signal(32)
+        reply_status = Signal(8)
 
         drop = Signal()                    # a dropped octet / frame / timeout answer
         m.d.comb += [
@@ -146,22 +150,33 @@ class UARTBridge(wiring.Component):
             m.d.sync += [answer.eq(value << (8 * (6 - len(octets)))), to_send.eq(len(octets))]
             m.next = "ANSWER"
 
+        def reply(data, status):
+            m.d.sync += [reply_data.eq(data), reply_status.eq(status)]
+            m.next = "REPLY"
+
+        # Every state that loads the answer register decides from registers only (the
+        # command octet, in_window, the slave's registered answer): the bridge is slow,
+        # a cycle per step costs nothing, and it stays off the core clock's critical paths.
         with m.FSM(name="bridge"):
             with m.State("IDLE"):
                 m.d.comb += [rxq.r_en.eq(1), bus.bready.eq(1), bus.rready.eq(1)]
                 with m.If(rxq.r_rdy):
                     m.d.sync += [cmd.eq(rxq.r_data), *timer_restart()]
-                    with m.Switch(rxq.r_data):
-                        with m.Case(CMD_WRITE):
-                            m.d.sync += left.eq(6)
-                            m.next = "FRAME"
-                        with m.Case(CMD_READ):
-                            m.d.sync += left.eq(2)
-                            m.next = "FRAME"
-                        with m.Case(CMD_PING):
-                            send(ANS_PING, PROTOCOL_VERSION, self.addr_width)
-                        with m.Default():
-                            m.d.comb += drop.eq(1)
+                    m.next = "COMMAND"
+
+            with m.State("COMMAND"):
+                with m.Switch(cmd):
+                    with m.Case(CMD_WRITE):
+                        m.d.sync += left.eq(6)
+                        m.next = "FRAME"
+                    with m.Case(CMD_READ):
+                        m.d.sync += left.eq(2)
+                        m.next = "FRAME"
+                    with m.Case(CMD_PING):
+                        send(ANS_PING, PROTOCOL_VERSION, self.addr_width)
+                    with m.Default():
+                        m.d.comb += drop.eq(1)
+                        m.next = "IDLE"
 
             with m.State("FRAME"):
                 m.d.comb += rxq.r_en.eq(1)
@@ -178,9 +193,11 @@ class UARTBridge(wiring.Component):
             with m.State("DECODE"):
                 # a read's address arrived in frame[0:16]: move it where a write's is
                 with m.If(cmd == CMD_READ):
-                    m.d.sync += frame[32:48].eq(frame[0:16])
+                    m.d.sync += [frame[32:48].eq(frame[0:16]),
+                                 in_window.eq(frame[0:16] >> self.addr_width == 0)]
                     m.next = "CHECK_R"
                 with m.Else():
+                    m.d.sync += in_window.eq(addr >> self.addr_width == 0)
                     m.next = "CHECK_W"
 
             with m.State("CHECK_W"):
@@ -189,7 +206,7 @@ class UARTBridge(wiring.Component):
                     m.d.sync += [bus.awvalid.eq(1), bus.wvalid.eq(1)]
                     m.next = "WRITE"
                 with m.Else():
-                    send(ANS_WRITE, STATUS_DECERR)
+                    reply(0, STATUS_DECERR)
 
             with m.State("CHECK_R"):
                 m.d.sync += timer_restart()
@@ -197,7 +214,7 @@ class UARTBridge(wiring.Component):
                     m.d.sync += bus.arvalid.eq(1)
                     m.next = "READ"
                 with m.Else():
-                    send(ANS_READ, 0, 0, 0, 0, STATUS_DECERR)
+                    reply(0, STATUS_DECERR)
 
             with m.State("WRITE"):
                 m.d.comb += bus.bready.eq(1)
@@ -207,11 +224,11 @@ class UARTBridge(wiring.Component):
                 with m.If(bus.wready):
                     m.d.sync += bus.wvalid.eq(0)
                 with m.If(bus.bvalid):
-                    send(ANS_WRITE, Cat(bus.bresp, Const(0, 6)))
+                    reply(0, bus.bresp)
                 with m.Elif(bus_expired):
                     m.d.comb += drop.eq(1)
                     m.d.sync += [bus.awvalid.eq(0), bus.wvalid.eq(0)]
-                    send(ANS_WRITE, STATUS_TIMEOUT)
+                    reply(0, STATUS_TIMEOUT)
 
             with m.State("READ"):
                 m.d.comb += bus.rready.eq(1)
@@ -219,12 +236,18 @@ class UARTBridge(wiring.Component):
                 with m.If(bus.arready):
                     m.d.sync += bus.arvalid.eq(0)
                 with m.If(bus.rvalid):
-                    rd = bus.rdata
-                    send(ANS_READ, rd[24:32], rd[16:24], rd[8:16], rd[0:8], Cat(bus.rresp, Const(0, 6)))
+                    reply(bus.rdata, bus.rresp)
                 with m.Elif(bus_expired):
                     m.d.comb += drop.eq(1)
                     m.d.sync += bus.arvalid.eq(0)
-                    send(ANS_READ, 0, 0, 0, 0, STATUS_TIMEOUT)
+                    reply(0, STATUS_TIMEOUT)
+
+            with m.State("REPLY"):
+                rd = reply_data
+                with m.If(cmd == CMD_READ):
+                    send(ANS_READ, rd[24:32], rd[16:24], rd[8:16], rd[0:8], reply_status)
+                with m.Else():
+                    send(ANS_WRITE, reply_status)
 
             with m.State("ANSWER"):
                 m.d.comb += utx.i.valid.eq(1)
