@@ -756,7 +756,7 @@
 #define RNIC_SQ_CMD_ADDR 0x00000228u
 #define RNIC_SQ_CMD_RESET 0x00000000u
 #define RNIC_SQ_CMD_RW_MASK 0x00000000u
-/*   DOORBELL [0] pulse: Append the work request to the connection's send queue (ignored while FULL). */
+/*   DOORBELL [0] pulse: Append the work request to the connection's send queue (ignored while FULL). With SQ_WR.CONN not below CAPS.CONNECTIONS it completes at once with BAD_REQUEST (CQ_INFO.CONN as given, signaled or not). */
 #define RNIC_SQ_CMD_DOORBELL_SHIFT 0u
 #define RNIC_SQ_CMD_DOORBELL_WIDTH 1u
 #define RNIC_SQ_CMD_DOORBELL_MASK 0x00000001u
@@ -788,7 +788,7 @@
 #define RNIC_CQ_STATUS_VALID_WIDTH 1u
 #define RNIC_CQ_STATUS_VALID_MASK 0x00000001u
 #define RNIC_CQ_STATUS_VALID_RESET 0x00000000u
-/*   OVERFLOW [1] w1c: A completion was lost because the queue was full (write 1 to clear); never set by this build (the receive path waits instead). */
+/*   OVERFLOW [1] w1c: A completion was lost because the queue was full (write 1 to clear). */
 #define RNIC_CQ_STATUS_OVERFLOW_SHIFT 1u
 #define RNIC_CQ_STATUS_OVERFLOW_WIDTH 1u
 #define RNIC_CQ_STATUS_OVERFLOW_MASK 0x00000002u

@@ -4,12 +4,12 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rnic.host.spec.regmap import CqQueue, SqOpcode
+from rnic.host.spec.regmap import CqQueue, CqStatus, SqOpcode
 
 from ..ddp_rx import Completion, StagWrite
 from ..ddp_tx import ReadDone, TxCompletion
 from ..synth_hints import SyncFIFOBuffered
-from .layouts import CqEntry
+from .layouts import BadPost, CqEntry
 from .registers import register_signature
 from .slices import slice_into, slice_out_of
 
@@ -22,16 +22,19 @@ READ_RESPONSE = 2
 
 class CompletionQueue(wiring.Component):
     """The one completion queue of the host (``depth`` entries, CQ_*): the transmit path's
-    work request completions (``tx``: QUEUE SQ, CQ_WR_ID = SQ_ID; taken first) and the
-    receive path's (``rx``: QUEUE RQ).
+    work request completions (``tx``: QUEUE SQ, CQ_WR_ID = SQ_ID; taken first), doorbells
+    for connections that do not exist (``bad``: QUEUE SQ, BAD_REQUEST) and the receive
+    path's (``rx``: QUEUE RQ).
 
     A receive-path completion of an RDMA Read Response message goes to the transmit
     path's ``read_done`` while ``host_reads`` is 0 (it completes the connection's oldest
     outstanding RDMA Read), else into the queue as an SQ/RDMA_READ entry with CQ_WR_ID
     0 and CQ_STAG/CQ_TO. One of a Send with Invalidate is offered on ``invalidate`` (the
     transmit path's copy of the STag row is written invalid), one at a time: a
-    receive-path completion waits while one is pending. A full queue back-pressures both
-    paths. CQ_CMD.POP drops the head.
+    receive-path completion waits while one is pending. A completion that finds the queue
+    full is lost and sets CQ_STATUS.OVERFLOW (W1C): neither path ever waits for the host
+    (a host that stops popping must not stall every connection's traffic; its Send with
+    Invalidate still invalidates). CQ_CMD.POP drops the head.
 
     Ports
     -----
@@ -42,6 +45,8 @@ class CompletionQueue(wiring.Component):
         :class:`~rnic.hdl.ddp_rx.DdpRx` ``cq``.
     tx : In(stream.Signature(TxCompletion))
         :class:`~rnic.hdl.ddp_tx.DdpTx` ``cq``.
+    bad : In(stream.Signature(BadPost))
+        :class:`~rnic.hdl.rnic_core.sq_post.WorkRequestPost` ``bad``.
     read_done : Out(stream.Signature(ReadDone))
         To :class:`~rnic.hdl.ddp_tx.DdpTx` ``read_done``.
     invalidate : Out(stream.Signature(StagWrite))
@@ -67,7 +72,7 @@ class CompletionQueue(wiring.Component):
     """
 
     #: The register fields the component uses.
-    REGISTERS = ("cq_cmd.pop", "cq_status", "cq_wr_id", "cq_info", "cq_length", "cq_inv_stag", "cq_msn",
+    REGISTERS = ("cq_cmd.pop", "cq_status", "cq_status.overflow_set", "cq_wr_id", "cq_info", "cq_length", "cq_inv_stag", "cq_msn",
                  "cq_stag", "cq_to_lo", "cq_to_hi")
 
     def __init__(self, *, connections, stags, depth):
@@ -78,6 +83,7 @@ class CompletionQueue(wiring.Component):
             "regs": In(register_signature(*self.REGISTERS)),
             "rx": In(stream.Signature(Completion(connections=connections))),
             "tx": In(stream.Signature(TxCompletion(connections=connections))),
+            "bad": In(stream.Signature(BadPost())),
             "read_done": Out(stream.Signature(ReadDone(connections=connections))),
             "invalidate": Out(stream.Signature(StagWrite(stags=stags, connections=connections))),
             "host_reads": In(1),
@@ -106,15 +112,28 @@ class CompletionQueue(wiring.Component):
             tx_e.rx.opcode.eq(txc.payload.opcode), tx_e.rx.wr_id.eq(txc.payload.wr_id),
             tx_e.rx.length.eq(txc.payload.length),
         ]
+        bad = self.bad
+        bad_e = Signal(cq_l)
+        m.d.comb += [
+            bad_e.tx.eq(1), bad_e.bad.eq(1), bad_e.bad_conn.eq(bad.payload.conn),
+            bad_e.status.eq(CqStatus.BAD_REQUEST), bad_e.rx.opcode.eq(bad.payload.opcode),
+            bad_e.rx.wr_id.eq(bad.payload.wr_id),
+        ]
         rx_e = Signal(cq_l)
         m.d.comb += rx_e.rx.eq(rxc.payload)
+        # one writer per cycle: tx, then bad, then rx; each is taken whether or not there is
+        # room (without room it is lost: OVERFLOW)
+        rx_take = Signal()
         m.d.comb += [
-            cqf.w_data.eq(Mux(txc.valid, tx_e, rx_e)),
-            cqf.w_en.eq(cq_room & (txc.valid | (rxc.valid & ~to_tx & ~inv.valid))),
-            txc.ready.eq(cq_room),
+            rx_take.eq(rxc.valid & ~to_tx & ~txc.valid & ~bad.valid & ~inv.valid),
+            cqf.w_data.eq(Mux(txc.valid, tx_e, Mux(bad.valid, bad_e, rx_e))),
+            cqf.w_en.eq(cq_room & (txc.valid | bad.valid | rx_take)),
+            r.cq_status.overflow_set.eq(~cq_room & (txc.valid | bad.valid | rx_take)),
+            txc.ready.eq(1),
+            bad.ready.eq(~txc.valid),
             rdd.valid.eq(rxc.valid & to_tx),
             rdd.payload.conn.eq(rxc.payload.conn), rdd.payload.length.eq(rxc.payload.length),
-            rxc.ready.eq(Mux(to_tx, rdd.ready, cq_room & ~txc.valid & ~inv.valid)),
+            rxc.ready.eq(Mux(to_tx, rdd.ready, rx_take)),
         ]
         with m.If(rxc.valid & rxc.ready & ~to_tx & rxc.payload.invalidated):
             m.d.sync += [inv.valid.eq(1), inv.payload.index.eq(rxc.payload.inval_stag),
@@ -137,7 +156,7 @@ class CompletionQueue(wiring.Component):
             r.cq_info.invalidated.eq(~rresp & cq.invalidated),
             r.cq_info.solicited.eq(~rresp & cq.solicited),
             r.cq_info.status.eq(ce.status),
-            r.cq_info.conn.eq(cq.conn),
+            r.cq_info.conn.eq(Mux(ce.bad, ce.bad_conn, cq.conn)),
             r.cq_length.length.eq(cq.length),
             r.cq_inv_stag.stag.eq(Mux(~rresp & cq.invalidated, cq.inval_stag, 0)),
             r.cq_msn.msn.eq(Mux(rresp, 0, cq.msn)),

@@ -485,6 +485,7 @@ class RnicCore(wiring.Component):
 
         wiring.connect(d, ddp.cq, cq.rx)
         wiring.connect(d, dtx.cq, cq.tx)
+        wiring.connect(d, sq_post.bad, cq.bad)
         wiring.connect(d, cq.read_done, dtx.read_done)
         wiring.connect(d, cq.invalidate, stag_writer.invalidate)
         wiring.connect(d, ddp.rrq, rrq.i)

@@ -4,7 +4,7 @@ and of its memory rows and queue entries."""
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 
-from rnic.host.spec.regmap import ConnState, CqStatus, DpCrc, DpError
+from rnic.host.spec.regmap import ConnState, CqStatus, DpCrc, DpError, SqOpcode
 
 from ..beat import conn_bits
 from ..ddp_rx import Completion
@@ -82,14 +82,23 @@ class MarkerConfig(data.StructLayout):
                           "phase": unsigned(9)})
 
 
+class BadPost(data.StructLayout):
+    """A DOORBELL for a connection that does not exist (SQ_WR.CONN not below the core's
+    connections): it completes at once with BAD_REQUEST, CQ_INFO.CONN as given."""
+
+    def __init__(self):
+        super().__init__({"conn": unsigned(16), "opcode": SqOpcode, "wr_id": unsigned(32)})
+
+
 class CqEntry(data.StructLayout):
     """One entry of the host CQ: a receive-path :class:`~rnic.hdl.ddp_rx.Completion` or (``tx``)
     a transmit-path :class:`~rnic.hdl.ddp_tx.TxCompletion` (then ``status`` is its
-    :class:`~rnic.host.spec.regmap.CqStatus`)."""
+    :class:`~rnic.host.spec.regmap.CqStatus`); ``bad_conn``: a :class:`BadPost`'s
+    connection (``tx`` set, CQ_INFO.CONN shows it instead of ``rx.conn``)."""
 
     def __init__(self, *, connections):
         super().__init__({"rx": Completion(connections=connections), "tx": unsigned(1),
-                          "status": CqStatus})
+                          "status": CqStatus, "bad": unsigned(1), "bad_conn": unsigned(16)})
 
 
 class DpRxEntry(data.StructLayout):

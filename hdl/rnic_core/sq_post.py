@@ -5,6 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..ddp_tx import WorkRequest
+from .layouts import BadPost
 from .registers import register_signature
 
 __all__ = ["WorkRequestPost"]
@@ -13,11 +14,12 @@ __all__ = ["WorkRequestPost"]
 class WorkRequestPost(wiring.Component):
     """SQ_* + SQ_CMD.DOORBELL: one work request for the transmit path.
 
-    SQ_CMD.DOORBELL (while ``ready``, SQ_STATUS.BUSY 0 and SQ_WR.CONN below
-    ``connections``; otherwise ignored) latches SQ_WR, SQ_LADDR, SQ_LENGTH, SQ_LSTAG,
-    SQ_RSTAG, SQ_RTO, SQ_INV_STAG and SQ_ID and offers them on ``o``; SQ_STATUS.BUSY and
-    FULL are 1 until it was taken (the transmit path waits while the connection's send
-    queue is full).
+    SQ_CMD.DOORBELL (while ``ready`` and SQ_STATUS.BUSY 0; otherwise ignored) latches
+    SQ_WR, SQ_LADDR, SQ_LENGTH, SQ_LSTAG, SQ_RSTAG, SQ_RTO, SQ_INV_STAG and SQ_ID and
+    offers them on ``o``; SQ_STATUS.BUSY and FULL are 1 until it was taken (the transmit
+    path waits while the connection's send queue is full). A DOORBELL whose SQ_WR.CONN is
+    not below ``connections`` goes nowhere near the transmit path: it is offered on
+    ``bad`` instead, to complete at once with BAD_REQUEST (signaled or not: an error).
 
     Ports
     -----
@@ -28,8 +30,11 @@ class WorkRequestPost(wiring.Component):
         The core is ready (STATUS.READY).
     o : Out(stream.Signature(WorkRequest))
         To :class:`~rnic.hdl.ddp_tx.DdpTx` ``wr``.
+    bad : Out(stream.Signature(BadPost))
+        To :class:`~rnic.hdl.rnic_core.completion_queue.CompletionQueue` ``bad``.
 
-    Latency: ``o`` is valid from the cycle after the DOORBELL pulse. One request at a time.
+    Latency: ``o`` or ``bad`` is valid from the cycle after the DOORBELL pulse. One request
+    at a time.
     """
 
     #: The register fields the component uses.
@@ -42,13 +47,22 @@ class WorkRequestPost(wiring.Component):
             "regs": In(register_signature(*self.REGISTERS)),
             "ready": In(1),
             "o": Out(stream.Signature(WorkRequest(connections=connections))),
+            "bad": Out(stream.Signature(BadPost())),
         })
 
     def elaborate(self, platform):
         m = Module()
-        r, wr = self.regs, self.o
+        r, wr, bad = self.regs, self.o, self.bad
         sq_pend = Signal()
-        with m.If(r.sq_cmd.doorbell & self.ready & ~sq_pend & (r.sq_wr.conn < self.connections)):
+        bad_pend = Signal()
+        ring = r.sq_cmd.doorbell & self.ready & ~sq_pend & ~bad_pend
+        with m.If(ring & (r.sq_wr.conn >= self.connections)):
+            b = bad.payload
+            m.d.sync += [bad_pend.eq(1), b.conn.eq(r.sq_wr.conn), b.opcode.eq(r.sq_wr.opcode),
+                         b.wr_id.eq(r.sq_id.wr_id)]
+        with m.Elif(bad.ready):
+            m.d.sync += bad_pend.eq(0)
+        with m.If(ring & (r.sq_wr.conn < self.connections)):
             q = wr.payload
             m.d.sync += [
                 sq_pend.eq(1), q.opcode.eq(r.sq_wr.opcode), q.signaled.eq(r.sq_wr.signaled),
@@ -59,5 +73,7 @@ class WorkRequestPost(wiring.Component):
             ]
         with m.Elif(wr.ready):
             m.d.sync += sq_pend.eq(0)
-        m.d.comb += [wr.valid.eq(sq_pend), r.sq_status.busy.eq(sq_pend), r.sq_status.full.eq(sq_pend)]
+        busy = sq_pend | bad_pend
+        m.d.comb += [wr.valid.eq(sq_pend), bad.valid.eq(bad_pend),
+                     r.sq_status.busy.eq(busy), r.sq_status.full.eq(busy)]
         return m

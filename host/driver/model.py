@@ -111,13 +111,17 @@ class ModelCore:
                 }
         elif (register, field) == ("rq_cmd", "post"):
             conn = out("rq_conn", "conn")
-            if len(self.rq[conn]) < self.rq_depth:
+            if conn < bank.params["connections"] and len(self.rq[conn]) < self.rq_depth:
                 self.rq[conn].append({
                     "addr": out("rq_addr_hi", "addr") << 32 | out("rq_addr_lo", "addr"),
                     "length": out("rq_length", "length"), "wr_id": out("rq_id", "wr_id")})
         elif (register, field) == ("sq_cmd", "doorbell"):
             conn = out("sq_wr", "conn")
-            if len(self.sq[conn]) < self.sq_depth:
+            if conn >= bank.params["connections"]:
+                # no such connection: an error completion at once, as the core does
+                self.complete(conn=conn, wr_id=out("sq_id", "wr_id"), opcode=out("sq_wr", "opcode"),
+                              queue=CqQueue.SQ, status=CqStatus.BAD_REQUEST)
+            elif len(self.sq[conn]) < self.sq_depth:
                 self.sq[conn].append({
                     "opcode": out("sq_wr", "opcode"), "signaled": bool(out("sq_wr", "signaled")),
                     "laddr": out("sq_laddr_hi", "addr") << 32 | out("sq_laddr_lo", "addr"),

@@ -805,7 +805,9 @@ BLOCKS = (
         _word("SQ_INV_STAG", 0x220, RW, "STAG", "STag the peer invalidates (Send with Invalidate kinds)."),
         _word("SQ_ID", 0x224, RW, "WR_ID", "Caller's id of the work request, returned in CQ_WR_ID."),
         _reg("SQ_CMD", 0x228, PULSE, "Send queue command.",
-             _f("DOORBELL", 0, 1, "Append the work request to the connection's send queue (ignored while FULL).")),
+             _f("DOORBELL", 0, 1, "Append the work request to the connection's send queue (ignored while "
+                                  "FULL). With SQ_WR.CONN not below CAPS.CONNECTIONS it completes at once "
+                                  "with BAD_REQUEST (CQ_INFO.CONN as given, signaled or not).")),
         _reg("SQ_STATUS", 0x22C, RO, "Send queue status.",
              _f("FULL", 0, 1, "No room for another work request: a DOORBELL now is dropped (the "
                               "previous one is still waiting for room in its connection's send queue)."),
@@ -816,11 +818,11 @@ BLOCKS = (
           "(QUEUE RQ, OPCODE the Send kind, CQ_WR_ID the RQ_ID of the filled buffer, CQ_LENGTH, CQ_MSN) "
           "once every octet of it is in memory, and the last segment of an RDMA Read Response "
           "(QUEUE SQ, OPCODE RDMA_READ, CQ_WR_ID 0, CQ_STAG/CQ_TO of its first segment, CQ_LENGTH the "
-          "octets of the response). When the queue is full the receive path waits (nothing is lost).", (
+          "octets of the response). A completion that finds the queue full (cq_depth entries, a build "
+          "parameter) is lost and sets CQ_STATUS.OVERFLOW: neither data path waits for the host.", (
         _reg("CQ_STATUS", 0x240, RO, "Completion queue status.",
              _f("VALID", 0, 1, "A completion is at the head (CQ_WR_ID .. CQ_TO_HI are valid)."),
-             _f("OVERFLOW", 1, 1, "A completion was lost because the queue was full (write 1 to clear); "
-                                  "never set by this build (the receive path waits instead).",
+             _f("OVERFLOW", 1, 1, "A completion was lost because the queue was full (write 1 to clear).",
                 access=W1C)),
         _word("CQ_WR_ID", 0x244, RO, "WR_ID", "SQ_ID or RQ_ID of the completed request or buffer."),
         _reg("CQ_INFO", 0x248, RO, "What completed.",

@@ -799,3 +799,65 @@ async def ddp_transmit_path(dut):
     assert await tb.rd("TX_FPDUS") == len(ulpdus) + len(resp)
     assert await tb.rd("RX_FPDUS") == len(ulpdus) + len(resp)
     assert (await tb.fields("SQ_STATUS")) == {"full": 0, "busy": 0}
+
+
+@cocotb.test()
+async def bad_doorbell_and_cq_overflow(dut):
+    """A DOORBELL for a connection the core does not have completes at once with BAD_REQUEST
+    (CQ_INFO.CONN as given, even unsignaled) and never reaches the transmit path; a host that
+    stops popping loses completions (CQ_STATUS.OVERFLOW, W1C) instead of stalling the data
+    paths: with the queue full a Send still goes out, is placed and counted, and the queue
+    keeps its oldest completions in order."""
+    tb = CoreTB(dut)
+    await tb.start()
+    await tb.wr("DP_CTRL", loopback=1)
+    await tb.wr("CTRL", enable=1, clear_counters=1)
+    depth = tb.params.get("cq_depth", 16)
+    for conn, wr_id in ((tb.N, 0xBAD0), (0xFFFF, 0xBAD1)):
+        await tb.post(conn, SqOpcode.SEND, length=8, wr_id=wr_id, signaled=0)
+        await tb.cycles(8)
+        got = await tb.cq_pop()
+        assert got is not None, conn
+        assert (got["conn"], got["queue"], got["opcode"], got["status"], got["wr_id"], got["length"]) == \
+            (conn, CqQueue.SQ, SqOpcode.SEND, CqStatus.BAD_REQUEST, wr_id, 0), got
+        assert await tb.cq_pop() is None
+    assert await tb.rd("TX_FPDUS") == 0
+
+    # fill the queue with error completions, nobody pops: the extra ones are lost
+    for k in range(depth + 4):
+        await tb.post(tb.N + 1, SqOpcode.RDMA_WRITE, wr_id=k)
+    await tb.settle()
+    assert (await tb.fields("CQ_STATUS"))["overflow"] == 1
+    # the data path does not wait for the host: a Send is sent, looped back and placed
+    conn, dd = 2, dict(markers=1, crc=1, phase=0, mulpdu=256)
+    await tb.program(conn, tx=dd, rx=dd)
+    send = bytes(range(200))
+    tb.ram.write(0x20000, send)
+    await tb.rq_post(conn, 0x30000, 256, 0xE001)
+    await tb.post(conn, SqOpcode.SEND, laddr=0x20000, length=len(send), wr_id=0x5001)
+    for _ in range(100):
+        if tb.ram.read(0x30000, len(send)) == send:
+            break
+        await tb.cycles(20)
+    assert tb.ram.read(0x30000, len(send)) == send
+    assert await tb.rd("TX_FPDUS") == 1 and await tb.rd("RX_FPDUS") == 1
+    kept = []
+    while (c := await tb.cq_pop()) is not None:
+        kept.append(c["wr_id"])
+    # the oldest completions, in order (the queue holds depth entries, one more at most)
+    assert depth <= len(kept) <= depth + 1 and kept == list(range(len(kept))), kept
+    await tb.wr("CQ_STATUS", overflow=1)
+    assert (await tb.fields("CQ_STATUS"))["overflow"] == 0
+    # with room again, completions are kept
+    await tb.rq_post(conn, 0x30400, 256, 0xE002)
+    await tb.post(conn, SqOpcode.SEND, laddr=0x20000, length=4, wr_id=0x5002)
+    got = []
+    for _ in range(100):
+        if (c := await tb.cq_pop()) is not None:
+            got.append((c["queue"], c["wr_id"], c["status"], c["length"]))
+        if len(got) == 2:
+            break
+        await tb.cycles(20)
+    assert sorted(got) == [(CqQueue.SQ, 0x5002, CqStatus.SUCCESS, 4),
+                           (CqQueue.RQ, 0xE002, CqStatus.SUCCESS, 4)], got
+    assert (await tb.fields("CQ_STATUS"))["overflow"] == 0

@@ -289,3 +289,25 @@ def test_model_core_cq_overflow_and_wrong_identity_closes():
     assert [c.wr_id for c in dev.poll_cq()] == [1]
     dev.regs.clear("CQ_STATUS", "OVERFLOW")
     assert dev.regs.field("CQ_STATUS", "OVERFLOW") == 0
+
+
+def test_model_core_doorbell_for_a_missing_connection_completes_bad_request():
+    """As the core: a DOORBELL whose SQ_WR.CONN is not below CAPS.CONNECTIONS completes at
+    once with BAD_REQUEST (unsignaled too, CQ_INFO.CONN as given); an RQ post there is
+    ignored."""
+    t = ModelTransport()
+    dev = Device(t)
+    dev.reset()
+    r = dev.regs
+    n = r.field("CAPS", "CONNECTIONS")
+    for conn in (n, 0xFFFF):
+        r.write("SQ_WR", opcode=SqOpcode.RDMA_WRITE, signaled=0, conn=conn)
+        r.write("SQ_ID", wr_id=0x77)
+        r.write("SQ_CMD", doorbell=1)
+        c = r.poll_cq()
+        assert (c.conn, c.queue, c.opcode, c.status, c.wr_id, c.length) == \
+            (conn, CqQueue.SQ, SqOpcode.RDMA_WRITE, CqStatus.BAD_REQUEST, 0x77, 0)
+        assert r.poll_cq() is None
+    r.write("RQ_CONN", conn=n)
+    r.write("RQ_CMD", post=1)
+    assert n not in t.core.rq
