@@ -703,7 +703,7 @@ class BoardTop(Elaboratable):
         clk_io = platform.request(board.clock, 0, dir="-")
         m.submodules.clk_buf = clk_buf = io.Buffer("i", clk_io)
         self.pll = cfg = ecp5_pll(f_in, self.freq, self.ETH_FREQ if self.eth else None)
-        m.submodules.pll = pll = ECP5PLL(cfg)
+        m.submodules.pll = pll = ECP5PLL(cfg, aux_domain="eth_tx" if self.eth else None)
         m.d.comb += pll.clk_in.eq(clk_buf.i)
 
         rst_in = Const(0)

@@ -95,13 +95,18 @@ def ecp5_pll(f_in, f_out, f_aux=None, *, tolerance=0.001):
 
 
 class ECP5PLL(Elaboratable):
-    """EHXPLLL instance: ``clk_in`` -> ``clk_out`` (CLKOP) and ``clk_aux`` (CLKOS), ``locked``."""
+    """EHXPLLL instance: ``clk_in`` -> ``clk_out`` (CLKOP) and ``clk_aux`` (CLKOS), ``locked``.
 
-    def __init__(self, config: PllConfig):
+    ``aux_domain``: the clock domain ``clk_aux`` drives, if any; the signal is then named
+    ``<aux_domain>_clk``, so that whichever alias of the net Yosys keeps names the domain
+    (the build report maps nextpnr's clock nets to domains by name).
+    """
+
+    def __init__(self, config: PllConfig, *, aux_domain=None):
         self.config = config
         self.clk_in = Signal()
         self.clk_out = Signal()
-        self.clk_aux = Signal()
+        self.clk_aux = Signal(name="clk_aux" if aux_domain is None else f"{aux_domain}_clk")
         self.locked = Signal()
 
     def elaborate(self, platform):

@@ -160,7 +160,7 @@ class RgmiiBoard(Elaboratable):
         if abs(cfg.f_aux - ETH_FREQ) > ETH_FREQ * 1e-4:
             raise ValueError(f"no EHXPLLL setting makes {self.freq / 1e6:g} MHz and 125 MHz "
                              f"together (125 MHz output would be {cfg.f_aux / 1e6:g} MHz)")
-        m.submodules.pll = pll = ECP5PLL(cfg)
+        m.submodules.pll = pll = ECP5PLL(cfg, aux_domain="eth_tx")
         m.d.comb += pll.clk_in.eq(clk_buf.i)
         rst_in = Const(0)
         if board.reset is not None:
