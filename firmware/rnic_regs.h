@@ -521,7 +521,7 @@
 #define RNIC_STAG_ATTR_REMOTE_WRITE_WIDTH 1u
 #define RNIC_STAG_ATTR_REMOTE_WRITE_MASK 0x00000004u
 #define RNIC_STAG_ATTR_REMOTE_WRITE_RESET 0x00000000u
-/*   REMOTE_INV [3] rw: The peer may invalidate the STag (Send with Invalidate); not checked by this build (a valid STag of the connection may be invalidated). */
+/*   REMOTE_INV [3] rw: The peer may invalidate the STag (Send with Invalidate); a Send with Invalidate naming a valid STag of the connection without it is refused (RDMAP Remote Protection, STag cannot be invalidated) and the STag stays valid. */
 #define RNIC_STAG_ATTR_REMOTE_INV_SHIFT 3u
 #define RNIC_STAG_ATTR_REMOTE_INV_WIDTH 1u
 #define RNIC_STAG_ATTR_REMOTE_INV_MASK 0x00000008u

@@ -55,7 +55,7 @@ class StagWrite(data.StructLayout):
             "index": unsigned(ceil_log2(stags) or 1),
             "stag": unsigned(32), "base": unsigned(64), "length": unsigned(32),
             "valid": unsigned(1), "remote_read": unsigned(1), "remote_write": unsigned(1),
-            "conn": unsigned(conn_bits(connections)),
+            "remote_inv": unsigned(1), "conn": unsigned(conn_bits(connections)),
         })
 
 
@@ -154,13 +154,13 @@ class UlpduEntry(data.StructLayout):
 
 class StagRow(data.StructLayout):
     """A row of the STag table: the region is ``base .. end - 1`` (``end = base + length``
-    is stored rather than the length, so that no check adds them); ``rr``/``rw``: remote
-    read / remote write access."""
+    is stored rather than the length, so that no check adds them); ``rr``/``rw``/``ri``:
+    remote read / remote write / remote invalidate access."""
 
     def __init__(self, *, connections, addr_width):
         super().__init__({
             "stag": unsigned(32), "base": unsigned(addr_width), "end": unsigned(addr_width + 1),
-            "valid": unsigned(1), "rr": unsigned(1), "rw": unsigned(1),
+            "valid": unsigned(1), "rr": unsigned(1), "rw": unsigned(1), "ri": unsigned(1),
             "conn": unsigned(conn_bits(connections)),
         })
 

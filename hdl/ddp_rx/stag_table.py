@@ -92,6 +92,7 @@ class StagTable(wiring.Component):
             new_row.end.eq(lat_end[:AW + 1]),
             new_row.valid.eq(lat.valid & (lat_end <= (1 << AW)) & (lat.base < (1 << AW))),
             new_row.rr.eq(lat.remote_read), new_row.rw.eq(lat.remote_write),
+            new_row.ri.eq(lat.remote_inv),
             new_row.conn.eq(lat.conn),
         ]
         # the write port's data and address are chosen by the state only (timing: no check

@@ -260,14 +260,17 @@ class Validator(wiring.Component):
         tflag = self._registered(m, dict(
             invalid=~row.valid | (row.stag != seg.stag), other_conn=row.conn != seg.entry.conn,
             no_write=~row.rw, wrap=endt_q[64],
-            bounds=to_hi_q | (h_to[:AW] < row.base) | (endt_q[:AW + 1] > row.end)), "tchk")
+            bounds=to_hi_q | (h_to[:AW] < row.base) | (endt_q[:AW + 1] > row.end),
+            no_inv=~row.ri), "tchk")
         tchk_code = _first_code(m, "tchk_code", (
             (tflag["invalid"], E_DDP_T_INVALID_STAG), (tflag["other_conn"], E_DDP_T_NOT_ASSOC),
             (tflag["no_write"], E_RP_ACCESS), (tflag["wrap"], E_DDP_T_TO_WRAP),
             (tflag["bounds"], E_DDP_T_BOUNDS)))
-        m.d.comb += [self.tagged_bad.eq(Cat(*tflag.values()).any()),
-                     # the Invalidate STag's row (the same header field): its first two
-                     self.invalidate_bad.eq(tflag["invalid"] | tflag["other_conn"])]
+        placement = ("invalid", "other_conn", "no_write", "wrap", "bounds")
+        m.d.comb += [self.tagged_bad.eq(Cat(*(tflag[k] for k in placement)).any()),
+                     # the Invalidate STag's row (the same header field): valid, the
+                     # connection's, and the peer may invalidate it
+                     self.invalidate_bad.eq(tflag["invalid"] | tflag["other_conn"] | tflag["no_inv"])]
         errors[Step.CHECK_TAGGED] = (tchk_code, 1)
         errors[Step.CHECK_INVALIDATE] = (Mux(tflag["invalid"], E_RO_CANNOT_INV, E_RP_CANNOT_INV), 1)
 

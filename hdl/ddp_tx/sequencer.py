@@ -26,6 +26,8 @@ class TxSequencer(wiring.Component):
     ----------
     width, connections, sq_depth, rrq_depth, ord_depth, addr_width : int
         As :class:`rnic.hdl.ddp_tx.DdpTx`.
+    gated : bool
+        As :class:`rnic.hdl.ddp_tx.DdpTx`: the ports ``open_conn`` and ``open``.
 
     Ports
     -----
@@ -53,6 +55,9 @@ class TxSequencer(wiring.Component):
         payload fetch); ``emit_done``: In, its last beat is taken.
     rr_answered : Out(stream(RrDone))
         A Read Response's last beat was taken (to the ``rr_done`` FIFO).
+    open_conn : Out, open : In(1)
+        (``gated``) ``DdpTx``'s: ``open_conn`` is ``conn``; ``open``, the answer one cycle
+        later, is registered in READ_HEADS.
 
     Operation
     ---------
@@ -68,7 +73,9 @@ class TxSequencer(wiring.Component):
     A Read Response's first non-empty segment is preceded by the source check
     (CHECK_SOURCE_*); one that fails starts a Terminate (START_CHECK_TERMINATE). A
     stopped connection's turns flush its outstanding Reads (FLUSH_READ_*) and its work
-    requests (DROP_WORK_REQUEST), and drop its Read Requests.
+    requests (DROP_WORK_REQUEST), and drop its Read Requests. A turn of a connection that
+    may not send yet (``gated``, ``open`` 0) sends nothing and puts the connection back in
+    the active FIFO (WRITE_BACK): its work waits, other connections' turns go on.
 
     Latency, throughput and packet boundaries
     -----------------------------------------
@@ -77,8 +84,9 @@ class TxSequencer(wiring.Component):
     READ_HEADS, the plans in DECIDE and PLAN_*).
     """
 
-    def __init__(self, *, width, connections, sq_depth, rrq_depth, ord_depth, addr_width):
+    def __init__(self, *, width, connections, sq_depth, rrq_depth, ord_depth, addr_width, gated=False):
         check_width(width)
+        self.gated = bool(gated)
         check_depths(sq_depth=sq_depth, rrq_depth=rrq_depth, ord_depth=ord_depth)
         self.connections = connections
         self.sq_depth = sq_depth
@@ -108,6 +116,7 @@ class TxSequencer(wiring.Component):
             "check": Out(CheckSteps()), "check_fail": In(1),
             "start": Out(SegmentKind()), "emit_done": In(1),
             "rr_answered": command(RrDone(connections=C)),
+            **({"open_conn": Out(CB), "open": In(1)} if self.gated else {}),
         })
 
     # ------------------------------------------------------------------------ helpers
@@ -332,6 +341,9 @@ class TxSequencer(wiring.Component):
         f_ord = Signal()               # a Read may be sent (fewer than ORD outstanding, or ord 0)
         f_ord0 = Signal()              # ord == 0
         f_nreads = Signal()            # Reads outstanding
+        f_open = Signal()              # the connection may send (its state; always, ungated)
+        if self.gated:
+            m.d.comb += self.open_conn.eq(self.conn)
         op0 = self.sq_tagged           # the send queue head is an RDMA Write (tagged)
         op1 = Signal()                 # ... an RDMA Read
         opbad = Signal()               # ... an invalid opcode
@@ -351,7 +363,7 @@ class TxSequencer(wiring.Component):
                                     | (wop == SqOpcode.SEND_SE) | (wop == SqOpcode.SEND_SE_INV))),
                          f_sq.eq(c.sq_count != 0), f_rr.eq(c.rr_count != 0), f_sqoff.eq(c.sq_off != 0),
                          f_ord.eq((c.nreads < r.ord_eff) | (c.ord == 0)), f_ord0.eq(c.ord == 0),
-                         f_nreads.eq(c.nreads != 0)]
+                         f_nreads.eq(c.nreads != 0), f_open.eq(self.open if self.gated else 1)]
             m.next = "DECIDE"
 
         with m.State("DECIDE"):
@@ -375,6 +387,9 @@ class TxSequencer(wiring.Component):
                 with m.Else():
                     m.d.sync += [c.rr_count.eq(0), c.rr_off.eq(0), c.rr_started.eq(0)]
                     m.next = "WRITE_BACK"
+            with m.Elif(~f_open):
+                # not yet (the MPA fence): nothing is sent, the connection is listed again
+                m.next = "WRITE_BACK"
             with m.Elif(rr_sel):
                 m.d.sync += c.last_sq.eq(0)
                 m.next = "PLAN_RR_SEGMENT"

@@ -60,6 +60,9 @@ class DdpTx(wiring.Component):
         Rows of the TX copy of the STag table (power of 2); row of an STag = ``stag % stags``.
     addr_width : int
         AXI address width AW (host memory is ``2**AW`` octets; addresses wrap).
+    gated : bool
+        Whether the connection's state gates transmission (ports ``open_conn``, ``open``);
+        without, every connection may send at any time.
 
     Ports
     -----
@@ -102,6 +105,12 @@ class DdpTx(wiring.Component):
     m_axi : Out(AXI4ReadSignature)
         Payload reads: INCR bursts of at most 16 full-width beats, not crossing 4 KiB
         (``rresp`` is not looked at).
+    open_conn : Out(conn), open : In(1)
+        (``gated``) ``open`` is 1 when connection ``open_conn`` may send, one cycle after
+        ``open_conn`` is set (a read port of the connection state: RTS or CLOSING; not in
+        IDLE, WAIT_RX (the MPA fence), ERROR). A turn of a connection that may not send
+        sends nothing: its work requests and Read Requests wait, other connections go on.
+        Terminates are not held.
 
     Operation
     ---------
@@ -195,7 +204,7 @@ class DdpTx(wiring.Component):
     """
 
     def __init__(self, *, width=8, connections=16, sq_depth=8, rrq_depth=4, ord_depth=4,
-                 stags=256, addr_width=64):
+                 stags=256, addr_width=64, gated=False):
         check_width(width)
         check_depths(sq_depth=sq_depth, rrq_depth=rrq_depth, ord_depth=ord_depth, stags=stags)
         if not isinstance(addr_width, int) or not 13 <= addr_width <= 64:
@@ -208,6 +217,7 @@ class DdpTx(wiring.Component):
         self.ord_depth = ord_depth
         self.stags = stags
         self.addr_width = addr_width
+        self.gated = bool(gated)
         C = connections
         super().__init__({
             "wr": In(stream.Signature(WorkRequest(connections=C))),
@@ -220,13 +230,17 @@ class DdpTx(wiring.Component):
             "cq": Out(stream.Signature(TxCompletion(connections=C))),
             "o": Out(stream.Signature(MpaTxBeat(width=width, connections=C))),
             "m_axi": Out(AXI4ReadSignature(addr_width=addr_width, data_width=8 * width)),
+            **({"open_conn": Out(conn_bits(C)), "open": In(1)} if self.gated else {}),
         })
 
     def elaborate(self, platform):
         m = Module()
         W, C, AW = self.width, self.connections, self.addr_width
         depths = dict(sq_depth=self.sq_depth, rrq_depth=self.rrq_depth, ord_depth=self.ord_depth)
-        m.submodules.seq = seq = TxSequencer(width=W, connections=C, addr_width=AW, **depths)
+        m.submodules.seq = seq = TxSequencer(width=W, connections=C, addr_width=AW, gated=self.gated,
+                                             **depths)
+        if self.gated:
+            m.d.comb += [self.open_conn.eq(seq.open_conn), seq.open.eq(self.open)]
         m.submodules.queues = queues = TxQueues(connections=C, **depths)
         m.submodules.sq_planner = sq_plan = SegmentPlanner(width=W, addr_width=AW, headers=(TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN))
         m.submodules.rr_planner = rr_plan = SegmentPlanner(width=W, addr_width=AW, headers=(TAGGED_HEADER_LEN,))

@@ -187,7 +187,8 @@ class RnicCore(wiring.Component):
       empty, no error, IRD from CTX_IRD_ORD; part of CTX_STATUS.BUSY); its
       completions fill the CQ queue (CQ_*), its Read Requests the RRQ queue
       (RRQ_*; RRQ_CMD.DONE frees an IRD slot of RRQ_DONE_CONN), its reports
-      the TERM queue (TERM_*). A full queue back-pressures the receive path.
+      the TERM queue (TERM_*). A full RRQ or TERM queue back-pressures the
+      receive path; a completion that finds CQ_* full is lost (CQ_STATUS.OVERFLOW).
       A report of an error found here (TERM_STATUS.RECEIVED 0) is the error
       capture's source while the receive path is in use (ERR_*, ERR_COUNT:
       MPA errors included, one per connection until its next COMMIT) and
@@ -195,8 +196,9 @@ class RnicCore(wiring.Component):
       Terminate moves it to CLOSING. With SINK or BYPASS the capture follows
       the deframer as described under Errors.
     * The DDP/RDMAP transmit path (:class:`~rnic.hdl.ddp_tx.DdpTx`). SQ_* +
-      SQ_CMD.DOORBELL (while STATUS.READY, SQ_STATUS.BUSY 0 and SQ_WR.CONN
-      below ``connections``; otherwise ignored) latch one work request;
+      SQ_CMD.DOORBELL (while STATUS.READY and SQ_STATUS.BUSY 0; otherwise
+      ignored; SQ_WR.CONN not below ``connections``: completes at once with
+      BAD_REQUEST) latch one work request;
       SQ_STATUS.BUSY and FULL are 1 until the transmit path took it, which
       it does while the connection's send queue (``sq_depth``) has room.
       CTX_CMD.COMMIT restarts the connection there too (MSNs 1, queues
@@ -228,8 +230,10 @@ class RnicCore(wiring.Component):
       releases go first). The one completion queue (CQ_*) merges the
       transmit path's completions (QUEUE SQ: CQ_WR_ID = SQ_ID, OPCODE,
       STATUS, CQ_LENGTH; taken first) and the receive path's (QUEUE RQ). The
-      connection state (e.g. WAIT_RX, the MPA fence) does not hold work
-      requests back in this build: post none before the connection may send.
+      connection state gates the transmit path: a connection sends (work
+      requests, Read Responses) only in RTS or CLOSING; in IDLE or WAIT_RX (the
+      MPA fence: until its first good FPDU arrives) its work waits, posted
+      early or not, while other connections go on; Terminates are not held.
     * CTRL.SOFT_RESET resets, in the cycle after its pulse (the pulse is
       registered first), everything but the register bank: framer,
       deframer, data port FIFOs, counters, the captured ERR_CONN/ERR_INFO;
@@ -374,7 +378,7 @@ class RnicCore(wiring.Component):
         wiring.connect(d, ddp.m_axi, wiring.flipped(self.m_axi))
         d.submodules.dtx = dtx = DdpTx(width=W, connections=N, sq_depth=self.sq_depth,
                                        rrq_depth=self.ird_depth, ord_depth=self.ord_depth,
-                                       stags=self.stags, addr_width=self.addr_width)
+                                       stags=self.stags, addr_width=self.addr_width, gated=True)
         wiring.connect(d, dtx.m_axi, wiring.flipped(self.m_axi_rd))
 
         # ---- the components around them
@@ -478,6 +482,7 @@ class RnicCore(wiring.Component):
         wiring.connect(d, stag_writer.rx, ddp.stag_w)
         wiring.connect(d, stag_writer.tx, dtx.stag_w)
         wiring.connect(d, sq_post.o, dtx.wr)
+        d.d.comb += [state.tx_conn.eq(dtx.open_conn), dtx.open.eq(state.tx_open)]
         wiring.connect(d, rq_post.o, ddp.rq_post)
         d.d.comb += rq_post.overflow.eq(ddp.rq_overflow)
         wiring.connect(d, dtx.rr_done, ird_release.responder)

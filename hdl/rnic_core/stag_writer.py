@@ -74,7 +74,7 @@ class StagWriter(wiring.Component):
                 row.length.eq(r.stag_length.length),
                 row.valid.eq(r.stag_attr.valid & (r.stag_attr.conn < self.connections)),
                 row.remote_read.eq(r.stag_attr.remote_read), row.remote_write.eq(r.stag_attr.remote_write),
-                row.conn.eq(r.stag_attr.conn),
+                row.remote_inv.eq(r.stag_attr.remote_inv), row.conn.eq(r.stag_attr.conn),
             ]
         with m.Else():
             with m.If(sw.ready):

@@ -51,6 +51,10 @@ class ConnectionState(wiring.Component):
     hold : Out(1)
         Hold the deframer's output: a command or report waits, or the sweep runs. While
         held, at most the ``fpdu_end`` of the handshake before meets a waiting operation.
+    tx_conn : In(conn), tx_open : Out(1)
+        For the transmit path (:class:`~rnic.hdl.ddp_tx.DdpTx` ``open_conn``/``open``):
+        connection ``tx_conn`` may send (RTS or CLOSING), one cycle after ``tx_conn`` (a
+        one-bit copy of the state, written with every row).
 
     Latency and throughput
     ----------------------
@@ -76,6 +80,8 @@ class ConnectionState(wiring.Component):
             "sweeping": In(1),
             "sweep_conn": In(cb),
             "hold": Out(1),
+            "tx_conn": In(cb),
+            "tx_open": Out(1),
         })
 
     def elaborate(self, platform):
@@ -175,4 +181,14 @@ class ConnectionState(wiring.Component):
             m.d.comb += [ctx_wp.en.eq(1), ctx_wp.addr.eq(self.sweep_conn), ctx_wp.data.eq(0)]
         with m.Else():
             m.d.comb += [ctx_wp.en.eq(w_kind != CtxOp.NONE), ctx_wp.addr.eq(w_conn), ctx_wp.data.eq(new)]
+
+        # ---- the transmit path's view: may the connection send (a copy of one bit of the
+        # state, so that the transmit path has a read port of its own)
+        m.submodules.open_mem = open_mem = Memory(shape=1, depth=N, init=[])
+        open_wp = open_mem.write_port()
+        open_rp = open_mem.read_port()
+        written = ctx_wp.data.state
+        m.d.comb += [open_wp.en.eq(ctx_wp.en), open_wp.addr.eq(ctx_wp.addr),
+                     open_wp.data.eq((written == ConnState.RTS) | (written == ConnState.CLOSING)),
+                     open_rp.addr.eq(self.tx_conn), self.tx_open.eq(open_rp.data)]
         return m

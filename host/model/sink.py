@@ -68,10 +68,12 @@ _MASK32 = 0xFFFFFFFF
 
 
 class Access(enum.IntFlag):
-    """Remote access rights of a region."""
+    """Remote access rights of a region (REMOTE_INV: the peer may invalidate its STag with a
+    Send with Invalidate; STAG_ATTR.REMOTE_INV)."""
     NONE = 0
     REMOTE_READ = 1
     REMOTE_WRITE = 2
+    REMOTE_INV = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +90,7 @@ class Region:
     length : int
         Octets covered: TOs ``base .. base + length - 1``.
     access : Access
-        REMOTE_READ and/or REMOTE_WRITE.
+        REMOTE_READ, REMOTE_WRITE and/or REMOTE_INV.
     stream : int
         DDP stream the STag is associated with.
     valid : bool
@@ -470,6 +472,10 @@ class Sink:
                 raise ProtocolError(_protection(
                     RdmapProtectionCode.STAG_CANNOT_INVALIDATE,
                     f"STag {inval:#x} to invalidate belongs to stream {region.stream}"))
+            if not region.access & Access.REMOTE_INV:
+                raise ProtocolError(_protection(
+                    RdmapProtectionCode.STAG_CANNOT_INVALIDATE,
+                    f"STag {inval:#x} may not be invalidated by the peer (no REMOTE_INV)"))
         events = []
         if n:
             addr = msg.addr + header.mo

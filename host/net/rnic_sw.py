@@ -84,10 +84,15 @@ from rnic.host.model.sink import Access, Error, Memory, Placement, ReadRequestQu
 
 __all__ = [
     "Completion", "Event", "DataPath", "SoftwareRnic", "OPCODE_NAMES", "opcode_from", "error_name",
-    "Access", "Memory", "Region",
+    "Access", "DEFAULT_ACCESS", "Memory", "Region",
 ]
 
 _MASK32 = 0xFFFFFFFF
+
+#: The rights a region gets unless the caller says otherwise: the peer may read, write and
+#: invalidate it (as Linux, where any memory region of the connection's protection domain
+#: may be invalidated by a Send with Invalidate).
+DEFAULT_ACCESS = Access.REMOTE_READ | Access.REMOTE_WRITE | Access.REMOTE_INV
 
 #: Names of work request / completion opcodes (CLI and JSON).
 OPCODE_NAMES = {
@@ -226,7 +231,7 @@ class DataPath(abc.ABC):
 
     @abc.abstractmethod
     def register_region(self, stag, length, *, to=0, addr=None,
-                        access=Access.REMOTE_READ | Access.REMOTE_WRITE, data=None):
+                        access=DEFAULT_ACCESS, data=None):
         """Register ``length`` octets of local memory under ``stag`` (TOs ``to ..``); returns the Region."""
 
     @abc.abstractmethod
@@ -505,7 +510,7 @@ class SoftwareRnic(DataPath):
             self.memory.write(addr, data)
 
     def register_region(self, stag, length, *, to=0, addr=None,
-                        access=Access.REMOTE_READ | Access.REMOTE_WRITE, data=None):
+                        access=DEFAULT_ACCESS, data=None):
         if data is not None and len(data) > length:
             raise ValueError(f"{len(data)} octets of data do not fit a {length}-octet region")
         if addr is None:

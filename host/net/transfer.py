@@ -36,7 +36,7 @@ import weakref
 from rnic.host.driver.device import WorkRequest
 from rnic.host.spec.errors import Layer
 from rnic.host.spec.regmap import ConnState, CqQueue, CqStatus, SqOpcode
-from rnic.host.net.rnic_sw import Access, DataPath, SoftwareRnic, opcode_from
+from rnic.host.net.rnic_sw import DEFAULT_ACCESS, Access, DataPath, SoftwareRnic, opcode_from
 
 __all__ = [
     "make_datapath", "MirroredDataPath", "device_lock", "negotiated_json", "describe_error", "Transfer",
@@ -171,12 +171,13 @@ class MirroredDataPath(DataPath):
 
     # -- mirrored operations
     def register_region(self, stag, length, *, to=0, addr=None,
-                        access=Access.REMOTE_READ | Access.REMOTE_WRITE, data=None):
+                        access=DEFAULT_ACCESS, data=None):
         region = self.rnic.register_region(stag, length, to=to, addr=addr, access=access, data=data)
         with self._lock:
             self.device.register_stag(stag, base=to, length=length, conn=self.conn,
                                       remote_read=bool(access & Access.REMOTE_READ),
-                                      remote_write=bool(access & Access.REMOTE_WRITE))
+                                      remote_write=bool(access & Access.REMOTE_WRITE),
+                                      remote_inv=bool(access & Access.REMOTE_INV))
         return region
 
     def invalidate(self, stag):

@@ -755,9 +755,10 @@ BLOCKS = (
              _f("VALID", 0, 1, "The row is in use; 0 invalidates the STag."),
              _f("REMOTE_READ", 1, 1, "The peer may read the region (RDMA Read source)."),
              _f("REMOTE_WRITE", 2, 1, "The peer may write the region (RDMA Write, Read Response sink)."),
-             _f("REMOTE_INV", 3, 1, "The peer may invalidate the STag (Send with Invalidate); not "
-                                    "checked by this build (a valid STag of the connection may be "
-                                    "invalidated)."),
+             _f("REMOTE_INV", 3, 1, "The peer may invalidate the STag (Send with Invalidate); a Send "
+                                    "with Invalidate naming a valid STag of the connection without it "
+                                    "is refused (RDMAP Remote Protection, STag cannot be invalidated) "
+                                    "and the STag stays valid."),
              _f("CONN", 16, 16, "Connection the STag is associated with.")),
         _reg("STAG_CMD", 0x198, PULSE, "STag table command.",
              _f("COMMIT", 0, 1, "Write the row STAG_INDEX from STAG_KEY .. STAG_ATTR (ignored while "

@@ -158,10 +158,10 @@ async def b2b_random(dut):
                 idx += 1
         assert idx <= S
 
-    def write_row(x, c, kind, base, length, rr, rw, valid=1):
+    def write_row(x, c, kind, base, length, rr, rw, valid=1, ri=0):
         i = row_of[(x, c, kind)]
         nodes[x].stag.append(dict(index=i, stag=nodes[x].rows[(c, kind)], base=base, length=length, valid=valid,
-                                  remote_read=rr, remote_write=rw, conn=c))
+                                  remote_read=rr, remote_write=rw, remote_inv=ri, conn=c))
 
     def setup(x, c):
         """Direction x -> peer on connection c: MPA both ends, x's TX, the peer's RX."""
@@ -203,7 +203,7 @@ async def b2b_random(dut):
                 area_y = c * AREA
                 area_x = c * AREA
                 for j in range(INV_ROWS):     # fresh invalidation victims at the peer
-                    write_row(y, c, f"i{j}", area_y + SRC + 16 * j, 8, 0, 1)
+                    write_row(y, c, f"i{j}", area_y + SRC + 16 * j, 8, 0, 1, ri=1)
                 inv_free = list(range(INV_ROWS))
                 rbuf = area_y + RBUF
                 wdst = area_y + WREG

@@ -58,7 +58,8 @@ class Model:
             self.regions.pop(old["stag"], None)
         self.rows[index] = row
         if row["stag"] % self.stags == index and row["valid"]:
-            acc = (hs.Access.REMOTE_READ if row["rr"] else 0) | (hs.Access.REMOTE_WRITE if row["rw"] else 0)
+            acc = ((hs.Access.REMOTE_READ if row["rr"] else 0) | (hs.Access.REMOTE_WRITE if row["rw"] else 0)
+                   | (hs.Access.REMOTE_INV if row.get("ri") else 0))
             self.regions[row["stag"]] = hs.Region(stag=row["stag"], base=row["base"], length=row["length"],
                                                   access=acc, stream=row["conn"])
 
@@ -175,7 +176,8 @@ class DdpTB(TB):
     def write_row(self, index, row):
         self.stag_w.append(dict(index=index, stag=row["stag"], base=row["base"], length=row["length"],
                                 valid=int(row["valid"]), remote_read=int(row["rr"]),
-                                remote_write=int(row["rw"]), conn=row["conn"]))
+                                remote_write=int(row["rw"]), remote_inv=int(row.get("ri", 0)),
+                                conn=row["conn"]))
         self.model.write_row(index, row)
 
     def reset_conn(self, c, ird, mulpdu):
@@ -192,7 +194,8 @@ class DdpTB(TB):
         length = rng.choice([rng.randint(1, 64), rng.randint(1, 4096), rng.randint(1, 20000)])
         base = rng.randrange(0, MEM - length)
         return dict(stag=rng.getrandbits(32), base=base, length=length, valid=rng.random() < 0.9,
-                    rr=rng.random() < 0.6, rw=rng.random() < 0.8, conn=rng.choice(conns))
+                    rr=rng.random() < 0.6, rw=rng.random() < 0.8, ri=rng.random() < 0.8,
+                    conn=rng.choice(conns))
 
     def pick_tagged(self, rng, c, size, *, right="rw", clean=False):
         rows = self.model.live_rows()

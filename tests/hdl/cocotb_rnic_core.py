@@ -167,13 +167,13 @@ class CoreTB(TB):
             n = 0 if busy else n + 1
 
     # -- the DDP/RDMAP receive path's registers
-    async def stag_write(self, *, stag, base, length, conn, valid=1, rr=0, rw=1, index=None):
+    async def stag_write(self, *, stag, base, length, conn, valid=1, rr=0, rw=1, ri=0, index=None):
         await self.wr("STAG_INDEX", index=stag % self.params.get("stags", 256) if index is None else index)
         await self.wr("STAG_KEY", stag=stag)
         await self.wr("STAG_BASE_LO", addr=base & 0xFFFFFFFF)
         await self.wr("STAG_BASE_HI", addr=base >> 32)
         await self.wr("STAG_LENGTH", length=length)
-        await self.wr("STAG_ATTR", valid=valid, remote_read=rr, remote_write=rw, conn=conn)
+        await self.wr("STAG_ATTR", valid=valid, remote_read=rr, remote_write=rw, remote_inv=ri, conn=conn)
         await self.wr("STAG_CMD", commit=1)
         await self.wait_field("STAG_STATUS", "BUSY", 0)
 
@@ -861,3 +861,62 @@ async def bad_doorbell_and_cq_overflow(dut):
     assert sorted(got) == [(CqQueue.SQ, 0x5002, CqStatus.SUCCESS, 4),
                            (CqQueue.RQ, 0xE002, CqStatus.SUCCESS, 4)], got
     assert (await tb.fields("CQ_STATUS"))["overflow"] == 0
+
+
+@cocotb.test()
+async def connection_state_gates_transmission(dut):
+    """The MPA fence in hardware: work posted to a connection in WAIT_RX (or IDLE) waits,
+    nothing of it leaves, while a connection in RTS sends; the connection's first good FPDU
+    (here a Send on rx_wire) opens the fence and the held work goes out, in order. A
+    connection set to IDLE holds its work until SET_STATE RTS."""
+    tb = CoreTB(dut)
+    await tb.start()
+    rng = random.Random(tb.rng.getrandbits(32))
+    await tb.wr("DP_CTRL", host_reads=0)
+    await tb.wr("CTRL", enable=1, clear_counters=1)
+    dd = dict(markers=1, crc=1, phase=0, mulpdu=400)
+    fenced, open_, idle = 4, 5, 6
+    await tb.program(fenced, tx=dd, rx=dd, state=ConnState.WAIT_RX)
+    await tb.program(open_, tx=dd, rx=dd)
+    await tb.program(idle, tx=dd, rx=dd, state=ConnState.IDLE)
+    msgs = {k: rng.randbytes(100 + 10 * k) for k in range(4)}
+    for k, data in msgs.items():
+        tb.ram.write(0x20000 + 0x1000 * k, data)
+    await tb.post(fenced, SqOpcode.SEND, laddr=0x20000, length=len(msgs[0]), wr_id=0xF0)
+    await tb.post(fenced, SqOpcode.SEND, laddr=0x21000, length=len(msgs[1]), wr_id=0xF1)
+    await tb.post(idle, SqOpcode.SEND, laddr=0x23000, length=len(msgs[3]), wr_id=0x60)
+    await tb.post(open_, SqOpcode.SEND, laddr=0x22000, length=len(msgs[2]), wr_id=0x50)
+    await tb.cycles(400)
+    assert await tb.rd("TX_FPDUS") == 1                  # the open connection's Send only
+    c = await tb.cq_pop()
+    assert (c["conn"], c["wr_id"], c["status"]) == (open_, 0x50, CqStatus.SUCCESS), c
+    assert await tb.cq_pop() is None
+    assert (await tb.conn_status(fenced))["state"] == ConnState.WAIT_RX
+
+    # the peer's first FPDU (an empty Send into a posted buffer) opens the fence
+    await tb.rq_post(fenced, 0x40000, 64, 0xE0)
+    enc = FpduEncoder(markers=True, crc=True, marker_origin=origin_of(dd["phase"]))
+    await _drive_segments(tb, fenced, enc.encode(TxStream(mulpdu=400).send(b"")[0]), rng)
+    got = []
+    for _ in range(200):
+        if (c := await tb.cq_pop()) is not None:
+            got.append((c["conn"], c["queue"], c["wr_id"], c["status"]))
+        if len(got) == 3:
+            break
+        await tb.cycles(10)
+    assert (await tb.conn_status(fenced))["state"] == ConnState.RTS
+    assert sorted(got) == [(fenced, CqQueue.SQ, 0xF0, CqStatus.SUCCESS), (fenced, CqQueue.SQ, 0xF1, CqStatus.SUCCESS),
+                           (fenced, CqQueue.RQ, 0xE0, CqStatus.SUCCESS)], got
+    assert [g[2] for g in got if g[1] == CqQueue.SQ] == [0xF0, 0xF1]
+    assert await tb.rd("TX_FPDUS") == 3
+    await tb.cycles(100)
+    assert await tb.rd("TX_FPDUS") == 3                  # the idle connection still holds
+    await tb.wr("CONN_SEL", conn=idle)
+    await tb.wr("CTX_STATE", state=ConnState.RTS)
+    await tb.wr("CTX_CMD", set_state=1)
+    for _ in range(100):
+        if (c := await tb.cq_pop()) is not None:
+            break
+        await tb.cycles(10)
+    assert c is not None and (c["conn"], c["wr_id"], c["status"]) == (idle, 0x60, CqStatus.SUCCESS), c
+    assert await tb.rd("TX_FPDUS") == 4

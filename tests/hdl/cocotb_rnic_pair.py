@@ -166,9 +166,9 @@ async def pair_send_write_read_terminate(dut):
 
     # a Send with Invalidate of an STag of b (b's tables, the TX copy included, drop it)
     stag_b2 = 0x0B0B0C07
-    await b.stag_write(stag=stag_b2, base=base_b + 0x3000, length=0x100, conn=conn, rr=1, rw=1)
+    await b.stag_write(stag=stag_b2, base=base_b + 0x3000, length=0x100, conn=conn, rr=1, rw=1, ri=1)
     sink_b.register_region(stag=stag_b2, base=base_b + 0x3000, length=0x100,
-                           access=hs.Access.REMOTE_READ | hs.Access.REMOTE_WRITE)
+                           access=hs.Access.REMOTE_READ | hs.Access.REMOTE_WRITE | hs.Access.REMOTE_INV)
     await b.rq_post(conn, 0x41000, 256, 0xB3)
     sink_b.post_receive(addr=0x41000, length=256, buffer_id=0xB3)
     inv = rng.randbytes(50)

@@ -197,7 +197,8 @@ def test_send_segments_placed_by_mo():
 
 
 def test_send_with_invalidate():
-    s = make_sink()
+    s = Sink()
+    s.register_region(stag=STAG, base=BASE, length=LEN, access=RW | Access.REMOTE_INV)
     s.post_receive(addr=RECV, length=16)
     events = s.receive(send(b"inv", opcode=Opcode.SEND_SE_INVALIDATE, inval_stag=STAG))
     assert events[-1] == SendComplete(3, 1, 1, STAG, True)
@@ -536,3 +537,13 @@ def test_property_garbage_never_raises(raw):
         if isinstance(e, Error):
             Terminate.parse(ddp.parse(e.terminate)[1])
     assert s.receive(raw) == [] or s.error is None
+
+
+def test_send_with_invalidate_needs_remote_inv():
+    """A region registered without REMOTE_INV may not be invalidated by the peer: RDMAP
+    Remote Protection, STag cannot be invalidated (1/9), and the region stays valid."""
+    s = make_sink()
+    s.post_receive(addr=RECV, length=16)
+    expect_error(s, send(b"inv", opcode=Opcode.SEND_INVALIDATE, inval_stag=STAG),
+                 RDMAP, RdmapErrorType.REMOTE_PROTECTION, RdmapProtectionCode.STAG_CANNOT_INVALIDATE)
+    assert s.region(STAG).valid
