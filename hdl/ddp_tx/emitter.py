@@ -28,7 +28,8 @@ class SegmentEmitter(wiring.Component):
     Ports
     -----
     start : In(stream(EmitStart))
-        Load a segment (always taken; only while no segment is being emitted).
+        Load a segment (always taken; only while ``busy`` is 0). One that comes while a
+        segment is going out waits in a register and follows it without a bubble.
     words : In(stream(unsigned(8 * W)))
         The payload's memory words in order, from the W-aligned address of its first
         octet (:class:`rnic.hdl.ddp_tx.fetch.PayloadFetch`): the emitter takes exactly
@@ -36,7 +37,11 @@ class SegmentEmitter(wiring.Component):
     o : Out(stream(MpaTxBeat))
         The ULPDU: ``length`` on the ``first`` beat, every beat full but the last.
     done : Out(1)
-        The ULPDU's last beat is taken on ``o`` (combinational).
+        The last beat of the newest segment (the last one started) is taken on ``o``
+        (combinational; not for a segment that a waiting one follows).
+    busy : Out(1)
+        A started segment waits behind the one going out (a register); a new ``start``
+        waits for 0.
 
     Latency, throughput and packet boundaries
     -----------------------------------------
@@ -59,6 +64,7 @@ class SegmentEmitter(wiring.Component):
             "words": In(stream.Signature(8 * width)),
             "o": Out(stream.Signature(MpaTxBeat(width=width, connections=C))),
             "done": Out(1),
+            "busy": Out(1),
         })
         self._conn_bits = conn_bits(C)
 
@@ -126,12 +132,31 @@ class SegmentEmitter(wiring.Component):
             with m.If(need):
                 m.d.comb += words.ready.eq(1)
                 m.d.sync += prev.eq(cur)
-            m.d.comb += self.done.eq(last_beat)
             with m.If(last_beat):
                 m.d.sync += emitting.eq(0)
 
-        s = self.start.payload
-        with m.If(self.start.valid):
+        # A start while a segment is going out waits in ``nxt`` and is loaded with that
+        # segment's last beat, so that segments follow each other without a bubble.
+        fire_last = Signal()
+        m.d.comb += fire_last.eq(o.valid & o.ready & last_beat)
+        nxt = Signal.like(self.start.payload, name="nxt")
+        nxt_valid = Signal()
+        load_start = Signal()
+        load_nxt = Signal()
+        m.d.comb += [
+            load_start.eq(self.start.valid & (~emitting | (fire_last & ~nxt_valid))),
+            load_nxt.eq(nxt_valid & (~emitting | fire_last)),
+            # the newest segment's last beat (an older one's is followed by ``nxt``)
+            self.done.eq(fire_last & ~nxt_valid),
+            self.busy.eq(nxt_valid),
+        ]
+        with m.If(self.start.valid & ~load_start):
+            m.d.sync += [nxt.eq(self.start.payload), nxt_valid.eq(1)]
+        with m.Elif(load_nxt):
+            m.d.sync += nxt_valid.eq(0)
+        s = Signal.like(self.start.payload, name="load")
+        m.d.comb += s.eq(Mux(load_nxt, nxt, self.start.payload))
+        with m.If(load_start | load_nxt):
             m.d.sync += [
                 hsh.eq(s.header), hrem.eq(s.header_len), e_first.eq(1), e_conn.eq(s.conn), emitting.eq(1),
                 hmask.eq(s.hmask), tot.eq(s.total), e_len.eq(s.total),

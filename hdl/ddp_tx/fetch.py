@@ -38,6 +38,9 @@ class PayloadFetch(wiring.Component):
         ``rresp`` is not looked at; ``rready`` while the FIFO has room.
     words : Out(stream(unsigned(8 * W)))
         The memory words in order.
+    busy : Out(1)
+        Bursts of the segment are still to be requested (a ``start`` now would replace
+        them).
 
     Latency, throughput and packet boundaries
     -----------------------------------------
@@ -58,6 +61,7 @@ class PayloadFetch(wiring.Component):
             "start": In(stream.Signature(FetchStart(width=width, addr_width=addr_width), always_ready=True)),
             "m_axi": Out(AXI4ReadSignature(addr_width=addr_width, data_width=8 * width)),
             "words": Out(stream.Signature(8 * width)),
+            "busy": Out(1),
         })
 
     def elaborate(self, platform):
@@ -82,7 +86,7 @@ class PayloadFetch(wiring.Component):
         m.d.comb += [
             axi.arid.eq(0), axi.araddr.eq(ar_addr),
             axi.arlen.eq(Mux(b_left, ar_left - 1, Mux(b_4k, to4k - 1, BURST - 1))), axi.arsize.eq(LW),
-            axi.arburst.eq(1), axi.arvalid.eq(ar_left != 0),
+            axi.arburst.eq(1), axi.arvalid.eq(ar_left != 0), self.busy.eq(ar_left != 0),
         ]
         s = self.start.payload
         with m.If(self.start.valid):

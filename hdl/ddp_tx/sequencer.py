@@ -52,7 +52,8 @@ class TxSequencer(wiring.Component):
         The steps of the Read Response source check; ``check_fail``: In, its verdict.
     start : Out(SegmentKind)
         One-hot flag registers of the segment that starts (loads the emitter and the
-        payload fetch); ``emit_done``: In, its last beat is taken.
+        payload fetch); ``emit_done``: In, its last beat is taken; ``emit_busy``: In, the
+        emitter is still emitting the previous segment (a register).
     rr_answered : Out(stream(RrDone))
         A Read Response's last beat was taken (to the ``rr_done`` FIFO).
     open_conn : Out, open : In(1)
@@ -68,8 +69,12 @@ class TxSequencer(wiring.Component):
     then acts on it and writes it back. A turn reads the queue heads (READ_HEADS),
     decides (DECIDE) between the Read Responder and the send queue, plans the segment
     (PLAN_*), starts it (START_*: the context is updated for after the segment, which
-    always goes out whole), writes the context back in the first EMIT cycle and ends with
-    the segment's last beat; a work request's completion follows (COMPLETE_AFTER_EMIT).
+    always goes out whole) and writes the context back in the first EMIT cycle. A segment
+    after which nothing is posted (no completion, no ``rr_done``) ends the turn there: the
+    emitter sends it on its own while the next turn runs, which starts its segment once the
+    emitter is free (``emit_busy``; the waits are in PLAN_*, READ_REQUEST_WAIT,
+    CHECK_SOURCE_RESULT, and IDLE for a ``term`` report). Otherwise the turn ends with the
+    segment's last beat; a work request's completion follows (COMPLETE_AFTER_EMIT).
     A Read Response's first non-empty segment is preceded by the source check
     (CHECK_SOURCE_*); one that fails starts a Terminate (START_CHECK_TERMINATE). A
     stopped connection's turns flush its outstanding Reads (FLUSH_READ_*) and its work
@@ -114,7 +119,7 @@ class TxSequencer(wiring.Component):
             "sq_entry": Out(wr), "rr_entry": Out(rq), "sq_tagged": Out(1),
             "plan_limits": Out(1), "deciding": Out(1), "sq_plan": In(plan), "rr_plan": In(plan),
             "check": Out(CheckSteps()), "check_fail": In(1),
-            "start": Out(SegmentKind()), "emit_done": In(1),
+            "start": Out(SegmentKind()), "emit_done": In(1), "emit_busy": In(1),
             "rr_answered": command(RrDone(connections=C)),
             **({"open_conn": Out(CB), "open": In(1)} if self.gated else {}),
         })
@@ -223,6 +228,8 @@ class TxSequencer(wiring.Component):
                 m.next = f"{prefix}_READ_CONTEXT"
             with m.If(v["cfg"]):
                 pick(self.cfg.payload.conn, "CFG", "CFG_APPLY", load=False)
+            with m.Elif(v["term"] & self.emit_busy):
+                pass                   # its Terminate may start at once: wait for the emitter
             with m.Elif(v["term"]):
                 pick(self.term.payload.conn, "TERM", "TERM_LOAD_CONTEXT")
             with m.Elif(v["rdone"]):
@@ -398,17 +405,25 @@ class TxSequencer(wiring.Component):
                 with m.If(opbad | (op1 & f_ord0)):
                     m.next = "DROP_WORK_REQUEST"
                 with m.Elif(op1):
-                    m.d.sync += [go.read_request.eq(1), go.any.eq(1)]
-                    m.next = "START_READ_REQUEST"
+                    m.next = "READ_REQUEST_WAIT"
                 with m.Else():
                     m.next = "PLAN_SQ_SEGMENT"
             with m.Else():
                 m.next = "WRITE_BACK"
 
+        with m.State("READ_REQUEST_WAIT"):
+            # (the previous segment may still be going out)
+            with m.If(~self.emit_busy):
+                m.d.sync += [go.read_request.eq(1), go.any.eq(1)]
+                m.next = "START_READ_REQUEST"
+
         with m.State("PLAN_SQ_SEGMENT"):
-            # the send queue head's plan takes its second stage
-            m.d.sync += [go.sq.eq(1), go.write.eq(op0), go.send.eq(~op0), go.payload.eq(1), go.any.eq(1)]
-            m.next = "START_SQ_SEGMENT"
+            # the send queue head's plan takes its second stage (and holds it: the planner's
+            # stage 1 loads only in DECIDE) while the previous segment may still go out
+            with m.If(~self.emit_busy):
+                m.d.sync += [go.sq.eq(1), go.write.eq(op0), go.send.eq(~op0), go.payload.eq(1),
+                             go.any.eq(1)]
+                m.next = "START_SQ_SEGMENT"
 
         with m.State("PLAN_RR_SEGMENT"):
             # the Read Response's plan takes its second stage; the source check of a first
@@ -416,7 +431,7 @@ class TxSequencer(wiring.Component):
             m.d.comb += self.check.load.eq(1)
             with m.If(r.rr_chk):
                 m.next = "CHECK_SOURCE_COMPARE"
-            with m.Else():
+            with m.Elif(~self.emit_busy):
                 m.d.sync += [go.read_response.eq(1), go.payload.eq(1), go.any.eq(1)]
                 m.next = "START_RR_SEGMENT"
 
@@ -475,7 +490,9 @@ class TxSequencer(wiring.Component):
             m.next = "CHECK_SOURCE_RESULT"
 
         with m.State("CHECK_SOURCE_RESULT"):
-            with m.If(self.check_fail):
+            with m.If(self.emit_busy):
+                pass                   # the previous segment is still going out
+            with m.Elif(self.check_fail):
                 m.d.sync += [go.check_terminate.eq(1), go.any.eq(1)]
                 m.next = "START_CHECK_TERMINATE"
             with m.Else():
@@ -501,7 +518,10 @@ class TxSequencer(wiring.Component):
             with m.If(r.wbp):
                 self._write_back(m)
                 m.d.sync += r.wbp.eq(0)
-            with m.If(self.emit_done):
+            with m.If(~r.cq_after & ~r.push_rrd):
+                # nothing to post after it: the emitter finishes the segment on its own
+                m.next = "IDLE"
+            with m.Elif(self.emit_done):
                 with m.If(r.cq_after):
                     m.next = "COMPLETE_AFTER_EMIT"
                 with m.Else():

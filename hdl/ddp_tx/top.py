@@ -176,20 +176,24 @@ class DdpTx(wiring.Component):
     the decision); a failed check starts its Terminate one cycle after the decision. A
     Read Request and a Terminate of ``term`` need no plan: the Read Request starts in
     START_READ_REQUEST right after DECIDE, the Terminate in TERM_TAKE.
-    The context is written back in the first emit cycle
-    (it is updated for after the segment when the segment starts: the segment always
-    goes out whole), so the turn ends with the last beat; a signaled completion takes one
-    more cycle (``cq``). While payload flows ``o`` moves one beat per cycle (the header is
-    merged with the memory words by a byte rotator, no bubble at the header/payload seam),
-    limited only by ``o.ready`` and the R channel; the AR side keeps bursts in flight for
-    the whole segment (a 32-word R FIFO). The emitter's per-beat conditions (memory word
-    needed, last beat, header and length masks) are registers computed one beat ahead,
-    so that ``o.valid`` is one gate of registers. Between segments there are about 7
-    cycles of control plus the memory latency: measured with cocotbext-axi's AxiRamRead
-    (no pauses), one connection of 6000-octet RDMA Writes at MULPDU 1460, ``o`` carries
-    at least 0.95 / 0.9 / 0.8 / 0.65 beats per cycle at W = 4 / 8 / 16 / 32 (the test's
-    bounds; prefetching the next segment is the remaining work). ``o`` carries whole
-    ULPDUs, never interleaved; ``first``/``last`` delimit one ULPDU.
+    The context is written back in the first emit cycle (it is updated for after the
+    segment when the segment starts: the segment always goes out whole). A segment after
+    which nothing is posted ends its turn there: the next turn runs while it goes out, and
+    its segment starts as soon as the payload reads of the one going out are all requested
+    (the payload fetch takes it; its words queue behind) and waits in the emitter, which
+    loads it with the last beat of the one before: no idle cycle between the two. A
+    segment that completes a signaled work request or ends a Read Response keeps its turn
+    until its last beat; a signaled completion takes one more cycle (``cq``). While payload
+    flows ``o`` moves one beat per cycle (the header is merged with the memory words by a
+    byte rotator, no bubble at the header/payload seam), limited only by ``o.ready`` and
+    the R channel; the AR side keeps bursts in flight for the whole segment (a 32-word R
+    FIFO). The emitter's per-beat conditions (memory word needed, last beat, header and
+    length masks) are registers computed one beat ahead, so that ``o.valid`` is one gate
+    of registers. Measured with cocotbext-axi's AxiRamRead (no pauses), one connection of
+    6000-octet signaled RDMA Writes at MULPDU 1460: ``o`` carries 0.993 / 0.984 beats per
+    cycle at W = 4 / 8 (the test's bounds: 0.95 / 0.9 / 0.8 / 0.65 at W = 4 / 8 / 16 /
+    32). ``o`` carries whole ULPDUs, never interleaved; ``first``/``last`` delimit one
+    ULPDU.
 
     ``cq`` offers a completion 1 cycle after the ULPDU's last beat (Send, Write) or 4
     cycles after ``read_done`` is taken (Read: the outstanding Read's entry registered,
@@ -285,7 +289,9 @@ class DdpTx(wiring.Component):
         wiring.connect(m, fetch.words, emitter.words)
         wiring.connect(m, fetch.m_axi, wiring.flipped(self.m_axi))
         wiring.connect(m, emitter.o, wiring.flipped(self.o))
-        m.d.comb += seq.emit_done.eq(emitter.done)
+        # a segment may start while the previous one goes out, once its reads are all
+        # requested and no other start waits in the emitter
+        m.d.comb += [seq.emit_done.eq(emitter.done), seq.emit_busy.eq(emitter.busy | fetch.busy)]
 
         # the Read Responder: its STag table and source check, the answered Read Requests
         wiring.connect(m, wiring.flipped(self.stag_w), stags.w)
