@@ -90,8 +90,10 @@ class Validator(wiring.Component):
       QN 2 segment's MSN check in CHECK_QN_MSN: the order of the checks is the model's, and
       a segment failing one of them reaches the error report one cycle later than in DECODE.
     * The tagged checks (segment against its STag row): registered in DECODE (the row is
-      registered there, the end of the range a cycle earlier), acted on in CHECK_TAGGED,
-      the first two in CHECK_INVALIDATE.
+      registered there, the end of the range a cycle earlier), acted on in CHECK_TAGGED;
+      the first two and the row's REMOTE_INV right in CHECK_INVALIDATE (the Invalidate
+      STag's row: an invalid row is RDMAP 2/9, another connection's or one without the
+      right 1/9).
     * The untagged offset checks (six compares against the message state loaded in DECODE
       or LOAD_RECV_BUFFER): registered in CHECK_QN_MSN, acted on in CHECK_OFFSETS.
     * A Read Request's or Terminate's message: registered in CHECK_MESSAGE, acted on in
