@@ -191,7 +191,8 @@ def _pattern_hw(a):
 class _PatternReadSlave(wiring.Component):
     """AXI4 read slave whose memory holds :func:`pattern_octet` at every address.
 
-    AR always ready while its 4-entry queue has room; R beats back to back (INCR bursts,
+    AR always ready while its 4-entry queue has room; R beats back to back, bursts too (the
+    next burst's first beat follows the last beat of the one before; INCR bursts,
     full-width beats; beat k reads the aligned burst address + W*k).
     """
 
@@ -213,19 +214,21 @@ class _PatternReadSlave(wiring.Component):
         busy = Signal()
         addr = Signal(AW)
         left = Signal(9)
-        with m.If(~busy & q.r_rdy):
-            m.d.comb += q.r_en.eq(1)
-            m.d.sync += [busy.eq(1), addr.eq(q.r_data[:AW] & ~Const(W - 1, AW)),
-                         left.eq(q.r_data[AW:] + 1)]
+        last_taken = Signal()
+        m.d.comb += last_taken.eq(busy & axi.rready & (left == 1))
         lanes = [_pattern_hw((addr + k)[:AW]) for k in range(W)]
         m.d.comb += [
             axi.rid.eq(0), axi.rresp.eq(0), axi.rvalid.eq(busy), axi.rlast.eq(left == 1),
             axi.rdata.eq(Cat(*lanes)),
         ]
-        with m.If(busy & axi.rready):
+        with m.If(q.r_rdy & (~busy | last_taken)):
+            m.d.comb += q.r_en.eq(1)
+            m.d.sync += [busy.eq(1), addr.eq(q.r_data[:AW] & ~Const(W - 1, AW)),
+                         left.eq(q.r_data[AW:] + 1)]
+        with m.Elif(last_taken):
+            m.d.sync += busy.eq(0)
+        with m.Elif(busy & axi.rready):
             m.d.sync += [addr.eq(addr + W), left.eq(left - 1)]
-            with m.If(left == 1):
-                m.d.sync += busy.eq(0)
         return m
 
 
