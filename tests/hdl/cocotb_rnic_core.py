@@ -197,6 +197,18 @@ class CoreTB(TB):
         await self.wr("CQ_CMD", pop=1)
         return out
 
+    async def cq_wait(self, n, *, polls=200, gap=10):
+        """Pop completions until ``n`` arrived (polling every ``gap`` cycles, at most ``polls``
+        times); returns them, oldest first (fewer if they did not come)."""
+        got = []
+        for _ in range(polls):
+            while len(got) < n and (c := await self.cq_pop()) is not None:
+                got.append(c)
+            if len(got) == n:
+                break
+            await self.cycles(gap)
+        return got
+
     async def post(self, conn, opcode, *, laddr=0, length=0, lstag=0, rstag=0, rto=0, inv_stag=0,
                    wr_id=0, signaled=1):
         """Post a work request through SQ_* + SQ_CMD.DOORBELL (waits while SQ_STATUS.BUSY)."""
@@ -815,9 +827,7 @@ async def bad_doorbell_and_cq_overflow(dut):
     depth = tb.params.get("cq_depth", 16)
     for conn, wr_id in ((tb.N, 0xBAD0), (0xFFFF, 0xBAD1)):
         await tb.post(conn, SqOpcode.SEND, length=8, wr_id=wr_id, signaled=0)
-        await tb.cycles(8)
-        got = await tb.cq_pop()
-        assert got is not None, conn
+        (got,) = await tb.cq_wait(1)
         assert (got["conn"], got["queue"], got["opcode"], got["status"], got["wr_id"], got["length"]) == \
             (conn, CqQueue.SQ, SqOpcode.SEND, CqStatus.BAD_REQUEST, wr_id, 0), got
         assert await tb.cq_pop() is None
@@ -851,13 +861,7 @@ async def bad_doorbell_and_cq_overflow(dut):
     # with room again, completions are kept
     await tb.rq_post(conn, 0x30400, 256, 0xE002)
     await tb.post(conn, SqOpcode.SEND, laddr=0x20000, length=4, wr_id=0x5002)
-    got = []
-    for _ in range(100):
-        if (c := await tb.cq_pop()) is not None:
-            got.append((c["queue"], c["wr_id"], c["status"], c["length"]))
-        if len(got) == 2:
-            break
-        await tb.cycles(20)
+    got = [(c["queue"], c["wr_id"], c["status"], c["length"]) for c in await tb.cq_wait(2)]
     assert sorted(got) == [(CqQueue.SQ, 0x5002, CqStatus.SUCCESS, 4),
                            (CqQueue.RQ, 0xE002, CqStatus.SUCCESS, 4)], got
     assert (await tb.fields("CQ_STATUS"))["overflow"] == 0
@@ -897,13 +901,7 @@ async def connection_state_gates_transmission(dut):
     await tb.rq_post(fenced, 0x40000, 64, 0xE0)
     enc = FpduEncoder(markers=True, crc=True, marker_origin=origin_of(dd["phase"]))
     await _drive_segments(tb, fenced, enc.encode(TxStream(mulpdu=400).send(b"")[0]), rng)
-    got = []
-    for _ in range(200):
-        if (c := await tb.cq_pop()) is not None:
-            got.append((c["conn"], c["queue"], c["wr_id"], c["status"]))
-        if len(got) == 3:
-            break
-        await tb.cycles(10)
+    got = [(c["conn"], c["queue"], c["wr_id"], c["status"]) for c in await tb.cq_wait(3)]
     assert (await tb.conn_status(fenced))["state"] == ConnState.RTS
     assert sorted(got) == [(fenced, CqQueue.SQ, 0xF0, CqStatus.SUCCESS), (fenced, CqQueue.SQ, 0xF1, CqStatus.SUCCESS),
                            (fenced, CqQueue.RQ, 0xE0, CqStatus.SUCCESS)], got
@@ -914,9 +912,6 @@ async def connection_state_gates_transmission(dut):
     await tb.wr("CONN_SEL", conn=idle)
     await tb.wr("CTX_STATE", state=ConnState.RTS)
     await tb.wr("CTX_CMD", set_state=1)
-    for _ in range(100):
-        if (c := await tb.cq_pop()) is not None:
-            break
-        await tb.cycles(10)
-    assert c is not None and (c["conn"], c["wr_id"], c["status"]) == (idle, 0x60, CqStatus.SUCCESS), c
+    (c,) = await tb.cq_wait(1)
+    assert (c["conn"], c["wr_id"], c["status"]) == (idle, 0x60, CqStatus.SUCCESS), c
     assert await tb.rd("TX_FPDUS") == 4
