@@ -52,8 +52,9 @@ class TxSequencer(wiring.Component):
         The steps of the Read Response source check; ``check_fail``: In, its verdict.
     start : Out(SegmentKind)
         One-hot flag registers of the segment that starts (loads the emitter and the
-        payload fetch); ``emit_done``: In, its last beat is taken; ``emit_busy``: In, the
-        emitter is still emitting the previous segment (a register).
+        payload fetch); ``emit_done``: In, the last beat of the newest segment is taken;
+        ``emit_busy``: In, a start now would have to wait (a segment already waits in the
+        emitter, or the fetch still requests the previous one's words; registers).
     rr_answered : Out(stream(RrDone))
         A Read Response's last beat was taken (to the ``rr_done`` FIFO).
     open_conn : Out, open : In(1)
@@ -71,8 +72,8 @@ class TxSequencer(wiring.Component):
     (PLAN_*), starts it (START_*: the context is updated for after the segment, which
     always goes out whole) and writes the context back in the first EMIT cycle. A segment
     after which nothing is posted (no completion, no ``rr_done``) ends the turn there: the
-    emitter sends it on its own while the next turn runs, which starts its segment once the
-    emitter is free (``emit_busy``; the waits are in PLAN_*, READ_REQUEST_WAIT,
+    emitter sends it on its own while the next turn runs, which starts its segment once
+    ``emit_busy`` is 0 (the waits are in PLAN_*, READ_REQUEST_WAIT,
     CHECK_SOURCE_RESULT, and IDLE for a ``term`` report). Otherwise the turn ends with the
     segment's last beat; a work request's completion follows (COMPLETE_AFTER_EMIT).
     A Read Response's first non-empty segment is preceded by the source check
