@@ -86,8 +86,12 @@ __all__ = [
 MAGIC = 0x69575250
 #: Register map version. MAJOR changes when a driver built for the old map would misbehave
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
+#: While MAJOR is 0 (before the first release) a changed meaning moves MINOR too: 0.7 checks
+#: STAG_ATTR.REMOTE_INV, loses a completion on a full CQ (CQ_STATUS.OVERFLOW) instead of
+#: waiting, completes a DOORBELL for a missing connection with BAD_REQUEST, and holds a
+#: connection's transmission outside RTS and CLOSING.
 VERSION_MAJOR = 0
-VERSION_MINOR = 6
+VERSION_MINOR = 7
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
