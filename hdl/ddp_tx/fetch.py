@@ -86,7 +86,7 @@ class PayloadFetch(wiring.Component):
         m.d.comb += [
             axi.arid.eq(0), axi.araddr.eq(ar_addr),
             axi.arlen.eq(Mux(b_left, ar_left - 1, Mux(b_4k, to4k - 1, BURST - 1))), axi.arsize.eq(LW),
-            axi.arburst.eq(1), axi.arvalid.eq(ar_left != 0), self.busy.eq(ar_left != 0),
+            axi.arburst.eq(1), axi.arvalid.eq(ar_left != 0), self.busy.eq(axi.arvalid),
         ]
         s = self.start.payload
         with m.If(self.start.valid):
