@@ -29,8 +29,12 @@ It is the driver's device kind ``sim`` (:data:`DEVICE_KIND`, an entry point of t
 ``open_device("sim:width=8,connections=16")`` (also ``stags=``, ``dp_depth=``),
 ``rnic regs dump --device sim``, ``rnic status --device sim``. The
 :class:`rnic.host.driver.device.Device` it returns has ``datapath_factory`` set to
-:func:`rnic.host.net.rnic_hw.hardware_datapath`, so ``rnic listen/connect --device sim``
-move their data through the simulated MPA layer.
+:func:`rnic.host.net.rnic_offload.offload_datapath`, so ``rnic listen/connect/rping/perftest
+--device sim`` move their data through the simulated core: MPA, DDP and RDMAP in the
+gateware, application buffers in the device's host memory, the host doing TCP and the
+bookkeeping (``sim:offload=0``: :func:`rnic.host.net.rnic_hw.hardware_datapath`, only MPA
+in the gateware, DDP/RDMAP in the model). Its queues are deeper than the core's defaults
+(:data:`QUEUE_DEPTHS`).
 
 Build and start-up
 ------------------
@@ -48,7 +52,7 @@ cached device starts in well under a second.
 
 Host memory
 -----------
-:data:`MEM_SIZE` octets (1 MiB, zero at start): the core is built with
+:data:`MEM_SIZE` octets (4 MiB, zero at start): the core is built with
 ``addr_width`` = :data:`MEM_BITS`, so every address ``m_axi`` can carry is
 inside; STag regions and receive buffers must lie inside it too (the core
 refuses others). The harness serves ``m_axi`` with a simple AXI4 write slave
@@ -111,19 +115,23 @@ from rnic.sim.fast import VERILATOR_ARGS, FastSim
 from rnic.sim.runner import _locked, _safe, _truthy, build_root, report_phase
 
 __all__ = ["SimDevice", "RxUlpdu", "RunOutput", "DeviceBuild", "device_executable", "open_sim",
-           "HARNESS", "HARNESS_COMMON", "harness_text", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES"]
+           "HARNESS", "HARNESS_COMMON", "harness_text", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES", "QUEUE_DEPTHS"]
 
 HARNESS = Path(__file__).resolve().parent / "device_harness.cpp"
 #: What the interactive harnesses share (hex, command words, the AXI4-Lite master).
 HARNESS_COMMON = Path(__file__).resolve().parent / "harness_common.h"
 GREETING = "RNIC-SIM 2"
 #: Address bits of the core's memory port in the simulated device; host memory is 2**MEM_BITS octets.
-MEM_BITS = 20
+MEM_BITS = 22
 MEM_SIZE = 1 << MEM_BITS
 #: Segment buffer size of the simulated device's receive path (its largest RX MULPDU).
 DDP_SLOT_BYTES = 16384
-#: Parameters a ``sim:`` device spec may set.
-SPEC_KEYS = ("width", "connections", "stags", "dp_depth")
+#: Queue depths of the simulated device's core: deep enough for the host stack's
+#: applications (perftest's send server posts 512 receive buffers; RFC 6581 IRD/ORD up to 16).
+QUEUE_DEPTHS = {"rq_depth": 512, "sq_depth": 16, "cq_depth": 64, "ird_depth": 16, "ord_depth": 16}
+#: Parameters a ``sim:`` device spec may set (``offload``: 1, the default, DDP/RDMAP in the
+#: core; 0, only MPA in the core, DDP/RDMAP in the model).
+SPEC_KEYS = ("width", "connections", "stags", "dp_depth", "offload")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +176,7 @@ class DeviceBuild(FastSim):
         super().__init__(RnicCore, name=f"device_w{width}_c{connections}",
                          params={"width": width, "connections": connections, "stags": stags,
                                  "dp_depth": dp_depth, "addr_width": MEM_BITS,
-                                 "ddp_slot_bytes": DDP_SLOT_BYTES},
+                                 "ddp_slot_bytes": DDP_SLOT_BYTES, **QUEUE_DEPTHS},
                          inputs=["rx_wire", "tx_ulpdu"], outputs=["tx_wire", "rx_ulpdu"],
                          build_dir=build_dir)
 
@@ -509,6 +517,8 @@ class SimDevice(Transport):
 
     # -- host memory (m_axi)
     mem_size = MEM_SIZE
+    ddp_slot_bytes = DDP_SLOT_BYTES
+    ird_depth = QUEUE_DEPTHS["ird_depth"]
 
     def _check_mem(self, addr, n):
         if isinstance(addr, bool) or not isinstance(addr, int) or not 0 <= addr or addr + n > MEM_SIZE:
@@ -543,7 +553,7 @@ class SimDevice(Transport):
 # ---------------------------------------------------------------------------
 # device kind "sim"
 
-_SPEC_USAGE = "sim[:width=8,connections=16,stags=256,dp_depth=512]"
+_SPEC_USAGE = "sim[:width=8,connections=16,stags=256,dp_depth=512,offload=1]"
 
 
 def _parse_spec(arg):
@@ -552,10 +562,16 @@ def _parse_spec(arg):
 
 def open_sim(arg=None, **kw):
     """Opener of the device kind ``sim``: a :class:`rnic.host.driver.device.Device` over a
-    :class:`SimDevice`, whose data paths run through the simulated hardware
-    (:func:`rnic.host.net.rnic_hw.hardware_datapath`)."""
-    from rnic.host.net.rnic_hw import hardware_datapath     # (the net stack only when opened)
+    :class:`SimDevice`, whose data paths run in the simulated core: all of DDP/RDMAP
+    (:func:`rnic.host.net.rnic_offload.offload_datapath`), or with ``offload=0`` only MPA
+    (:func:`rnic.host.net.rnic_hw.hardware_datapath`, DDP/RDMAP in the model)."""
+    # (the net stack only when opened)
+    from rnic.host.net.rnic_hw import hardware_datapath
+    from rnic.host.net.rnic_offload import offload_datapath
     params = {**_parse_spec(arg), **kw}
+    offload = params.pop("offload", 1)
+    if offload not in (0, 1):
+        raise ValueError(f"bad parameter offload={offload} (expected 0 or 1)")
     try:
         transport = SimDevice(**params)
     except (ValueError, TypeError, DeviceError):
@@ -563,7 +579,9 @@ def open_sim(arg=None, **kw):
     except Exception as e:     # a failed build or start
         raise DeviceError(f"sim: cannot build or start the simulated device: {e}") from e
     dev = Device(transport, spec="sim" + (f":{arg}" if arg else ""))
-    dev.datapath_factory = hardware_datapath
+    dev.datapath_factory = offload_datapath if offload else hardware_datapath
+    if offload:
+        dev.read_limit = QUEUE_DEPTHS["ird_depth"]
     return dev
 
 

@@ -146,11 +146,11 @@ MBS = 0x100000                     # perftest's MB: 2^20 octets
 GBITS = 125000000                  # perftest's Gb: 10^9 bits
 RESULT_LINE = "-" * 87
 
-#: What this side exposes (STags and TOs; perftest uses pointers, any values do).
+#: The STags this side exposes (the TOs are the buffers' addresses, as perftest's pointers).
 BUF_STAG = 0x00A1B200
 CREDIT_STAG = 0x00A1C300
-BUF_TO = 0x00007F3A00000000
-CREDIT_TO = 0x00007F3B00000000
+#: Seconds without a received octet after which an offloaded data path is taken as done.
+QUIET = 0.3
 #: Extra receive buffers a send server posts beyond its rx_depth (the peer's may be larger).
 RX_MARGIN = 16
 #: Pause between siw's MPA Reply and our first FPDU (see tools/siw-vm/README.md).
@@ -550,13 +550,16 @@ class _Comm:
 
 # -- connection helpers ---------------------------------------------------------------------
 
-def _conn_params(*, crc, timeout, ird=0, ord_=0):
-    return cm.ConnParams(rev=2, markers=False, crc=crc, ird=ird, ord=ord_,
-                         ird_max=max(ird, 0x3FFE), timeout=timeout,
+def _conn_params(*, crc, timeout, ird=0, ord_=0, device=None):
+    """The connection parameters; a device's data path may hold fewer inbound Read Requests
+    than perftest's peers ask for (``Device.read_limit``): IRD is raised at most to that."""
+    limit = getattr(device, "read_limit", None) or 0x3FFE
+    return cm.ConnParams(rev=2, markers=False, crc=crc, ird=min(ird, limit), ord=ord_,
+                         ird_max=max(min(ird, limit), limit), timeout=timeout,
                          first_fpdu_delay=FIRST_FPDU_DELAY)
 
 
-def connect_retry(address, params, *, retry=0.0):
+def connect_retry(address, params, *, retry=0.0, send_rtr=True):
     """:func:`rnic.host.net.cm.connect`, retried for ``retry`` seconds while the connection is refused
     or closed before the MPA Reply (a peer not listening yet, e.g. behind qemu's forwarding)."""
     deadline = time.monotonic() + retry
@@ -571,7 +574,7 @@ def connect_retry(address, params, *, retry=0.0):
                 MpaError.TCP_CLOSED, f"TCP connection to {address[0]}:{address[1]} failed: "
                 f"{e}")) from None
         try:
-            return cm.connect(sock, params)
+            return cm.connect(sock, params, send_rtr=send_rtr)
         except cm.MpaRejected:
             raise
         except cm.MpaSetupError as e:
@@ -646,10 +649,9 @@ class _Run:
         p, dp = self.p, self.dp
         psn = random.getrandbits(24)
         if p.test == "send":
-            region = dp.register_region(CREDIT_STAG, 8, to=CREDIT_TO,
-                                        access=Access.REMOTE_WRITE)
-            self.credit_addr = region.address(CREDIT_TO)
-            rkey, vaddr = CREDIT_STAG, CREDIT_TO
+            region = dp.register_region(CREDIT_STAG, 8, to=None, access=Access.REMOTE_WRITE)
+            self.credit_addr = region.addr
+            rkey, vaddr = CREDIT_STAG, region.base
             self.span = buffer_span(max(p.sizes), p.cache_line, p.cycle_buffer)
             self.pattern = _pattern(self.span, 0x5E)
         else:
@@ -662,10 +664,9 @@ class _Run:
             self.pattern = _pattern(self.span, 0xA5 if self.role == "server" else 0x3C)
             fill = self.pattern if (self.role == "server" and p.test == "read") or \
                 (self.role == "client" and p.test == "write") else None
-            region = dp.register_region(BUF_STAG, self.span, to=BUF_TO, access=access,
-                                        data=fill)
-            self.buf_addr = region.address(BUF_TO)
-            rkey, vaddr = BUF_STAG, BUF_TO
+            region = dp.register_region(BUF_STAG, self.span, to=None, access=access, data=fill)
+            self.buf_addr, self.buf_to = region.addr, region.base
+            rkey, vaddr = BUF_STAG, region.base
         out_reads = p.out_reads if p.test == "read" else 1
         self.local = Dest(lid=0, out_reads=out_reads, qpn=1 if self.role == "client" else 2,
                           psn=psn, rkey=rkey, vaddr=vaddr)
@@ -721,7 +722,7 @@ class _Run:
                                  signaled=signaled)
                 else:
                     dp.post_send("read", length=size, stag=rem.rkey, to=rem.vaddr + o,
-                                 local_stag=BUF_STAG, local_to=BUF_TO + o, signaled=signaled)
+                                 local_stag=BUF_STAG, local_to=self.buf_to + o, signaled=signaled)
                 scnt += 1
                 last_progress = time.monotonic()
             if ccnt < n or blocked_by_credit:
@@ -877,19 +878,25 @@ class _Run:
             # a write client's Writes complete when they are in its socket: the last ones can
             # still be on their way through this side's data path (the simulated hardware is
             # slow); wait for them (bounded) so that the counts and the buffer are complete
-            kind = "remote_write" if p.test == "write" else "remote_read"
-            want = p.iters * len(p.sizes)
-            n = octets = 0
-            deadline = time.monotonic() + self.timeout
-            while True:
-                kinds, got = self.server_events()
-                n += kinds.get(kind, 0)
-                octets += got
-                if n >= want or time.monotonic() > deadline or self.dp.closed:
-                    break
-                time.sleep(0.02)
-            self.traffic["messages"] += n
-            self.traffic["octets"] += octets
+            if getattr(self.dp, "reports_remote_access", True):
+                kind = "remote_write" if p.test == "write" else "remote_read"
+                want = p.iters * len(p.sizes)
+                n = octets = 0
+                deadline = time.monotonic() + self.timeout
+                while True:
+                    kinds, got = self.server_events()
+                    n += kinds.get(kind, 0)
+                    octets += got
+                    if n >= want or time.monotonic() > deadline or self.dp.closed:
+                        break
+                    time.sleep(0.02)
+                self.traffic["messages"] += n
+                self.traffic["octets"] += octets
+            else:
+                # an offloaded data path places Writes and answers Reads without telling the
+                # host (as an RNIC does): no counts; wait until its receive side is quiet
+                self.dp.wait_quiet(QUIET, timeout=self.timeout)
+                self.traffic["messages"] = self.traffic["octets"] = None
             if p.test == "write":
                 span = max(remote_offsets(self.remote_report.size or 1, p.iters, p.cache_line,
                                           p.cycle_buffer)) + (self.remote_report.size or 0)
@@ -972,7 +979,9 @@ def run_client(server, port, p, *, device=None, crc=True, timeout=30.0, retry=30
         r.comm.handshake(ZERO_DEST, "the go-ahead to connect the test QP")
         reads = p.out_reads if p.test == "read" else 0
         tneg = connect_retry((server, port), _conn_params(crc=crc, timeout=timeout, ird=reads,
-                                                          ord_=reads), retry=max(retry, 5.0))
+                                                          ord_=reads, device=device),
+                             retry=max(retry, 5.0),
+                             send_rtr=False)
         # siw may miss an FPDU that follows its Reply at once (cm.ConnParams.first_fpdu_delay):
         # let that pause pass here, not inside the measured run
         time.sleep(FIRST_FPDU_DELAY)
@@ -1011,7 +1020,8 @@ def run_server(host, port, p, *, device=None, crc=True, timeout=30.0, accept_tim
             r.exchange_setup()
             r.comm.handshake(ZERO_DEST, "the go-ahead to connect the test QP")
             tneg, _ = _accept(srv, _conn_params(crc=crc, timeout=timeout, ird=reads,
-                                                ord_=reads), timeout, "test QP connection")
+                                                ord_=reads, device=device),
+                              timeout, "test QP connection")
             return r.run_test_qp(tneg)
     except (cm.MpaSetupError, OSError) as e:
         info = getattr(e, "info", None)

@@ -55,9 +55,9 @@ DEFAULT_PORT = 7174
 #: What rping's server sends as "go ahead": its never-filled send buffer.
 GO_AHEAD = bytes(INFO.size)
 
-#: STags and TOs this side exposes (client: start and rdma buffer; server: rdma buffer).
+#: STags this side exposes (client: start and rdma buffer; server: rdma buffer); the TOs are
+#: the buffers' addresses (VA-based regions, as librdmacm's rping).
 START_STAG, RDMA_STAG = 0x00C0FF01, 0x00C0FF02
-START_TO, RDMA_TO = 0x7F5A00001000, 0x7F5A00101000
 
 
 def ping_buffer(ping, size):
@@ -181,8 +181,10 @@ def run_client(dp, *, count=1, size=DEFAULT_SIZE, validate=False, on_ping=None, 
     if count < 0:
         raise ValueError(f"Invalid count {count}")
     access = Access.REMOTE_READ | Access.REMOTE_WRITE
-    start_addr = dp.register_region(START_STAG, size, to=START_TO, access=access).address(START_TO)
-    rdma_addr = dp.register_region(RDMA_STAG, size, to=RDMA_TO, access=access).address(RDMA_TO)
+    # VA-based regions, as librdmacm's rping: the TO advertised is the buffer's address
+    start = dp.register_region(START_STAG, size, to=None, access=access)
+    rdma = dp.register_region(RDMA_STAG, size, to=None, access=access)
+    start_addr, rdma_addr = start.addr, rdma.addr
     for _ in range(recv_depth):
         dp.post_recv(INFO.size)
     q = _Queues(dp, timeout)
@@ -192,9 +194,9 @@ def run_client(dp, *, count=1, size=DEFAULT_SIZE, validate=False, on_ping=None, 
         while not count or ping < count:
             buf = ping_buffer(ping, size)
             dp.write_memory(start_addr, buf)
-            q.done(dp.send(INFO.pack(START_TO, START_STAG, size)), f"ping {ping}: start info Send")
+            q.done(dp.send(INFO.pack(start.base, START_STAG, size)), f"ping {ping}: start info Send")
             q.recv(f"ping {ping}: the server's go-ahead after its RDMA Read")
-            q.done(dp.send(INFO.pack(RDMA_TO, RDMA_STAG, size)), f"ping {ping}: rdma info Send")
+            q.done(dp.send(INFO.pack(rdma.base, RDMA_STAG, size)), f"ping {ping}: rdma info Send")
             q.recv(f"ping {ping}: the server's go-ahead after its RDMA Write")
             got = dp.read_memory(rdma_addr, size)
             if validate and got != buf:
@@ -218,8 +220,8 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
     data against :func:`ping_buffer`. Raises :class:`RpingError`.
     """
     _check_size(size)
-    rdma_addr = dp.register_region(RDMA_STAG, size, to=RDMA_TO,
-                                   access=Access.REMOTE_READ | Access.REMOTE_WRITE).address(RDMA_TO)
+    rdma = dp.register_region(RDMA_STAG, size, to=None, access=Access.REMOTE_READ | Access.REMOTE_WRITE)
+    rdma_addr = rdma.addr
     for _ in range(recv_depth):
         dp.post_recv(INFO.size)
     q = _Queues(dp, timeout)
@@ -239,7 +241,7 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
             if rlen > size:
                 raise RpingError(f"ping {ping}: the client's buffer of {rlen} octets exceeds "
                                  f"this side's -S {size}")
-            wr = dp.read(rlen, stag=rkey, to=addr, local_stag=RDMA_STAG, local_to=RDMA_TO)
+            wr = dp.read(rlen, stag=rkey, to=addr, local_stag=RDMA_STAG, local_to=rdma.base)
             q.done(wr, f"ping {ping}: RDMA Read of {rlen} octets (STag {rkey:#x} TO {addr:#x})")
             got = dp.read_memory(rdma_addr, rlen)
             if validate:
@@ -282,7 +284,7 @@ def _first_diff(want, got):
     return "equal"
 
 
-def connect_retry(address, params, *, retry=0.0, wrap=None, on_retry=None):
+def connect_retry(address, params, *, retry=0.0, wrap=None, on_retry=None, send_rtr=True):
     """:func:`rnic.host.net.cm.connect` to ``address``, retried for ``retry`` seconds while the
     TCP connection is refused or closed before the MPA Reply (a peer not listening yet,
     e.g. a VM still booting behind a forwarded port). Each attempt waits up to
@@ -311,7 +313,7 @@ def connect_retry(address, params, *, retry=0.0, wrap=None, on_retry=None):
         if wrap is not None:
             sock = wrap(sock)
         try:
-            return cm.connect(sock, params)
+            return cm.connect(sock, params, send_rtr=send_rtr)
         except cm.MpaRejected:
             raise
         except cm.MpaSetupError as e:

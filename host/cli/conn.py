@@ -383,9 +383,9 @@ def connect(ctx, address, p2p, rev, ird, ord_, rtr, markers, crc, private_data, 
             if pcap_file:
                 from rnic.host.apps.rping import connect_retry
                 neg = connect_retry((host, port), params,
-                                    wrap=pcap_wrap(pcap_file, active=True))
+                                    wrap=pcap_wrap(pcap_file, active=True), send_rtr=False)
             else:
-                neg = cm.connect((host, port), params)
+                neg = cm.connect((host, port), params, send_rtr=False)   # the data path sends the RTR
         except cm.MpaRejected as e:
             result["error"] = e.info.to_json()
             result["rejected"] = True

@@ -121,9 +121,11 @@ def rping(server, client, addr, port, count, size, verbose, validate, debug, p2p
         if client:
             result["peer"] = f"{addr}:{port}"
             try:
+                # the data path made next sends the RTR (the core's through its send queue)
                 neg = rp.connect_retry((addr, port), params, retry=retry,
                                        wrap=pcap_wrap(pcap_file, active=True),
-                                       on_retry=lambda text: say(f"retrying: {text}"))
+                                       on_retry=lambda text: say(f"retrying: {text}"),
+                                       send_rtr=False)
             except cm.MpaRejected as e:
                 return finish(EXIT_FAILURE, f"rejected by {addr}:{port} "
                               f"({describe_error(e.info)})", e.info)

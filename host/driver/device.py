@@ -114,6 +114,9 @@ class Device:
     #: the software RNIC moves the data and the device is kept in step
     #: (:mod:`rnic.host.net.transfer`).
     datapath_factory = None
+    #: Set with ``datapath_factory`` when that data path holds at most this many inbound
+    #: RDMA Read Requests per connection: the IRD to negotiate at most (None: no limit).
+    read_limit = None
 
     def __init__(self, transport, *, polls=1000, spec=None):
         self.transport = transport

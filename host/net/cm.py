@@ -121,7 +121,7 @@ from rnic.host.model.rdmap import Opcode, ReadRequest, Terminate
 __all__ = [
     "RTR_TYPES", "RTR_PREFERENCE", "DEFAULT_EMSS",
     "ConnParams", "Negotiated", "MpaSetupError", "MpaRejected",
-    "connect", "accept", "request_frame",
+    "connect", "accept", "request_frame", "fpdu_octets", "zero_crc_terminate", "terminate_of",
 ]
 
 #: RTR indication types of RFC 6581 section 9.2 (flags B, C, D).
@@ -619,6 +619,39 @@ def _classify(ulpdu):
     return None, header, payload
 
 
+def fpdu_octets(raw):
+    """Octets of the FPDU (no markers) that ``raw`` starts with, from its ULPDU_Length and a
+    CRC field; None until its first two octets are there."""
+    if len(raw) < 2:
+        return None
+    n = int.from_bytes(raw[:2], "big")
+    return 2 + n + (-(2 + n) % 4) + 4
+
+
+def zero_crc_terminate(raw):
+    """The ULPDU of the FPDU (no markers) at the start of ``raw`` if it is a Terminate whose CRC
+    field is zero, else None (the FPDU must be complete in ``raw``).
+
+    Linux siw sends the Terminate of a failed MPA setup before it turns CRC on (see
+    :meth:`Negotiated._zero_crc_terminate`): only the peer's first FPDU may be taken so."""
+    n = fpdu_octets(raw)
+    if n is None or len(raw) < n or raw[n - 4:n] != b"\0\0\0\0":
+        return None
+    ulpdu = bytes(raw[2:2 + int.from_bytes(raw[:2], "big")])
+    return ulpdu if _classify(ulpdu)[0] == "terminate" else None
+
+
+def terminate_of(ulpdu):
+    """The :class:`~rnic.host.model.rdmap.Terminate` carried by ``ulpdu`` (None if malformed)."""
+    kind, _, payload = _classify(ulpdu)
+    if kind != "terminate":
+        return None
+    try:
+        return Terminate.parse(payload)
+    except (ProtocolError, ValueError):
+        return None
+
+
 # -- the negotiated connection ------------------------------------------------
 
 class Negotiated:
@@ -714,6 +747,7 @@ class Negotiated:
         self.rx_msn = {0: 1, 1: 1, 2: 1}
         self.fence_open = role == "initiator" and not rejected
         self.first_fpdu = None
+        self.rtr_pending = False        # initiator: the RTR is still to be sent (connect)
         self.rtr_ulpdu = None
         self.rtr_wire = None
         self.read_rtr_response = None
@@ -775,8 +809,15 @@ class Negotiated:
             raise ProtocolError(f.info) from None
         return term
 
+    def send_rtr(self):
+        """Initiator: send the RTR that :func:`connect` left pending (``send_rtr=False``)."""
+        if not self.rtr_pending:
+            raise RuntimeError("no RTR is pending (not peer-to-peer, or it was sent)")
+        self._send_rtr(_deadline(self.params.timeout + self.params.first_fpdu_delay))
+
     def _send_rtr(self, deadline):
         p = self.params
+        self.rtr_pending = False
         if self.rtr == "send":
             ulpdus = self.tx.send(b"")
         elif self.rtr == "write":
@@ -829,17 +870,14 @@ class Negotiated:
         """
         raw = getattr(self.decoder, "_raw", None)
         if (err.info.layer != 2 or err.info.ecode != MpaError.CRC or err.offset != 0
-                or self.markers_rx or not raw or len(raw) < 2 + 4):
+                or self.markers_rx or not raw):
             return None
         raw = bytes(raw)
-        n = int.from_bytes(raw[:2], "big")
-        if raw[-4:] != b"\0\0\0\0" or len(raw) != 2 + n + (-(2 + n) % 4) + 4:
-            return None
-        ulpdu = raw[2:2 + n]
-        if _classify(ulpdu)[0] != "terminate":
+        ulpdu = zero_crc_terminate(raw)
+        if ulpdu is None or len(raw) != fpdu_octets(raw):
             return None
         self.zero_crc_terminate = True
-        return FpduRecord(offset=0, length=len(raw), ulpdu_length=n, crc="zero",
+        return FpduRecord(offset=0, length=len(raw), ulpdu_length=len(ulpdu), crc="zero",
                           markers=[], ulpdu=ulpdu)
 
     def recv_fpdu(self, timeout=None):
@@ -974,7 +1012,7 @@ def _open(sock_or_addr, params):
     return sock
 
 
-def connect(sock_or_addr, params=None):
+def connect(sock_or_addr, params=None, *, send_rtr=True):
     """Initiator: send the MPA Request, read and check the Reply, send the RTR.
 
     Parameters
@@ -982,6 +1020,10 @@ def connect(sock_or_addr, params=None):
     sock_or_addr : socket.socket or (host, port)
         A connected stream socket, or an address to connect to.
     params : ConnParams
+    send_rtr : bool
+        False: leave the RTR to the data path made next (``Negotiated.rtr_pending``;
+        every :class:`~rnic.host.net.rnic_sw.DataPath` sends it first, a hardware one
+        through its own send queue so that its MSNs and Read credits count it).
 
     Returns
     -------
@@ -1028,7 +1070,9 @@ def connect(sock_or_addr, params=None):
                          reply_time=reply_time)
         if neg.p2p:
             # RFC 6581 9.3: the RTR is the initiator's first FPDU.
-            neg._send_rtr(_deadline(params.timeout + params.first_fpdu_delay))
+            neg.rtr_pending = True
+            if send_rtr:
+                neg.send_rtr()
         sock.settimeout(params.timeout)
         return neg
     except MpaSetupError:

@@ -84,6 +84,7 @@ from rnic.host.model.sink import Access, Error, Memory, Placement, ReadRequestQu
 
 __all__ = [
     "Completion", "Event", "DataPath", "SoftwareRnic", "OPCODE_NAMES", "opcode_from", "error_name",
+    "check_post", "QueuedDataPath",
     "Access", "DEFAULT_ACCESS", "Memory", "Region",
 ]
 
@@ -232,7 +233,12 @@ class DataPath(abc.ABC):
     @abc.abstractmethod
     def register_region(self, stag, length, *, to=0, addr=None,
                         access=DEFAULT_ACCESS, data=None):
-        """Register ``length`` octets of local memory under ``stag`` (TOs ``to ..``); returns the Region."""
+        """Register ``length`` octets of local memory under ``stag`` (TOs ``to ..``); returns the Region.
+
+        ``stag`` None: the data path picks one (``Region.stag``); ``to`` None: the region is
+        VA-based, its TOs are its addresses (``Region.base``), as a hardware data path
+        without address translation needs; ``addr`` None: the data path allocates the memory.
+        """
 
     @abc.abstractmethod
     def invalidate(self, stag):
@@ -343,6 +349,48 @@ class DataPath(abc.ABC):
         self.close()
 
 
+class QueuedDataPath(DataPath):
+    """A :class:`DataPath` whose completions (``_cq``) and events (``_events``) wait in deques
+    guarded by the condition ``_cond``, filled by its own threads; ``start()`` starts them."""
+
+    def _poll(self, timeout, max_entries):
+        self.start()
+        deadline = time.monotonic() + (timeout or 0.0)
+        with self._cond:
+            while not self._cq and not self.closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            out = []
+            while self._cq and (max_entries is None or len(out) < max_entries):
+                out.append(self._cq.popleft())
+            return out
+
+    def poll_events(self):
+        with self._cond:
+            out = list(self._events)
+            self._events.clear()
+            return out
+
+    def data(self, completion):
+        """The octets a completion refers to (received message / Read data), else b""."""
+        if completion.addr is None:
+            return b""
+        return self.read_memory(completion.addr, completion.length)
+
+    def wait_closed(self, timeout=None):
+        """Wait until the connection is down; True if it is."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not self.closed:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(0.2 if remaining is None else min(remaining, 0.2))
+        return True
+
+
 # -- the software RNIC -----------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -361,6 +409,45 @@ class _WR:
     internal_sink: bool = False
 
 
+def check_post(opcode, payload=b"", *, wr_id=None, stag=0, to=0, length=None, inval_stag=None,
+               signaled=True):
+    """The arguments of :meth:`DataPath.post_send` checked (ValueError naming the bad one), as a
+    work request record (``opcode``, ``payload``, ``length``, ``stag``/``to`` of a Write or
+    Read, ``inval_stag``, ``signaled``; ``wr_id`` as given, None included)."""
+    op = opcode_from(opcode)
+    payload = bytes(payload)
+    for name, v, bits in (("stag", stag, 32), ("to", to, 64)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << bits:
+            raise ValueError(f"{name} = {v!r} does not fit {bits} bits")
+    if wr_id is not None and (isinstance(wr_id, bool) or not isinstance(wr_id, int)
+                              or not 0 <= wr_id <= _MASK32):
+        raise ValueError(f"wr_id must be a 32-bit int, not {wr_id!r}")
+    wr = _WR(wr_id, op, signaled=bool(signaled))
+    if op == SqOpcode.RDMA_READ:
+        if payload:
+            raise ValueError("an RDMA Read carries no payload: give length=")
+        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= _MASK32:
+            raise ValueError(f"RDMA Read length must be 0..2**32-1, not {length!r}")
+        wr.length, wr.stag, wr.to = length, stag, to
+        return wr
+    if length is not None and length != len(payload):
+        raise ValueError("length= is for RDMA Reads (other kinds send the payload)")
+    wr.payload, wr.length = payload, len(payload)
+    if op == SqOpcode.RDMA_WRITE:
+        wr.stag, wr.to = stag, to
+        if payload and to + len(payload) > 1 << 64:
+            raise ValueError("TO + length wraps 64 bits")
+    elif op in (SqOpcode.SEND_INV, SqOpcode.SEND_SE_INV):
+        if inval_stag is None:
+            raise ValueError(f"{OPCODE_NAMES[op]} needs inval_stag=")
+        if isinstance(inval_stag, bool) or not isinstance(inval_stag, int) \
+                or not 0 <= inval_stag <= _MASK32:
+            raise ValueError("inval_stag does not fit 32 bits")
+        wr.inval_stag = inval_stag
+    elif inval_stag is not None:
+        raise ValueError("inval_stag= is for send_inv / send_se_inv")
+    return wr
+
 _RTR = object()              # buffer id / read marker of the RFC 6581 RTR
 _FINAL = ("closed", "error")
 
@@ -370,7 +457,7 @@ def _lost(info):
     return "connection lost" in (info.text or "")
 
 
-class SoftwareRnic(DataPath):
+class SoftwareRnic(QueuedDataPath):
     """:class:`DataPath` done in software over the Negotiated connection's socket.
 
     Parameters
@@ -446,6 +533,8 @@ class SoftwareRnic(DataPath):
                       "max_outstanding_reads": 0}
         if negotiated.role == "initiator" and negotiated.p2p and negotiated.rtr == "read":
             self._reads.append(_RTR)            # the zero-length Read RTR awaits its Response
+        if negotiated.rtr_pending:
+            negotiated.send_rtr()               # connect(send_rtr=False) left it to us
 
     @staticmethod
     def _limit(v, name):
@@ -515,7 +604,12 @@ class SoftwareRnic(DataPath):
             raise ValueError(f"{len(data)} octets of data do not fit a {length}-octet region")
         if addr is None:
             addr = self.alloc(length, 4096)
+        if to is None:
+            to = addr                       # VA-based: the TO is the address
         with self._lock:
+            if stag is None:
+                stag = self._next_stag
+                self._next_stag = (self._next_stag + 1) & _MASK32 or 1
             region = self.sink.register_region(stag=stag, base=to, length=length,
                                                access=access, addr=addr)
             if data:
@@ -565,18 +659,12 @@ class SoftwareRnic(DataPath):
 
     def post_send(self, opcode, payload=b"", *, wr_id=None, stag=0, to=0, length=None,
                   local_stag=None, local_to=0, inval_stag=None, signaled=True):
-        op = opcode_from(opcode)
-        payload = bytes(payload)
-        for name, v, bits in (("stag", stag, 32), ("to", to, 64), ("local_to", local_to, 64)):
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << bits:
-                raise ValueError(f"{name} = {v!r} does not fit {bits} bits")
-        wr = _WR(0, op, signaled=bool(signaled))
+        wr = check_post(opcode, payload, wr_id=None, stag=stag, to=to, length=length,
+                        inval_stag=inval_stag, signaled=signaled)
+        op, length = wr.opcode, wr.length
+        if isinstance(local_to, bool) or not isinstance(local_to, int) or not 0 <= local_to < 1 << 64:
+            raise ValueError(f"local_to = {local_to!r} does not fit 64 bits")
         if op == SqOpcode.RDMA_READ:
-            if payload:
-                raise ValueError("an RDMA Read carries no payload: give length=")
-            if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= _MASK32:
-                raise ValueError(f"RDMA Read length must be 0..2**32-1, not {length!r}")
-            wr.length, wr.stag, wr.to = length, stag, to
             if local_stag is None:
                 addr = self.alloc(length)
                 with self._lock:
@@ -592,22 +680,6 @@ class SoftwareRnic(DataPath):
                                      f"{length} is not inside a registered region")
                 wr.local_to, wr.local_addr = local_to, region.address(local_to)
             wr.local_stag = local_stag
-        else:
-            if length is not None and length != len(payload):
-                raise ValueError("length= is for RDMA Reads (other kinds send the payload)")
-            wr.payload, wr.length = payload, len(payload)
-            if op == SqOpcode.RDMA_WRITE:
-                wr.stag, wr.to = stag, to
-                if payload and to + len(payload) > 1 << 64:
-                    raise ValueError("TO + length wraps 64 bits")
-            elif op in (SqOpcode.SEND_INV, SqOpcode.SEND_SE_INV):
-                if inval_stag is None:
-                    raise ValueError(f"{OPCODE_NAMES[op]} needs inval_stag=")
-                if not 0 <= inval_stag <= _MASK32:
-                    raise ValueError("inval_stag does not fit 32 bits")
-                wr.inval_stag = inval_stag
-            elif inval_stag is not None:
-                raise ValueError("inval_stag= is for send_inv / send_se_inv")
         with self._lock:
             if self._closing:
                 raise RuntimeError("post_send() after close()")
@@ -638,43 +710,6 @@ class SoftwareRnic(DataPath):
                                    self.conn, wr.local_addr if wr.opcode == SqOpcode.RDMA_READ
                                    else None, error=error))
         self._cond.notify_all()
-
-    def _poll(self, timeout, max_entries):
-        self.start()
-        deadline = time.monotonic() + (timeout or 0.0)
-        with self._cond:
-            while not self._cq and not self.closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(remaining)
-            out = []
-            while self._cq and (max_entries is None or len(out) < max_entries):
-                out.append(self._cq.popleft())
-            return out
-
-    def poll_events(self):
-        with self._lock:
-            out = list(self._events)
-            self._events.clear()
-            return out
-
-    def data(self, completion):
-        """The octets a completion refers to (received message / Read data), else b""."""
-        if completion.addr is None:
-            return b""
-        return self.read_memory(completion.addr, completion.length)
-
-    def wait_closed(self, timeout=None):
-        """Wait until the connection is down; True if it is."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while not self.closed:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._cond.wait(0.2 if remaining is None else min(remaining, 0.2))
-        return True
 
     # -- receive side --------------------------------------------------------------
     def _flush_pending_posts(self):

@@ -2,9 +2,9 @@
 
 * :func:`make_datapath` picks the :class:`~rnic.host.net.rnic_sw.DataPath` of a
   connection: the device's own (``Device.datapath_factory``, set by a
-  device kind whose hardware moves the data, e.g. the simulated RNIC once it
-  exists), else the software RNIC; with a device but no hardware data path,
-  the software RNIC runs and the device is kept in step
+  device kind whose hardware moves the data: the simulated core,
+  :mod:`rnic.host.net.rnic_offload`), else the software RNIC; with a device but no
+  hardware data path, the software RNIC runs and the device is kept in step
   (:class:`MirroredDataPath`).
 * :class:`MirroredDataPath` runs every driver sequence against the device
   for what the software RNIC does: the connection context is programmed from
@@ -39,7 +39,7 @@ from rnic.host.spec.regmap import ConnState, CqQueue, CqStatus, SqOpcode
 from rnic.host.net.rnic_sw import DEFAULT_ACCESS, Access, DataPath, SoftwareRnic, opcode_from
 
 __all__ = [
-    "make_datapath", "MirroredDataPath", "device_lock", "negotiated_json", "describe_error", "Transfer",
+    "make_datapath", "MirroredDataPath", "device_lock", "shared_state", "negotiated_json", "describe_error", "Transfer",
     "run_transfers", "serve_connection", "MAX_SHOWN",
 ]
 
@@ -83,6 +83,9 @@ class _Shared:
         lock = getattr(device.transport, "lock", None)
         self.lock = lock if hasattr(lock, "acquire") else threading.RLock()
         self.cq = collections.defaultdict(collections.deque)    # conn -> Completions
+        self.term = collections.defaultdict(collections.deque)  # conn -> TERM reports
+        self.memory = None      # the device memory's allocator (offloaded data paths)
+        self.stags = None       # its STag table rows (offloaded data paths)
 
 
 _SHARED = weakref.WeakKeyDictionary()
@@ -100,6 +103,12 @@ def _shared(device):
 def device_lock(device):
     """The re-entrant lock every driver sequence on ``device`` runs under."""
     return _shared(device).lock
+
+
+def shared_state(device):
+    """What the data paths on ``device`` share (lock, completions and reports popped for other
+    connections, the device memory's books); use it under :func:`device_lock`."""
+    return _shared(device)
 
 
 def make_datapath(neg, device=None, *, conn=0, **kw):

@@ -24,6 +24,32 @@ from rnic.host.apps.rping import ping_buffer, ping_text
 pytestmark = pytest.mark.slow
 
 
+class _OnDevice:
+    """The ``rnic`` fixture with ``--device DEVICE`` added to every ``rnic rping``."""
+
+    def __init__(self, rnic, device):
+        self._rnic, self.device = rnic, device
+
+    def _args(self, args):
+        return [*args, "--device", self.device] if self.device else args
+
+    def run(self, args, **kw):
+        return self._rnic.run(self._args(args), **kw)
+
+    def start(self, args):
+        return self._rnic.start(self._args(args))
+
+    def __getattr__(self, name):
+        return getattr(self._rnic, name)
+
+
+@pytest.fixture(params=["software", "sim"])
+def rnic(request, rnic):
+    """Every test on both of our data paths: the software RNIC, and ``--device sim`` (DDP and
+    RDMAP in the simulated core, rnic.host.net.rnic_offload)."""
+    return _OnDevice(rnic, None if request.param == "software" else "sim")
+
+
 def expected(count, size):
     return [ping_text(ping_buffer(i, size)) for i in range(count)]
 
@@ -253,10 +279,3 @@ def test_siw_server_rev1_cannot_read(siw_vm, rnic, free_port):
     assert "post send error" in vm_out and "server ping data" not in vm_out
     assert rc == 1 and result["pings"] == []
     assert "the server disconnected while waiting for ping 0" in err
-
-
-# -- the simulated hardware data path ------------------------------------------------------------
-
-def test_siw_server_device_sim(siw_vm, rnic, free_port):
-    res = siw_server(siw_vm, rnic, free_port, "default", ["--device", "sim"], count=1, size=100)
-    assert_ok_server_siw(res, 1, 100)

@@ -142,7 +142,7 @@ def test_crc_error_sets_the_error_registers(sim):
 
 
 def test_host_memory(sim):
-    assert sim.mem_size == MEM_SIZE == 1 << 20
+    assert sim.mem_size == MEM_SIZE == 1 << 22
     sim.mem_write(0x1234, b"hello")
     assert sim.mem_read(0x1230, 12) == bytes(4) + b"hello" + bytes(3)
     big = random.Random(1).randbytes(70000)
