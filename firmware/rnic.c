@@ -176,6 +176,8 @@ int rnic_stag_write(rnic_dev_t *dev, const rnic_stag_t *s)
     rnic_write(dev, RNIC_STAG_BASE_LO_ADDR, (uint32_t)s->base);
     rnic_write(dev, RNIC_STAG_BASE_HI_ADDR, (uint32_t)(s->base >> 32));
     rnic_write(dev, RNIC_STAG_LENGTH_ADDR, s->length);
+    rnic_write(dev, RNIC_STAG_ADDR_LO_ADDR, (uint32_t)s->addr);
+    rnic_write(dev, RNIC_STAG_ADDR_HI_ADDR, (uint32_t)(s->addr >> 32));
     rnic_write(dev, RNIC_STAG_ATTR_ADDR,
                RNIC_FIELD_PREP(RNIC_STAG_ATTR_VALID, s->valid ? 1u : 0u) |
                RNIC_FIELD_PREP(RNIC_STAG_ATTR_REMOTE_READ, s->remote_read ? 1u : 0u) |

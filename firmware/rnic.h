@@ -76,8 +76,9 @@ typedef struct {
 typedef struct {
     uint32_t index;     /* table row */
     uint32_t stag;
-    uint64_t base;      /* first TO (= memory address) of the region */
+    uint64_t base;      /* TO of the region's first octet */
     uint32_t length;
+    uint64_t addr;      /* host memory address of that octet (VA-based regions: = base) */
     uint32_t conn;
     int valid, remote_read, remote_write, remote_inv;
 } rnic_stag_t;

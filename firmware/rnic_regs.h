@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.7. 32-bit registers at byte offsets inside
+/* Map version 0.8. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x00000007u
+#define RNIC_VERSION_RESET 0x00000008u
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x00000007u
+#define RNIC_VERSION_MINOR_RESET 0x00000008u
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -472,25 +472,25 @@
 #define RNIC_STAG_KEY_STAG_MASK 0xffffffffu
 #define RNIC_STAG_KEY_STAG_RESET 0x00000000u
 
-/* STAG_BASE_LO (0x188, rw): First address (TO) of the region, bits 31..0. */
+/* STAG_BASE_LO (0x188, rw): TO of the region's first octet, bits 31..0. */
 #define RNIC_STAG_BASE_LO_ADDR 0x00000188u
 #define RNIC_STAG_BASE_LO_RESET 0x00000000u
 #define RNIC_STAG_BASE_LO_RW_MASK 0xffffffffu
-/*   ADDR [31:0] rw: First address (TO) of the region, bits 31..0. */
-#define RNIC_STAG_BASE_LO_ADDR_SHIFT 0u
-#define RNIC_STAG_BASE_LO_ADDR_WIDTH 32u
-#define RNIC_STAG_BASE_LO_ADDR_MASK 0xffffffffu
-#define RNIC_STAG_BASE_LO_ADDR_RESET 0x00000000u
+/*   TO [31:0] rw: TO of the region's first octet, bits 31..0. */
+#define RNIC_STAG_BASE_LO_TO_SHIFT 0u
+#define RNIC_STAG_BASE_LO_TO_WIDTH 32u
+#define RNIC_STAG_BASE_LO_TO_MASK 0xffffffffu
+#define RNIC_STAG_BASE_LO_TO_RESET 0x00000000u
 
-/* STAG_BASE_HI (0x18c, rw): First address (TO) of the region, bits 63..32. */
+/* STAG_BASE_HI (0x18c, rw): TO of the region's first octet, bits 63..32. */
 #define RNIC_STAG_BASE_HI_ADDR 0x0000018cu
 #define RNIC_STAG_BASE_HI_RESET 0x00000000u
 #define RNIC_STAG_BASE_HI_RW_MASK 0xffffffffu
-/*   ADDR [31:0] rw: First address (TO) of the region, bits 63..32. */
-#define RNIC_STAG_BASE_HI_ADDR_SHIFT 0u
-#define RNIC_STAG_BASE_HI_ADDR_WIDTH 32u
-#define RNIC_STAG_BASE_HI_ADDR_MASK 0xffffffffu
-#define RNIC_STAG_BASE_HI_ADDR_RESET 0x00000000u
+/*   TO [31:0] rw: TO of the region's first octet, bits 63..32. */
+#define RNIC_STAG_BASE_HI_TO_SHIFT 0u
+#define RNIC_STAG_BASE_HI_TO_WIDTH 32u
+#define RNIC_STAG_BASE_HI_TO_MASK 0xffffffffu
+#define RNIC_STAG_BASE_HI_TO_RESET 0x00000000u
 
 /* STAG_LENGTH (0x190, rw): Length of the region in octets. */
 #define RNIC_STAG_LENGTH_ADDR 0x00000190u
@@ -551,6 +551,26 @@
 #define RNIC_STAG_STATUS_BUSY_WIDTH 1u
 #define RNIC_STAG_STATUS_BUSY_MASK 0x00000001u
 #define RNIC_STAG_STATUS_BUSY_RESET 0x00000000u
+
+/* STAG_ADDR_LO (0x1a0, rw): Host memory address of the region's first octet (the octet of TO BASE), bits 31..0. */
+#define RNIC_STAG_ADDR_LO_ADDR 0x000001a0u
+#define RNIC_STAG_ADDR_LO_RESET 0x00000000u
+#define RNIC_STAG_ADDR_LO_RW_MASK 0xffffffffu
+/*   ADDR [31:0] rw: Host memory address of the region's first octet (the octet of TO BASE), bits 31..0. */
+#define RNIC_STAG_ADDR_LO_ADDR_SHIFT 0u
+#define RNIC_STAG_ADDR_LO_ADDR_WIDTH 32u
+#define RNIC_STAG_ADDR_LO_ADDR_MASK 0xffffffffu
+#define RNIC_STAG_ADDR_LO_ADDR_RESET 0x00000000u
+
+/* STAG_ADDR_HI (0x1a4, rw): Host memory address of the region's first octet, bits 63..32. */
+#define RNIC_STAG_ADDR_HI_ADDR 0x000001a4u
+#define RNIC_STAG_ADDR_HI_RESET 0x00000000u
+#define RNIC_STAG_ADDR_HI_RW_MASK 0xffffffffu
+/*   ADDR [31:0] rw: Host memory address of the region's first octet, bits 63..32. */
+#define RNIC_STAG_ADDR_HI_ADDR_SHIFT 0u
+#define RNIC_STAG_ADDR_HI_ADDR_WIDTH 32u
+#define RNIC_STAG_ADDR_HI_ADDR_MASK 0xffffffffu
+#define RNIC_STAG_ADDR_HI_ADDR_RESET 0x00000000u
 
 /* ---- Receive queue ---- */
 
@@ -1781,7 +1801,7 @@
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x00000007u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
@@ -1817,6 +1837,8 @@
     X(STAG_ATTR, 0x00000194u, 0x00000000u, 0xffff000fu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(STAG_CMD, 0x00000198u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u, 0x00000000u) \
     X(STAG_STATUS, 0x0000019cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
+    X(STAG_ADDR_LO, 0x000001a0u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(STAG_ADDR_HI, 0x000001a4u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(RQ_CONN, 0x000001c0u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(RQ_ADDR_LO, 0x000001c4u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(RQ_ADDR_HI, 0x000001c8u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \

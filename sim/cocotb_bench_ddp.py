@@ -86,8 +86,8 @@ async def bench_ddp(dut):
                             mulpdu=p["mulpdu"]))
         tb.txcfg.append(dict(conn=0, mulpdu=p["mulpdu"], ord=4))
         tb.rxctl.append(dict(conn=0, ird=4))
-        tb.stag.append(dict(index=STAG % tb.S, stag=STAG, base=base, length=REGION, valid=1,
-                            remote_read=0, remote_write=1, conn=0))
+        tb.stag.append(dict(index=STAG % tb.S, stag=STAG, base=base, addr=base, length=REGION,
+                            valid=1, remote_read=0, remote_write=1, conn=0))
         await tb.drain(tb.fcfg, tb.dcfg, tb.txcfg, tb.rxctl, tb.stag)
         for x in ("a", "b"):
             getattr(dut, f"{x}_base").value = base

@@ -45,10 +45,10 @@ static void test_probe_and_rmw(void)
     mem[RNIC_VERSION_ADDR / 4] = RNIC_FIELD_PREP(RNIC_VERSION_MAJOR, RNIC_VERSION_MAJOR_RESET + 1u);
     CHECK(rnic_probe(&dev) == RNIC_ERR_VERSION);
     mem[RNIC_VERSION_ADDR / 4] = RNIC_FIELD_PREP(RNIC_VERSION_MAJOR, RNIC_VERSION_MAJOR_RESET) |
-                                 RNIC_FIELD_PREP(RNIC_VERSION_MINOR, 7u) | RNIC_FIELD_PREP(RNIC_VERSION_WIDTH, 8u);
+                                 RNIC_FIELD_PREP(RNIC_VERSION_MINOR, 8u) | RNIC_FIELD_PREP(RNIC_VERSION_WIDTH, 8u);
     mem[RNIC_CAPS_ADDR / 4] = RNIC_FIELD_PREP(RNIC_CAPS_CONNECTIONS, 16u) | RNIC_FIELD_PREP(RNIC_CAPS_STAGS, 64u);
     CHECK(rnic_probe(&dev) == RNIC_OK);
-    CHECK(dev.minor == 7u && dev.width == 8u && dev.connections == 16u && dev.stags == 64u);
+    CHECK(dev.minor == 8u && dev.width == 8u && dev.connections == 16u && dev.stags == 64u);
     CHECK(strcmp(rnic_strerror(RNIC_ERR_MAGIC), "no RNIC (bad ID magic)") == 0);
 
     /* field macros */
@@ -353,12 +353,13 @@ static void test_errors_counters_queues(void)
     /* STag write */
     memset(&stag, 0, sizeof stag);
     stag.index = 3; stag.stag = 0x1234AB00u; stag.base = 0x100002000ull; stag.length = 8192;
-    stag.conn = 5; stag.valid = 1; stag.remote_write = 1;
+    stag.addr = 0x300004000ull; stag.conn = 5; stag.valid = 1; stag.remote_write = 1;
     the_bank.nlog = 0;
     CHECK(rnic_stag_write(&dev, &stag) == RNIC_OK);
     n = writes_in_log(w, 16);
-    CHECK(n == 7u && w[6].addr == RNIC_STAG_CMD_ADDR && the_bank.stag_commits == 1u);
+    CHECK(n == 9u && w[8].addr == RNIC_STAG_CMD_ADDR && the_bank.stag_commits == 1u);
     CHECK(the_bank.storage[RNIC_STAG_BASE_HI_ADDR / 4] == 1u && the_bank.storage[RNIC_STAG_BASE_LO_ADDR / 4] == 0x2000u);
+    CHECK(the_bank.storage[RNIC_STAG_ADDR_HI_ADDR / 4] == 3u && the_bank.storage[RNIC_STAG_ADDR_LO_ADDR / 4] == 0x4000u);
     CHECK(the_bank.storage[RNIC_STAG_ATTR_ADDR / 4] ==
           (RNIC_STAG_ATTR_VALID_MASK | RNIC_STAG_ATTR_REMOTE_WRITE_MASK | RNIC_FIELD_PREP(RNIC_STAG_ATTR_CONN, 5u)));
     stag.index = 64;                                       /* >= CAPS.STAGS */

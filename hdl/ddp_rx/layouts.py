@@ -46,14 +46,15 @@ class StagWrite(data.StructLayout):
     """One STag table row write (STAG_* registers + STAG_CMD.COMMIT).
 
     The row of a wire STag is ``stag % stags``; the row matches when ``valid`` and
-    its ``stag`` equals the wire STag in full. A tagged segment is placed at host
-    address = TO (the region's TOs ``base .. base + length - 1`` are addresses).
+    its ``stag`` equals the wire STag in full. The region's TOs ``base .. base + length - 1``
+    are the host memory ``addr .. addr + length - 1``: a tagged segment with TO ``t`` is
+    placed at ``addr + (t - base)``.
     """
 
     def __init__(self, *, stags, connections):
         super().__init__({
             "index": unsigned(ceil_log2(stags) or 1),
-            "stag": unsigned(32), "base": unsigned(64), "length": unsigned(32),
+            "stag": unsigned(32), "base": unsigned(64), "length": unsigned(32), "addr": unsigned(64),
             "valid": unsigned(1), "remote_read": unsigned(1), "remote_write": unsigned(1),
             "remote_inv": unsigned(1), "conn": unsigned(conn_bits(connections)),
         })
@@ -104,13 +105,14 @@ class Completion(data.StructLayout):
 
 class ReadRequestOut(data.StructLayout):
     """A validated inbound RDMA Read Request, for the TX side (it holds an IRD slot until
-    ``rr_done``)."""
+    ``rr_done``). ``src_addr``: the host address of ``src_to`` in its region as the receive
+    path found it (the transmit path checks that the region still maps it there)."""
 
     def __init__(self, *, connections):
         super().__init__({
             "conn": unsigned(conn_bits(connections)), "msn": unsigned(32),
             "sink_stag": unsigned(32), "sink_to": unsigned(64), "size": unsigned(32),
-            "src_stag": unsigned(32), "src_to": unsigned(64),
+            "src_stag": unsigned(32), "src_to": unsigned(64), "src_addr": unsigned(64),
         })
 
 
@@ -153,13 +155,16 @@ class UlpduEntry(data.StructLayout):
 
 
 class StagRow(data.StructLayout):
-    """A row of the STag table: the region is ``base .. end - 1`` (``end = base + length``
-    is stored rather than the length, so that no check adds them); ``rr``/``rw``/``ri``:
-    remote read / remote write / remote invalidate access."""
+    """A row of the STag table: the region's TOs are ``base .. end - 1`` (``end = base +
+    length`` is stored rather than the length, so that no check adds them) and TO ``t`` is
+    at host address ``t + delta`` (mod ``2**addr_width``: ``delta`` is the region's host
+    address minus ``base``); ``rr``/``rw``/``ri``: remote read / remote write / remote
+    invalidate access."""
 
     def __init__(self, *, connections, addr_width):
         super().__init__({
-            "stag": unsigned(32), "base": unsigned(addr_width), "end": unsigned(addr_width + 1),
+            "stag": unsigned(32), "base": unsigned(64), "end": unsigned(65),
+            "delta": unsigned(addr_width),
             "valid": unsigned(1), "rr": unsigned(1), "rw": unsigned(1), "ri": unsigned(1),
             "conn": unsigned(conn_bits(connections)),
         })

@@ -34,6 +34,9 @@ class Placer(wiring.Component):
     qn : In(2), buffer_addr : In(64)
         An untagged segment's queue number and receive buffer (QN 0): the target is the
         buffer's address + MO (QN 0), else MO in the QN 1 / QN 2 message buffer.
+    delta : In(addr_width)
+        A tagged segment's translation (its STag row's ``delta``, stable from DECODE on): the
+        target is TO + ``delta`` (mod ``2**addr_width``).
     read : Out(PayloadRead), slot_data : In(8 * width)
         The slot buffer's read port (read data the cycle after the read).
     push : Out(stream(PlacerWrite)), room : In(1)
@@ -50,8 +53,8 @@ class Placer(wiring.Component):
     and the words (each depends on the low bits of the target address) are worked out a
     cycle ahead and registered, one copy per kind of segment: they drive the slot buffer's
     read address and the placer's counters, which must not wait for the header register's
-    fan-out and the address adder. Tagged: from TO (stable from the last HEADER cycle on);
-    untagged: from the buffer address and MO (stable from CHECK_QN_MSN on).
+    fan-out and the address adder. Tagged: from TO and the row's translation (stable from
+    DECODE on); untagged: from the buffer address and MO (stable from CHECK_QN_MSN on).
 
     PLACE: the slot is read through two stages (the read port, then ``cur``; the byte
     rotator sees only registers): one row per cycle at full rate, with the same
@@ -79,7 +82,7 @@ class Placer(wiring.Component):
         super().__init__({
             "state": In(Step),
             "seg": In(SegmentView(slots=slots, connections=C)),
-            "qn": In(2), "buffer_addr": In(64),
+            "qn": In(2), "buffer_addr": In(64), "delta": In(addr_width),
             "read": Out(PayloadRead(slot_rows=self.slot_rows)), "slot_data": In(8 * width),
             "push": Out(stream.Signature(PlacerWrite(width=width, connections=C,
                                                      addr_width=addr_width), always_ready=True)),
@@ -128,8 +131,14 @@ class Placer(wiring.Component):
             m.d.comb += [sum_.eq(hl + W - lo), row.eq(sum_[LW:] - 1)]
             return sum_, row
 
+        # the tagged target address, registered (its operands, the TO and the row's
+        # translation, are stable from DECODE on: valid in CHECK_TAGGED)
+        t_addr = Signal(AW)
+        t_addr_c = Signal(AW)
+        m.d.comb += t_addr_c.eq(h_to[:AW] + self.delta)
+        m.d.sync += t_addr.eq(t_addr_c)
         if LW:
-            t_lo = h_to[:LW]
+            t_lo = (h_to[:LW] + self.delta[:LW])[:LW]
             # (the QN 1 / QN 2 message buffers start at a row boundary: 0 and QN2_BASE)
             assert QN2_BASE % W == 0
             u_lo = (Mux(qn == 0, e_addr[:LW], 0) + h_mo[:LW])[:LW]
@@ -163,9 +172,10 @@ class Placer(wiring.Component):
                 self._sums.append((reg, comb, kind == "t"))
             return rem, words
         t_sums = place_sums(t_lo, "t")
+        self._sums.append((t_addr, t_addr_c, True))
         u_sums = place_sums(u_lo, "u")
 
-        kinds = {"t": (h_to[:AW], t_first_row, t_sums, 14), "u": (u_addr, u_first_row, u_sums, 18)}
+        kinds = {"t": (t_addr, t_first_row, t_sums, 14), "u": (u_addr, u_first_row, u_sums, 18)}
 
         def setup(kind, *, to_axi):
             addr, first_row, sums, hl = kinds[kind]

@@ -143,6 +143,7 @@ class SegmentProcessor(wiring.Component):
             val.row.eq(self.stag_table.row), val.rq_entry.eq(self.receive_queue.entry),
             val.message.eq(self.control_buffer.message),
             plc.seg.eq(seg), plc.qn.eq(val.qn), plc.buffer_addr.eq(val.recv_buffer.addr),
+            plc.delta.eq(self.stag_table.row.delta),
             plc.slot_data.eq(self.slot_rd.data), plc.room.eq(self.axi_writer.room),
         ]
         m.d.comb += [
@@ -184,6 +185,7 @@ class SegmentProcessor(wiring.Component):
             rep.rq_entry.eq(self.receive_queue.entry),
             rep.message.eq(self.control_buffer.message),
             rep.message_bad.eq(self.validator.message_bad), rep.error.eq(self.validator.error),
+            rep.src_delta.eq(self.stag_table.row.delta),
             self.cq.payload.eq(rep.cq), self.rrq.payload.eq(rep.rrq), self.term.payload.eq(rep.term),
             self.aw_side.eq(aw.aw_side),
             self.release.valid.eq((self.sequencer.state == Step.DONE)

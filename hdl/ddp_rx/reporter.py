@@ -32,6 +32,9 @@ class Reporter(wiring.Component):
     message : In(8 * 64), message_bad : In(1)
         MESSAGE_VERDICT: a Read Request (QN 1) for ``rrq``, or a received Terminate (QN 2,
         unless ``message_bad``) for ``term``.
+    src_delta : In(64)
+        WAIT_SOURCE_CHECKS: the translation of the Read Request's source STag row (its
+        ``delta``): ``rrq.src_addr`` is ``src_to`` + it.
     error : In(ErrorVerdict)
         BUILD_ERROR_REPORT: the error's Terminate, exactly
         :meth:`rnic.host.model.rdmap.Terminate.for_error` (Layer/EType/ErrorCode, M D R,
@@ -52,7 +55,7 @@ class Reporter(wiring.Component):
             "ctx": In(ConnContext(rq_depth=rq_depth)), "qn": In(2),
             "read_response": In(ReadResponseTotals()),
             "rq_entry": In(RecvEntry()), "drain_go": Out(1),
-            "message": In(8 * 64), "message_bad": In(1),
+            "message": In(8 * 64), "message_bad": In(1), "src_delta": In(64),
             "error": In(ErrorVerdict()),
             "cq": Out(Completion(connections=C)), "rrq": Out(ReadRequestOut(connections=C)),
             "term": Out(TermReport(connections=C)),
@@ -97,6 +100,8 @@ class Reporter(wiring.Component):
                         tr.layer.eq(mb[0][4:8]), tr.etype.eq(mb[0][0:4]), tr.ecode.eq(mb[1]),
                         tr.tlen.eq(seg.end[:7]), tr.term.eq(self.message[:8 * TERM_BYTES]),
                     ]
+            with m.Case(Step.WAIT_SOURCE_CHECKS):
+                m.d.sync += rr.src_addr.eq(rr.src_to + self.src_delta)
             with m.Case(Step.BUILD_ERROR_REPORT):
                 self._error_report(m, mb)
         if platform == "formal":

@@ -20,10 +20,11 @@ class StagTable(wiring.Component):
     -----
     state : In(Step)
     request : In(StagWrite), take : In(1)
-        A host write, latched when ``take`` (in IDLE); the region's end is registered in
-        STAG_END_SUM and the row written in STAG_WRITE (timing: neither the 64-bit sum
-        nor the request arbiter is in front of the block RAM's write port). A region
-        outside the bus address space (``base + length > 2**addr_width``) never matches.
+        A host write, latched when ``take`` (in IDLE); the region's ends (of its TOs and of
+        its memory) and its translation are registered in STAG_END_SUM and the row written in
+        STAG_WRITE (timing: neither the 64-bit sums nor the request arbiter is in front of
+        the block RAM's write port). A region whose memory is outside the bus address space
+        (``addr + length > 2**addr_width``) or whose TOs pass ``2**64`` never matches.
     stag : In(32)
         The segment's STag field (header octets 2..5: the tagged STag and the Invalidate
         STag alike); read from the second-to-last HEADER cycle on.
@@ -46,7 +47,7 @@ class StagTable(wiring.Component):
     host write latched in IDLE, until STAG_WRITE). With ``platform == "formal"`` it asserts
     that the row read is the memory's row of ``stag`` in the last HEADER cycle, DECODE and
     CHECK_TAGGED (``lemma_hdr_read``, ``lemma_dec_read``, ``lemma_dec_row``,
-    ``lemma_tchk_read``) and that the latched write's end sum is right in STAG_WRITE
+    ``lemma_tchk_read``) and that the latched write's sums are right in STAG_WRITE
     (``lemma_stw``).
     """
 
@@ -84,13 +85,16 @@ class StagTable(wiring.Component):
         lat = self.latched
         with m.If(self.take):
             m.d.sync += lat.eq(self.request)
-        lat_end = Signal(65)
-        m.d.sync += lat_end.eq(lat.base + lat.length)
+        lat_end = Signal(65)            # TO end
+        lat_aend = Signal(65)           # memory end
+        lat_delta = Signal(AW)          # memory address - TO, mod 2**AW
+        m.d.sync += [lat_end.eq(lat.base + lat.length), lat_aend.eq(lat.addr + lat.length),
+                     lat_delta.eq(lat.addr[:AW] - lat.base[:AW])]
         new_row = Signal(row_l)
         m.d.comb += [
-            new_row.stag.eq(lat.stag), new_row.base.eq(lat.base[:AW]),
-            new_row.end.eq(lat_end[:AW + 1]),
-            new_row.valid.eq(lat.valid & (lat_end <= (1 << AW)) & (lat.base < (1 << AW))),
+            new_row.stag.eq(lat.stag), new_row.base.eq(lat.base), new_row.end.eq(lat_end),
+            new_row.delta.eq(lat_delta),
+            new_row.valid.eq(lat.valid & (lat_aend <= (1 << AW)) & (lat_end <= (1 << 64))),
             new_row.rr.eq(lat.remote_read), new_row.rw.eq(lat.remote_write),
             new_row.ri.eq(lat.remote_inv),
             new_row.conn.eq(lat.conn),
@@ -113,10 +117,10 @@ class StagTable(wiring.Component):
                 m.d.comb += index.eq(self.source_stag)
 
         if platform == "formal":
-            self._formal(m, read_row, lat_end)
+            self._formal(m, read_row, lat_end, lat_aend, lat_delta)
         return m
 
-    def _formal(self, m, read_row, lat_end):
+    def _formal(self, m, read_row, lat_end, lat_aend, lat_delta):
         state, lat = self.state, self.latched
         now = self.memory.read_port(domain="comb")
         m.d.comb += now.addr.eq(self.stag)
@@ -128,4 +132,6 @@ class StagTable(wiring.Component):
         with m.If(state == Step.CHECK_TAGGED):
             m.d.comb += Assert(self.row.as_value() == now.data.as_value(), "lemma_tchk_read")
         with m.If(state == Step.STAG_WRITE):
-            m.d.comb += Assert(lat_end == lat.base + lat.length, "lemma_stw")
+            AW = self.addr_width
+            m.d.comb += Assert((lat_end == lat.base + lat.length) & (lat_aend == lat.addr + lat.length)
+                               & (lat_delta == (lat.addr[:AW] - lat.base[:AW])[:AW]), "lemma_stw")

@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..beat import conn_bits
+from ..compare import wide_less
 from ..mpa_config import RxError
 from ..mpa_rx import RX_ABORTED
 from .errors import (
@@ -250,19 +251,17 @@ class Validator(wiring.Component):
         none of them changes until the segment ends, so CHECK_TAGGED acts on DECODE's
         verdict. The adder is a cycle ahead: ``endt_q`` (end of the tagged range) from the
         last HEADER cycle, where ``to`` and ``length`` are in place; the row holds the end of
-        its region. So DECODE only compares."""
-        seg, row, AW = self.seg, self.row, self.addr_width
+        its region's TOs. So DECODE only compares (in the TO space: the placer maps the TO
+        to its host address)."""
+        seg, row = self.seg, self.row
         h_to = seg.to
         endt_q = Signal(65)
-        to_hi_q = Signal()
-        m.d.sync += [endt_q.eq(h_to + seg.length),
-                     to_hi_q.eq((h_to[AW:64] != 0) if AW < 64 else 0)]
-        self._endt = (endt_q, to_hi_q)
-        # the compares (with TO below 2**AW, ``endt_q`` is below 2**(AW+1))
+        m.d.sync += endt_q.eq(h_to + seg.length)
+        self._endt = endt_q
         tflag = self._registered(m, dict(
             invalid=~row.valid | (row.stag != seg.stag), other_conn=row.conn != seg.entry.conn,
             no_write=~row.rw, wrap=endt_q[64],
-            bounds=to_hi_q | (h_to[:AW] < row.base) | (endt_q[:AW + 1] > row.end),
+            bounds=wide_less(h_to, row.base) | wide_less(row.end, endt_q),
             no_inv=~row.ri), "tchk")
         tchk_code = _first_code(m, "tchk_code", (
             (tflag["invalid"], E_DDP_T_INVALID_STAG), (tflag["other_conn"], E_DDP_T_NOT_ASSOC),
@@ -396,21 +395,18 @@ class Validator(wiring.Component):
         against the row in ``row``: worked out every cycle and registered one by one, valid
         in CHECK_SOURCE_STAG (the row is registered in WAIT_SOURCE_CHECKS). The message is
         in place from CHECK_MESSAGE on, so the sum ``ends`` is valid from MESSAGE_VERDICT on."""
-        row, AW = self.row, self.addr_width
+        row = self.row
         mb = [self.message[8 * k:8 * k + 8] for k in range(64)]
         src_to = big_endian(mb[20:28])
         src_stag = big_endian(mb[16:20])
         src_size = big_endian(mb[12:16])
         ends = Signal(65)
-        src_hi_zero = Signal()
-        m.d.sync += [ends.eq(src_to + src_size),
-                     src_hi_zero.eq((src_to[AW:64] == 0) if AW < 64 else 1)]
-        # TOs src_to .. ends - 1 inside the row (with src_to below 2**AW, ``ends`` is the sum
-        # in the bus address width plus one bit)
+        m.d.sync += ends.eq(src_to + src_size)
+        # TOs src_to .. ends - 1 inside the row's
         sflag = self._registered(m, dict(
             invalid=~row.valid | (row.stag != src_stag), other_conn=row.conn != self.seg.entry.conn,
             no_read=~row.rr, wrap=ends[64],
-            bounds=~src_hi_zero | (src_to[:AW] < row.base) | (ends > row.end)), "schk")
+            bounds=wide_less(src_to, row.base) | wide_less(row.end, ends)), "schk")
         m.d.comb += self.source_bad.eq(Cat(*sflag.values()).any())
         errors[Step.CHECK_SOURCE_STAG] = (_first_code(m, "schk_code", (
             (sflag["invalid"], E_RP_INVALID_STAG), (sflag["other_conn"], E_RP_NOT_ASSOC),
@@ -441,8 +437,8 @@ class Validator(wiring.Component):
 
         def holds(name, *groups):
             return [Assert(r == v, name) for g in groups for r, v in pairs[g]]
-        endt_q, to_hi_q = self._endt
-        AW, DB = self.addr_width, self._db
+        endt_q = self._endt
+        DB = self._db
         untagged_q0 = ~T & (self.qn == 0)
         with m.If((state == Step.HEADER) & self.header_last):
             m.d.comb += holds("lemma_dec_early", "dec_early")
@@ -464,9 +460,7 @@ class Validator(wiring.Component):
                                    & ((n == 0) | ((seg.mo + n) <= self.recv_buffer.length)),
                                    "lemma_ichk")
         with m.If(in_steps(state, Step.DECODE, Step.CHECK_TAGGED)):
-            m.d.comb += Assert((endt_q == seg.to + n)
-                               & (to_hi_q == ((seg.to[AW:64] != 0) if AW < 64 else 0)),
-                               "lemma_endt")
+            m.d.comb += Assert(endt_q == seg.to + n, "lemma_endt")
         # the segment's kind and length in the states of its kind (DECODE's verdict)
         with m.If(in_steps(state, Step.LOAD_RECV_BUFFER, Step.CHECK_QN_MSN, Step.CHECK_OFFSETS,
                       Step.CHECK_INVALIDATE, Step.FINISH_UNTAGGED)):

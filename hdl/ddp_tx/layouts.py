@@ -144,13 +144,15 @@ class ReadEntry(data.StructLayout):
 
 
 class StagRow(data.StructLayout):
-    """A row of the TX STag table: the region ``base .. base + length - 1`` of ``stag``
-    (``valid``: it exists and ends inside the address space), ``rr``: remote read right,
-    ``conn``: the connection it belongs to."""
+    """A row of the TX STag table: the region of TOs ``base .. base + length - 1`` of ``stag``,
+    TO ``t`` at host address ``t + delta`` (mod ``2**addr_width``), ``valid``: it exists, its
+    memory ends inside the address space and its TOs below ``2**64``; ``rr``: remote read
+    right, ``conn``: the connection it belongs to."""
 
     def __init__(self, *, connections, addr_width):
         super().__init__({
-            "stag": unsigned(32), "base": unsigned(addr_width), "length": unsigned(32),
+            "stag": unsigned(32), "base": unsigned(64), "length": unsigned(32),
+            "delta": unsigned(addr_width),
             "valid": unsigned(1), "rr": unsigned(1), "conn": unsigned(conn_bits(connections)),
         })
 

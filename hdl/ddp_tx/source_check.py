@@ -1,12 +1,13 @@
 """The Read Responder's check of a Read Response's source region. See :class:`SourceCheck`."""
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec.errors import RdmapProtectionCode
 
 from ..beat import conn_bits
+from ..compare import wide_less
 from ..ddp_rx import ReadRequestOut
 from .layouts import CheckSteps, StagRow
 
@@ -17,15 +18,17 @@ class SourceCheck(wiring.Component):
     """Checks a Read Request's source (``src_stag``/``src_to``/``size``) against its row of the
     TX STag table before the first segment of its Read Response, as ``DdpRx`` checks the
     Request: the row is valid with that STag, of the same connection, with the remote read
-    right, the TO does not wrap, and the source lies inside the region (the TO is the host
-    address). A failure means the region changed after the RX side validated the Request.
+    right, the TO does not wrap, the source lies inside the region's TOs, and the region
+    still maps ``src_to`` to the ``src_addr`` the RX side worked out (the Read Response
+    reads from there). A failure means the region changed after the RX side validated the
+    Request.
 
     Parameters
     ----------
     connections : int
         Connection contexts.
     addr_width : int
-        Host address width AW (a source above ``2**AW`` is outside every region).
+        Host address width AW.
 
     Ports
     -----
@@ -42,8 +45,8 @@ class SourceCheck(wiring.Component):
         The check failed (registered in ``decide``),
     code : Out(RdmapProtectionCode)
         and why: the RDMAP Remote Protection error code of the first failing test in the
-        order INVALID_STAG, STAG_NOT_ASSOCIATED, ACCESS_RIGHTS, TO_WRAP, BASE_BOUNDS
-        (INVALID_STAG when it passes).
+        order INVALID_STAG, STAG_NOT_ASSOCIATED, ACCESS_RIGHTS, TO_WRAP, BASE_BOUNDS (out of
+        the region, or mapped elsewhere now; INVALID_STAG when it passes).
 
     Latency, throughput and packet boundaries
     -----------------------------------------
@@ -68,8 +71,9 @@ class SourceCheck(wiring.Component):
         rq = self.request
         srow = Signal(self._row)
         s_ends = Signal(65)            # src_to + size
-        s_rend = Signal(AW + 33)       # row base + length
-        s_lo_ok = Signal()             # src_to inside the address space and >= row base
+        s_rend = Signal(65)            # row base + length
+        s_lo_ok = Signal()             # src_to >= row base
+        s_same = Signal()              # the row maps src_to to src_addr
         s_bad0 = Signal()              # row invalid or another STag
         s_bad3 = Signal()              # row of another connection
         s_bad2 = Signal()              # no remote read right
@@ -77,13 +81,13 @@ class SourceCheck(wiring.Component):
         with m.If(self.step.load):
             m.d.sync += [srow.eq(self.row), s_ends.eq(rq.src_to + rq.size)]
         with m.If(self.step.compare):
-            hi_zero = (rq.src_to[AW:64] == 0) if AW < 64 else Const(1)
             m.d.sync += [s_rend.eq(srow.base + srow.length),
-                         s_lo_ok.eq(hi_zero & (rq.src_to[:AW] >= srow.base)),
+                         s_lo_ok.eq(~wide_less(rq.src_to, srow.base)),
+                         s_same.eq((rq.src_addr[:AW] - rq.src_to[:AW])[:AW] == srow.delta),
                          s_bad0.eq(~srow.valid | (srow.stag != rq.src_stag)),
                          s_bad3.eq(srow.conn != self.conn), s_bad2.eq(~srow.rr), s_bad4.eq(s_ends[64])]
         with m.If(self.step.decide):
-            in_space = s_lo_ok & (s_ends <= s_rend)
+            in_space = s_lo_ok & ~wide_less(s_rend, s_ends) & s_same
             code = RdmapProtectionCode
             with m.If(s_bad0):
                 m.d.sync += self.code.eq(code.INVALID_STAG)

@@ -23,7 +23,8 @@ class TxStagTable(wiring.Component):
     connections : int
         Connection contexts.
     addr_width : int
-        Host address width AW: a row is valid only if its region ends inside ``2**AW``.
+        Host address width AW: a row is valid only if its region's memory ends inside
+        ``2**AW`` (and its TOs below ``2**64``).
 
     Ports
     -----
@@ -38,7 +39,7 @@ class TxStagTable(wiring.Component):
     Latency, throughput and packet boundaries
     -----------------------------------------
     A write goes through two registers, the write as taken, then the row with the region's
-    end (``base + length``) in place of its valid bit, and lands in the table 2 cycles
+    ends (``base + length``, ``addr + length``) in place of its valid bit, and lands in the table 2 cycles
     after it is taken (timing: the payload comes from a mux of two sources outside the
     block, and the valid bit is a 64-bit adder and a compare: only the compare of the
     registered end is in front of the block RAM's data input). The row waits while
@@ -76,18 +77,21 @@ class TxStagTable(wiring.Component):
         wrow_i = Signal(SB)
         wrow_v = Signal()
         wrow_ok = Signal()             # the write's valid bit
-        wrow_end = Signal(65)          # base + length (the row is valid if <= 2**AW)
+        wrow_end = Signal(65)          # TO base + length (valid if <= 2**64)
+        wrow_aend = Signal(65)         # address + length (valid if <= 2**AW)
         w_adv = Signal()               # the row register takes sw_q
         m.d.comb += [w_adv.eq(~(wrow_v & self.hold)), w.ready.eq(w_adv | ~sw_v)]
         with m.If(w.ready):
             m.d.sync += [sw.eq(w.payload), sw_v.eq(w.valid)]
         with m.If(w_adv):
             m.d.sync += [
-                wrow.stag.eq(sw.stag), wrow.base.eq(sw.base[:AW]), wrow.length.eq(sw.length),
+                wrow.stag.eq(sw.stag), wrow.base.eq(sw.base), wrow.length.eq(sw.length),
+                wrow.delta.eq(sw.addr[:AW] - sw.base[:AW]),
                 wrow_ok.eq(sw.valid), wrow_end.eq(sw.base + sw.length),
+                wrow_aend.eq(sw.addr + sw.length),
                 wrow.rr.eq(sw.remote_read), wrow.conn.eq(sw.conn),
                 wrow_i.eq(sw.index[:SB]), wrow_v.eq(sw_v),
             ]
-        m.d.comb += [wrow.valid.eq(wrow_ok & (wrow_end <= (1 << AW))),
+        m.d.comb += [wrow.valid.eq(wrow_ok & (wrow_aend <= (1 << AW)) & (wrow_end <= (1 << 64))),
                      st_wr.addr.eq(wrow_i), st_wr.data.eq(wrow), st_wr.en.eq(wrow_v & ~self.hold)]
         return m

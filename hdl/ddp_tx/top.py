@@ -150,8 +150,9 @@ class DdpTx(wiring.Component):
     *Read Responder*: before the first segment of a non-empty Read Response the source
     (``src_stag``/``src_to``/``size``) is checked against the TX STag table like
     ``DdpRx`` does (row valid with that STag, same connection, remote read right, no TO
-    wrap, inside the region; the TO is the host address). A failure (the region changed
-    after the RX side validated the request) sends a Terminate with RDMAP Remote
+    wrap, inside the region's TOs, and still mapped to the ``src_addr`` DdpRx found; the
+    response reads from there). A failure (the region changed after the RX side validated
+    the request) sends a Terminate with RDMAP Remote
     Protection 1/0, 1/3, 1/2, 1/4 or 1/1, M D R set, the 46-octet segment length, the
     Read Request's DDP header (as a single segment: L, QN 1, its MSN, MO 0) and its 28
     octets, and stops the connection.
@@ -273,7 +274,7 @@ class DdpTx(wiring.Component):
         # reads, the output beats
         c, wre, rqe = seq.ctx, seq.sq_entry, seq.rr_entry
         for planner, base, to, length, off in ((sq_plan, wre.laddr, wre.rto, wre.length, c.sq_off),
-                                               (rr_plan, rqe.src_to, rqe.sink_to, rqe.size, c.rr_off)):
+                                               (rr_plan, rqe.src_addr, rqe.sink_to, rqe.size, c.rr_off)):
             h = planner.head
             m.d.comb += [h.base.eq(base), h.to.eq(to), h.length.eq(length), h.off.eq(off),
                          h.mulpdu.eq(c.mulpdu), planner.limits.eq(seq.plan_limits),

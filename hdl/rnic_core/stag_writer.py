@@ -15,7 +15,7 @@ class StagWriter(wiring.Component):
     """Writes a row of the receive path's STag table and of the transmit path's copy.
 
     STAG_CMD.COMMIT (while ``ready``, STAG_STATUS.BUSY 0 and STAG_INDEX below ``stags``;
-    otherwise ignored) latches STAG_INDEX, STAG_KEY, STAG_BASE, STAG_LENGTH and STAG_ATTR
+    otherwise ignored) latches STAG_INDEX, STAG_KEY, STAG_BASE, STAG_LENGTH, STAG_ADDR and STAG_ATTR
     (a row whose CONN is not below ``connections`` is written invalid) and offers the
     row on ``rx`` and ``tx``; STAG_STATUS.BUSY is 1 until both took it. An STag the
     receive path invalidated (a received Send with Invalidate) comes in on
@@ -24,7 +24,8 @@ class StagWriter(wiring.Component):
     Ports
     -----
     regs : In(register_signature(...))
-        STAG_CMD, STAG_INDEX, STAG_KEY, STAG_BASE_LO/HI, STAG_LENGTH, STAG_ATTR, STAG_STATUS.
+        STAG_CMD, STAG_INDEX, STAG_KEY, STAG_BASE_LO/HI, STAG_LENGTH, STAG_ADDR_LO/HI, STAG_ATTR,
+        STAG_STATUS.
     ready : In(1)
         The core is ready (STATUS.READY).
     invalidate : In(stream.Signature(StagWrite))
@@ -42,7 +43,7 @@ class StagWriter(wiring.Component):
 
     #: The register fields the component uses.
     REGISTERS = ("stag_cmd", "stag_index", "stag_key", "stag_base_lo", "stag_base_hi", "stag_length",
-                 "stag_attr", "stag_status")
+                 "stag_addr_lo", "stag_addr_hi", "stag_attr", "stag_status")
 
     def __init__(self, *, stags, connections):
         self.stags = stags
@@ -70,8 +71,9 @@ class StagWriter(wiring.Component):
                   & (r.stag_index.index < self.stags)):
             m.d.sync += [
                 stag_pend.eq(1), stag_pend_tx.eq(1), row.index.eq(r.stag_index.index),
-                row.stag.eq(r.stag_key.stag), row.base.eq(Cat(r.stag_base_lo.addr, r.stag_base_hi.addr)),
+                row.stag.eq(r.stag_key.stag), row.base.eq(Cat(r.stag_base_lo.to, r.stag_base_hi.to)),
                 row.length.eq(r.stag_length.length),
+                row.addr.eq(Cat(r.stag_addr_lo.addr, r.stag_addr_hi.addr)),
                 row.valid.eq(r.stag_attr.valid & (r.stag_attr.conn < self.connections)),
                 row.remote_read.eq(r.stag_attr.remote_read), row.remote_write.eq(r.stag_attr.remote_write),
                 row.remote_inv.eq(r.stag_attr.remote_inv), row.conn.eq(r.stag_attr.conn),

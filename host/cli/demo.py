@@ -19,7 +19,7 @@ def _text(result):
     if device == "model":
         yield "A and B: the reference model, in one process (no sockets)"
     else:
-        where = ("the simulated hardware (Verilated RnicCore)" if device == "sim"
+        where = ("the simulated core (Verilated RnicCore: MPA, DDP, RDMAP)" if device == "sim"
                  else "the software RNIC")
         yield f"A: software RNIC (initiator); B: {where} (responder), over 127.0.0.1 TCP"
     pd = bytes.fromhex(n["peer_private_data"] or "").decode(errors="replace")
@@ -59,7 +59,8 @@ def _text(result):
 def demo(device, seed, as_json):
     """Connect two RNICs over loopback TCP and move data both ways.
 
-    A (software RNIC) connects to B (the simulated hardware by default) with
+    A (software RNIC) connects to B (the simulated core by default: its MPA, DDP and
+    RDMAP layers in the gateware, buffers in the device's memory) with
     RFC 6581 enhanced setup: Rev 2, IRD/ORD, peer-to-peer with a zero-length
     RDMA Write RTR, markers and CRC. Then Send, RDMA Write and RDMA Read run
     in both directions and every placed octet is checked. The first run

@@ -196,9 +196,10 @@ class Device:
                 "error": err}
 
     # -- memory registration and queues
-    def register_stag(self, stag, *, base, length, conn=0, remote_read=False, remote_write=False,
-                      remote_inv=False, index=None):
-        """Write an STag table row (a free one, or the row already holding ``stag``); returns the row."""
+    def register_stag(self, stag, *, base, length, conn=0, addr=None, remote_read=False,
+                      remote_write=False, remote_inv=False, index=None):
+        """Write an STag table row (a free one, or the row already holding ``stag``); returns the row.
+        TOs ``base ..`` at host memory ``addr ..`` (default ``base``)."""
         ident = self._ident()
         if index is None:
             index = self._stag_index.get(stag)
@@ -209,7 +210,7 @@ class Device:
                 raise QueueFull(f"STag table full ({ident.stags} rows)")
         if not 0 <= index < ident.stags:
             raise ValueError(f"STag row {index} out of range 0..{ident.stags - 1}")
-        self.regs.write_stag(index, stag=stag, base=base, length=length, conn=conn,
+        self.regs.write_stag(index, stag=stag, base=base, length=length, conn=conn, addr=addr,
                              remote_read=remote_read, remote_write=remote_write,
                              remote_inv=remote_inv, valid=True)
         self._stag_index[stag] = index

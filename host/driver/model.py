@@ -101,7 +101,8 @@ class ModelCore:
             if index < bank.params["stags"]:
                 self.stags[index] = {
                     "stag": out("stag_key", "stag"),
-                    "base": out("stag_base_hi", "addr") << 32 | out("stag_base_lo", "addr"),
+                    "base": out("stag_base_hi", "to") << 32 | out("stag_base_lo", "to"),
+                    "addr": out("stag_addr_hi", "addr") << 32 | out("stag_addr_lo", "addr"),
                     "length": out("stag_length", "length"),
                     "valid": bool(out("stag_attr", "valid")),
                     "remote_read": bool(out("stag_attr", "remote_read")),

@@ -374,13 +374,18 @@ class Registers:
         return ErrorReport(where["conn"], bool(where["tx"]), info["layer"], info["etype"], info["ecode"],
                            bool(status["overflow"]))
 
-    def write_stag(self, index, *, stag, base, length, conn, remote_read=False, remote_write=False,
-                   remote_inv=False, valid=True):
+    def write_stag(self, index, *, stag, base, length, conn, addr=None, remote_read=False,
+                   remote_write=False, remote_inv=False, valid=True):
+        """Write STag table row ``index``: TOs ``base .. base + length - 1`` at host memory
+        ``addr ..`` (default ``base``: a VA-based region)."""
+        addr = base if addr is None else addr
         self.write("STAG_INDEX", index=index)
         self.write("STAG_KEY", stag=stag)
-        self.write("STAG_BASE_LO", addr=base & 0xFFFFFFFF)
-        self.write("STAG_BASE_HI", addr=base >> 32)
+        self.write("STAG_BASE_LO", to=base & 0xFFFFFFFF)
+        self.write("STAG_BASE_HI", to=base >> 32)
         self.write("STAG_LENGTH", length=length)
+        self.write("STAG_ADDR_LO", addr=addr & 0xFFFFFFFF)
+        self.write("STAG_ADDR_HI", addr=addr >> 32)
         self.write("STAG_ATTR", valid=valid, remote_read=remote_read, remote_write=remote_write,
                    remote_inv=remote_inv, conn=conn)
         self.write("STAG_CMD", commit=1)

@@ -25,12 +25,12 @@ responder expecting a Send RTR posts a zero-length receive buffer for it first (
 completion is not reported). The core does not check that the first FPDU is the
 negotiated RTR (the software data path does: MPA error 7).
 
-Regions are VA-based with the device address as the VA: a region's TOs are the device
-addresses of its octets (the core's STag table has no address translation yet), so
-:meth:`OffloadRnic.register_region` places the region at address ``to`` when one is
-given (ValueError when that range is taken or outside the memory) and picks the address,
-and so the TO, when ``to`` is None; ``stag`` None picks a free STag (the core looks
-STag ``s`` up in row ``s mod CAPS.STAGS``).
+Regions: :meth:`OffloadRnic.register_region` allocates the region's memory in the device
+(or takes ``addr``) and writes its STag row with both its TOs and its address (STAG_BASE,
+STAG_ADDR): the core maps a TO to ``addr + (TO - base)``, so any 64-bit TO works, and
+``to`` None makes the region VA-based (its TOs are its device addresses). ``stag`` None
+picks a free STag (the core looks STag ``s`` up in row ``s mod CAPS.STAGS``; an STag
+whose row another one holds is refused).
 
 One thread per connection (the pump) moves octets between the socket and the core,
 clocks the device while anything is in flight, posts what waits for room in the SQ and
@@ -255,13 +255,14 @@ class OffloadRnic(QueuedDataPath):
             self.dev.mem_write(addr, data)
 
     def register_region(self, stag, length, *, to=None, addr=None, access=DEFAULT_ACCESS, data=None):
-        """Register ``length`` octets as STag ``stag`` (None: a fresh one) at TO ``to`` (None:
-        where the device memory has room); the TO is the device address (module docstring)."""
+        """Register ``length`` octets of the device memory at ``addr`` (None: allocated here) as
+        STag ``stag`` (None: a fresh one) with TOs from ``to`` (None: the address, a VA-based
+        region; else any 64-bit TO: the core maps it)."""
         if data is not None and len(data) > length:
             raise ValueError(f"{len(data)} octets of data do not fit a {length}-octet region")
-        if addr is not None and to is not None and addr != to:
-            raise ValueError(f"this device places a region at TO = device address: TO {to:#x} "
-                             f"and address {addr:#x} differ")
+        if addr is not None and (addr < 0 or addr + length > self.memory_size):
+            raise ValueError(f"address {addr:#x} + {length} is outside the device's memory "
+                             f"(0 .. {self.memory_size:#x})")
         access = Access(access)
         with self._lock:
             sh = self._shared
@@ -274,18 +275,13 @@ class OffloadRnic(QueuedDataPath):
                 sh.stags.take(stag)
             mine = None
             try:
-                where = addr if addr is not None else to
+                where = addr
                 if where is None:
                     where = mine = sh.memory.alloc(length, align=4096)
-                elif addr is None:
-                    if where + max(length, 1) > self.memory_size:
-                        raise ValueError(f"TO {where:#x} + {length} is outside the device's memory "
-                                         f"(0 .. {self.memory_size:#x}); give to=None to let the "
-                                         "device choose")
-                    mine = sh.memory.alloc_at(where, length)
-                region = Region(stag=stag, base=where, length=length, access=access,
+                base = where if to is None else to
+                region = Region(stag=stag, base=base, length=length, access=access,
                                 stream=self.conn, addr=where)
-                self.device.register_stag(stag, base=where, length=length, conn=self.conn,
+                self.device.register_stag(stag, base=base, length=length, conn=self.conn, addr=where,
                                           remote_read=bool(access & Access.REMOTE_READ),
                                           remote_write=bool(access & Access.REMOTE_WRITE),
                                           remote_inv=bool(access & Access.REMOTE_INV),

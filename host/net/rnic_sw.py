@@ -236,8 +236,8 @@ class DataPath(abc.ABC):
         """Register ``length`` octets of local memory under ``stag`` (TOs ``to ..``); returns the Region.
 
         ``stag`` None: the data path picks one (``Region.stag``); ``to`` None: the region is
-        VA-based, its TOs are its addresses (``Region.base``), as a hardware data path
-        without address translation needs; ``addr`` None: the data path allocates the memory.
+        VA-based, its TOs are its addresses (``Region.base``, what librdmacm applications
+        advertise); ``addr`` None: the data path allocates the memory.
         """
 
     @abc.abstractmethod

@@ -183,7 +183,8 @@ class MirroredDataPath(DataPath):
                         access=DEFAULT_ACCESS, data=None):
         region = self.rnic.register_region(stag, length, to=to, addr=addr, access=access, data=data)
         with self._lock:
-            self.device.register_stag(stag, base=to, length=length, conn=self.conn,
+            self.device.register_stag(region.stag, base=region.base, length=length, conn=self.conn,
+                                      addr=region.addr,
                                       remote_read=bool(access & Access.REMOTE_READ),
                                       remote_write=bool(access & Access.REMOTE_WRITE),
                                       remote_inv=bool(access & Access.REMOTE_INV))

@@ -89,9 +89,10 @@ MAGIC = 0x69575250
 #: While MAJOR is 0 (before the first release) a changed meaning moves MINOR too: 0.7 checks
 #: STAG_ATTR.REMOTE_INV, loses a completion on a full CQ (CQ_STATUS.OVERFLOW) instead of
 #: waiting, completes a DOORBELL for a missing connection with BAD_REQUEST, and holds a
-#: connection's transmission outside RTS and CLOSING.
+#: connection's transmission outside RTS and CLOSING; 0.8 places a region at its own host
+#: address (STAG_ADDR_*), its TOs are no longer addresses.
 VERSION_MAJOR = 0
-VERSION_MINOR = 7
+VERSION_MINOR = 8
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -743,17 +744,20 @@ BLOCKS = (
         _word("TX_OCTETS_HI", 0x134, RO, "COUNT", "TCP payload octets sent, bits 63..32."),
     )),
     Block("STag table", "Indirect window onto the STag (steering tag) table: fill the STAG_* registers "
-          "and strobe STAG_CMD.COMMIT to write row STAG_INDEX. A tagged segment is placed at memory "
-          "address TO (the tagged offset is the address) if STAG, CONN, the access bit and "
-          "BASE <= TO, TO + len <= BASE + LENGTH all check. The receive path looks an STag up in row "
-          "STAG mod CAPS.STAGS (CAPS.STAGS is a power of 2): write each STag to that row, a row "
-          "written with another STag never matches. A region must lie inside the memory bus's "
-          "address space. The table is kept across CTRL.SOFT_RESET.", (
+          "and strobe STAG_CMD.COMMIT to write row STAG_INDEX. A region covers the TOs BASE .. "
+          "BASE + LENGTH - 1 and the host memory ADDR .. ADDR + LENGTH - 1: a tagged segment with "
+          "TO t is placed at memory address ADDR + (t - BASE), and a Read Response reads its source "
+          "there, if STAG, CONN, the access bit and BASE <= t, t + len <= BASE + LENGTH all check "
+          "(VA-based regions: ADDR = BASE; zero-based: BASE = 0). The receive path looks an STag up "
+          "in row STAG mod CAPS.STAGS (CAPS.STAGS is a power of 2): write each STag to that row, a "
+          "row written with another STag never matches. A row whose memory does not lie inside the "
+          "memory bus's address space, or whose TOs pass 2**64, never matches. The table is kept "
+          "across CTRL.SOFT_RESET.", (
         _reg("STAG_INDEX", 0x180, RW, "Table row to write.",
              _f("INDEX", 0, 16, "Row (below CAPS.STAGS).")),
         _word("STAG_KEY", 0x184, RW, "STAG", "The STag as it appears on the wire (checked in full)."),
-        _word("STAG_BASE_LO", 0x188, RW, "ADDR", "First address (TO) of the region, bits 31..0."),
-        _word("STAG_BASE_HI", 0x18C, RW, "ADDR", "First address (TO) of the region, bits 63..32."),
+        _word("STAG_BASE_LO", 0x188, RW, "TO", "TO of the region's first octet, bits 31..0."),
+        _word("STAG_BASE_HI", 0x18C, RW, "TO", "TO of the region's first octet, bits 63..32."),
         _word("STAG_LENGTH", 0x190, RW, "LENGTH", "Length of the region in octets."),
         _reg("STAG_ATTR", 0x194, RW, "Validity, access rights and owner of the row.",
              _f("VALID", 0, 1, "The row is in use; 0 invalidates the STag."),
@@ -770,6 +774,10 @@ BLOCKS = (
         _reg("STAG_STATUS", 0x19C, RO, "STag table status.",
              _f("BUSY", 0, 1, "A COMMIT is still waiting for the receive path (it takes rows between "
                               "segments with no placement write in flight); wait for 0.")),
+        _word("STAG_ADDR_LO", 0x1A0, RW, "ADDR", "Host memory address of the region's first octet "
+                                                 "(the octet of TO BASE), bits 31..0."),
+        _word("STAG_ADDR_HI", 0x1A4, RW, "ADDR", "Host memory address of the region's first octet, "
+                                                 "bits 63..32."),
     )),
     Block("Receive queue", "Post receive buffers (for Sends) to a connection: fill RQ_* and strobe "
           "RQ_CMD.POST; each filled buffer produces a completion (CQ_INFO.QUEUE = RQ).", (

@@ -61,7 +61,8 @@ class Model:
             acc = ((hs.Access.REMOTE_READ if row["rr"] else 0) | (hs.Access.REMOTE_WRITE if row["rw"] else 0)
                    | (hs.Access.REMOTE_INV if row.get("ri") else 0))
             self.regions[row["stag"]] = hs.Region(stag=row["stag"], base=row["base"], length=row["length"],
-                                                  access=acc, stream=row["conn"])
+                                                  access=acc, stream=row["conn"],
+                                                  addr=row.get("addr", row["base"]))
 
     def live_rows(self):
         """Rows as they are now (invalidations by Sends included)."""
@@ -74,7 +75,9 @@ class Model:
         return out
 
 
-def expected_events(c, events):
+def expected_events(c, events, regions):
+    """What the DUT reports for the model's ``events`` of connection ``c`` (``regions``: the
+    model's, by STag: a Read Request's source address is its region's for ``src_to``)."""
     cq, rr, tm = [], [], []
     for ev in events:
         if isinstance(ev, hs.SendComplete):
@@ -87,6 +90,8 @@ def expected_events(c, events):
             q = ev.request
             rr.append(dict(conn=c, msn=ev.msn, sink_stag=q.sink_stag, sink_to=q.sink_to, size=q.size,
                            src_stag=q.src_stag, src_to=q.src_to))
+            if q.size:
+                rr[-1]["src_addr"] = regions[q.src_stag].address(q.src_to)
         elif isinstance(ev, hs.TerminateReceived):
             b = ev.terminate.build()
             tm.append(dict(conn=c, received=1, tlen=len(b), term=b))
@@ -175,6 +180,7 @@ class DdpTB(TB):
 
     def write_row(self, index, row):
         self.stag_w.append(dict(index=index, stag=row["stag"], base=row["base"], length=row["length"],
+                                addr=row.get("addr", row["base"]),
                                 valid=int(row["valid"]), remote_read=int(row["rr"]),
                                 remote_write=int(row["rw"]), remote_inv=int(row.get("ri", 0)),
                                 conn=row["conn"]))
@@ -192,8 +198,14 @@ class DdpTB(TB):
 
     def random_row(self, rng, conns):
         length = rng.choice([rng.randint(1, 64), rng.randint(1, 4096), rng.randint(1, 20000)])
-        base = rng.randrange(0, MEM - length)
-        return dict(stag=rng.getrandbits(32), base=base, length=length, valid=rng.random() < 0.9,
+        addr = rng.randrange(0, MEM - length)
+        # the region's TOs: VA-based (the address), zero-based, or anywhere in the 64-bit TO
+        # space (the core maps TO t to addr + t - base)
+        kind = rng.random()
+        base = (addr if kind < 0.4 else 0 if kind < 0.6
+                else rng.randrange(0, (1 << 64) - length) if kind < 0.8
+                else 0x7F5A_0000_0000 + rng.randrange(1 << 32))
+        return dict(stag=rng.getrandbits(32), base=base, length=length, addr=addr, valid=rng.random() < 0.9,
                     rr=rng.random() < 0.6, rw=rng.random() < 0.8, ri=rng.random() < 0.8,
                     conn=rng.choice(conns))
 
@@ -370,7 +382,7 @@ class DdpTB(TB):
                     self.coverage[(int(ev.info.layer), ev.info.etype, ev.info.ecode)] += 1
                 else:
                     self.coverage[type(ev).__name__] += 1
-            a, b, t = expected_events(c, events)
+            a, b, t = expected_events(c, events, self.model.regions)
             cq += a
             rr += b
             tm += t
@@ -392,7 +404,9 @@ class DdpTB(TB):
                 assert g["solicited"] == int(g["opcode"] in (5, 6))
         assert len(got_rr) == len(exp_rr), f"read requests: got {len(got_rr)}, expected {len(exp_rr)}"
         for g, e in zip(got_rr, exp_rr):
-            assert all(g[k] == v for k, v in e.items()), f"read request\n got {g}\n exp {e}"
+            # (the source address: its low bits, the memory's)
+            assert all((g[k] % MEM if k == "src_addr" else g[k]) == v for k, v in e.items()), \
+                f"read request\n got {g}\n exp {e}"
         assert len(got_tm) == len(exp_tm), (f"reports: got {len(got_tm)}, expected {len(exp_tm)}\n"
                                             f" got {[self.fmt_term(g) for g in got_tm]}\n"
                                             f" exp {[self.fmt_exp(e) for e in exp_tm]}")

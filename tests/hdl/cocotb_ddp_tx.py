@@ -189,14 +189,22 @@ async def random_traffic(dut):
     def write_row(i, row):
         rows[i] = row
         tb.stag_w.append(dict(index=i, stag=row["stag"], base=row["base"], length=row["length"],
-                              valid=int(row["valid"]), remote_read=int(row["rr"]), remote_write=1,
-                              conn=row["conn"]))
+                              addr=row["addr"], valid=int(row["valid"]), remote_read=int(row["rr"]),
+                              remote_write=1, conn=row["conn"]))
 
     def random_row(i):
         length = rng.choice([rng.randint(1, 64), rng.randint(64, 4096), rng.randint(4096, 40000)])
-        return dict(stag=(rng.getrandbits(32) & ~(S - 1)) | i, base=rng.randrange(0, MEM - length),
+        addr = rng.randrange(0, MEM - length)
+        # TOs: VA-based (the address), zero-based, or anywhere below 2**64
+        kind = rng.random()
+        base = addr if kind < 0.4 else 0 if kind < 0.6 else rng.randrange(0, (1 << 64) - length)
+        return dict(stag=(rng.getrandbits(32) & ~(S - 1)) | i, base=base, addr=addr,
                     length=length, valid=rng.random() < 0.85, rr=rng.random() < 0.8,
                     conn=i % C if rng.random() < 0.7 else rng.randrange(C))
+
+    def addr_of(r, to):
+        """Where row ``r`` puts TO ``to`` (the Read Request's ``src_addr`` from the RX side)."""
+        return (r["addr"] + to - r["base"]) % (1 << 64)
 
     for i in range(S):
         write_row(i, random_row(i))
@@ -262,28 +270,30 @@ async def random_traffic(dut):
         if not own:
             size = 0
         if size == 0:
-            src_stag, src_to = rng.getrandbits(32), rng.getrandbits(64)
+            src_stag, src_to, src_addr = rng.getrandbits(32), rng.getrandbits(64), 0
         else:
             r = rng.choice(own)
             size = min(size, r["length"])
             src_stag, src_to = r["stag"], r["base"] + rng.randint(0, r["length"] - size)
+            src_addr = addr_of(r, src_to)
         return dict(conn=c, msn=rng.getrandbits(32), sink_stag=rng.getrandbits(32),
-                    sink_to=rng.getrandbits(63), size=size, src_stag=src_stag, src_to=src_to)
+                    sink_to=rng.getrandbits(63), size=size, src_stag=src_stag, src_to=src_to,
+                    src_addr=src_addr)
 
     def bad_rr(c):
         """A Read Request whose source fails the check; returns (request, code)."""
         own = [r for r in rows if r["valid"] and r["rr"] and r["conn"] == c]
         base = dict(conn=c, msn=rng.getrandbits(32), sink_stag=rng.getrandbits(32),
-                    sink_to=rng.getrandbits(63))
+                    sink_to=rng.getrandbits(63), src_addr=0)
         kinds = ["invalid", "mismatch"]
         if own:
-            kinds += ["bounds", "wrap", "wrap", "low"]
+            kinds += ["bounds", "wrap", "wrap", "low", "moved"]
         if any(r["valid"] and r["conn"] != c for r in rows):
             kinds.append("assoc")
         if any(r["valid"] and not r["rr"] and r["conn"] == c for r in rows):
             kinds.append("access")
         # rotate through the kinds so that every code is reached in a short run
-        order = ["bounds", "invalid", "wrap", "assoc", "access", "mismatch", "low"]
+        order = ["bounds", "invalid", "wrap", "assoc", "access", "mismatch", "low", "moved"]
         k = None
         for j in range(len(order)):
             cand = order[(bad_turn[0] + j) % len(order)]
@@ -307,6 +317,12 @@ async def random_traffic(dut):
             r = rng.choice([r for r in rows if r["valid"] and not r["rr"] and r["conn"] == c])
             return dict(base, size=1, src_stag=r["stag"], src_to=r["base"]), 2
         r = rng.choice(own)
+        if k == "moved":
+            # inside the region, but the RX side mapped it elsewhere (the region was
+            # registered again at another address since)
+            to = r["base"] + rng.randrange(r["length"])
+            return dict(base, size=1, src_stag=r["stag"], src_to=to,
+                        src_addr=addr_of(r, to) ^ (64 << rng.randrange(8))), 1
         if k == "wrap":
             return dict(base, size=rng.randint(2, 100), src_stag=r["stag"],
                         src_to=(1 << 64) - 1), 4
@@ -350,7 +366,7 @@ async def random_traffic(dut):
                 expect_wr(c, w, exp_sq[c], exp_cq)
             st = conns[c]
             for r in rrs:
-                exp_rr[c] += segment(Opcode.RDMA_READ_RESPONSE, tb.mem[r["src_to"]:r["src_to"] + r["size"]],
+                exp_rr[c] += segment(Opcode.RDMA_READ_RESPONSE, tb.mem[r["src_addr"]:r["src_addr"] + r["size"]],
                                      mulpdu=st.mulpdu, stag=r["sink_stag"], to=r["sink_to"])
                 exp_rrd[c] += 1
                 tb.coverage["rr_zero" if r["size"] == 0 else "rr"] += 1

@@ -152,12 +152,13 @@ def test_directed_send_write(width):
     payload = bytes(range(1, 40))
     script = [
         ("ctl", {"conn": 1, "ird": 2}),
-        ("stag_w", {"index": 1, "stag": 0x105, "base": 0x1003, "length": 100, "valid": 1,
-                    "remote_read": 0, "remote_write": 1, "conn": 1}),
+        # TOs 0x7F5A_0000_1000 .. (a VA of another machine) at host address 0x1003
+        ("stag_w", {"index": 1, "stag": 0x105, "base": 0x7F5A_0000_1000, "addr": 0x1003,
+                    "length": 100, "valid": 1, "remote_read": 0, "remote_write": 1, "conn": 1}),
         ("rq_post", {"conn": 1, "addr": 0x2005, "length": 64, "id": 77}),
         ("wait", 5),
         ("seg", 1, segment.ulpdu(Opcode.SEND, payload, msn=1), 0),
-        ("seg", 1, segment.ulpdu(Opcode.RDMA_WRITE, payload, stag=0x105, to=0x1009), 0),
+        ("seg", 1, segment.ulpdu(Opcode.RDMA_WRITE, payload, stag=0x105, to=0x7F5A_0000_1006), 0),
     ]
     out = _sim_directed(width, script)
     assert out["term"] == [], out["term"]
@@ -177,7 +178,7 @@ def test_throughput_long_writes():
     from rnic.host.model.rdmap import Opcode
     n, size = 6, 1460 - 14
     script = [
-        ("stag_w", {"index": 1, "stag": 0x101, "base": 0, "length": 0x8000, "valid": 1,
+        ("stag_w", {"index": 1, "stag": 0x101, "base": 0, "addr": 0, "length": 0x8000, "valid": 1,
                     "remote_read": 0, "remote_write": 1, "conn": 0}),
         ("ctl", {"conn": 0, "ird": 1}),
         ("wait", 4),

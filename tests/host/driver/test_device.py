@@ -69,8 +69,9 @@ def exercise(t, dev):
     dev.set_state(2, "closing")
     assert dev.connection(2)["state"] == "CLOSING"
     # STag table
-    row = dev.register_stag(0x1234, base=0x1_0000_0000, length=4096, conn=1, remote_write=True)
-    assert core.stags[row] == {"stag": 0x1234, "base": 0x1_0000_0000, "length": 4096,
+    row = dev.register_stag(0x1234, base=0x1_0000_0000, length=4096, conn=1, remote_write=True,
+                            addr=0x2000)
+    assert core.stags[row] == {"stag": 0x1234, "base": 0x1_0000_0000, "addr": 0x2000, "length": 4096,
                                "valid": True, "remote_read": False, "remote_write": True,
                                "remote_inv": False, "conn": 1}
     assert dev.register_stag(0x1234, base=0, length=8, conn=1, remote_read=True) == row
