@@ -62,7 +62,6 @@ from rnic.host.driver.regs import encode
 __all__ = ["OffloadRnic", "offload_datapath"]
 
 _MASK32 = 0xFFFFFFFF
-_FINAL = ("closed", "error")
 #: Largest TCP segment pushed into ``rx_wire`` at once.
 _SEGMENT = 16384
 #: Idle cycles to clock after an error report, for the core's Terminate to leave.
@@ -204,23 +203,6 @@ class OffloadRnic(QueuedDataPath):
     reports_remote_access = False
 
     # -- state -----------------------------------------------------------------------
-    @property
-    def state(self):
-        """``idle``, ``rts``, ``closing``, then ``closed`` or ``error`` (as the software RNIC)."""
-        return self._state
-
-    @property
-    def closed(self):
-        return self._state in _FINAL
-
-    @property
-    def error(self):
-        return self._error
-
-    @property
-    def fence_open(self):
-        return self._fence_open
-
     def start(self):
         """Start the pump thread (idempotent)."""
         with self._cond:

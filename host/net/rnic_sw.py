@@ -349,9 +349,32 @@ class DataPath(abc.ABC):
         self.close()
 
 
+_FINAL = ("closed", "error")
+
+
 class QueuedDataPath(DataPath):
     """A :class:`DataPath` whose completions (``_cq``) and events (``_events``) wait in deques
-    guarded by the condition ``_cond``, filled by its own threads; ``start()`` starts them."""
+    guarded by the condition ``_cond``, filled by its own threads; ``start()`` starts them.
+    Its state is ``_state``, ``_error`` and ``_fence_open``."""
+
+    @property
+    def state(self):
+        """``idle`` (not started), ``rts``, ``closing`` (going down: a Terminate was sent or
+        received, or :meth:`close` is running), then ``closed`` (clean) or ``error``."""
+        return self._state
+
+    @property
+    def closed(self):
+        return self._state in _FINAL
+
+    @property
+    def error(self):
+        return self._error
+
+    @property
+    def fence_open(self):
+        """True once this side may send FPDUs (responder: after the initiator's first FPDU)."""
+        return self._fence_open
 
     def _poll(self, timeout, max_entries):
         self.start()
@@ -449,7 +472,6 @@ def check_post(opcode, payload=b"", *, wr_id=None, stag=0, to=0, length=None, in
     return wr
 
 _RTR = object()              # buffer id / read marker of the RFC 6581 RTR
-_FINAL = ("closed", "error")
 
 
 def _lost(info):
@@ -549,25 +571,6 @@ class SoftwareRnic(QueuedDataPath):
                 f"ird={self.ird} ord={self.ord}>")
 
     # -- state ---------------------------------------------------------------------
-    @property
-    def state(self):
-        """``idle`` (not started), ``rts``, ``closing`` (going down: a Terminate was sent or
-        received, or :meth:`close` is running), then ``closed`` (clean) or ``error``."""
-        return self._state
-
-    @property
-    def closed(self):
-        return self._state in _FINAL
-
-    @property
-    def error(self):
-        return self._error
-
-    @property
-    def fence_open(self):
-        """True once this side may send FPDUs (responder: after the initiator's first FPDU)."""
-        return self._fence_open
-
     def start(self):
         """Start the receive and transmit threads (idempotent)."""
         with self._lock:

@@ -160,8 +160,9 @@ async def b2b_random(dut):
 
     def write_row(x, c, kind, base, length, rr, rw, valid=1, ri=0):
         i = row_of[(x, c, kind)]
-        nodes[x].stag.append(dict(index=i, stag=nodes[x].rows[(c, kind)], base=base, length=length, valid=valid,
-                                  remote_read=rr, remote_write=rw, remote_inv=ri, conn=c))
+        nodes[x].stag.append(dict(index=i, stag=nodes[x].rows[(c, kind)], base=base, length=length,
+                                  addr=base, valid=valid, remote_read=rr, remote_write=rw,
+                                  remote_inv=ri, conn=c))
 
     def setup(x, c):
         """Direction x -> peer on connection c: MPA both ends, x's TX, the peer's RX."""

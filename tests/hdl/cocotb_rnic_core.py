@@ -167,12 +167,17 @@ class CoreTB(TB):
             n = 0 if busy else n + 1
 
     # -- the DDP/RDMAP receive path's registers
-    async def stag_write(self, *, stag, base, length, conn, valid=1, rr=0, rw=1, ri=0, index=None):
+    async def stag_write(self, *, stag, base, length, conn, valid=1, rr=0, rw=1, ri=0, index=None,
+                         addr=None):
+        """Row of ``stag``: TOs ``base ..`` at host memory ``addr ..`` (default ``base``)."""
+        addr = base if addr is None else addr
         await self.wr("STAG_INDEX", index=stag % self.params.get("stags", 256) if index is None else index)
         await self.wr("STAG_KEY", stag=stag)
-        await self.wr("STAG_BASE_LO", addr=base & 0xFFFFFFFF)
-        await self.wr("STAG_BASE_HI", addr=base >> 32)
+        await self.wr("STAG_BASE_LO", to=base & 0xFFFFFFFF)
+        await self.wr("STAG_BASE_HI", to=base >> 32)
         await self.wr("STAG_LENGTH", length=length)
+        await self.wr("STAG_ADDR_LO", addr=addr & 0xFFFFFFFF)
+        await self.wr("STAG_ADDR_HI", addr=addr >> 32)
         await self.wr("STAG_ATTR", valid=valid, remote_read=rr, remote_write=rw, remote_inv=ri, conn=conn)
         await self.wr("STAG_CMD", commit=1)
         await self.wait_field("STAG_STATUS", "BUSY", 0)
