@@ -255,6 +255,14 @@ def test_any_flipped_bit_is_detected(ns, markers, origin, seed, data):
     lay = fpdu_layout(len(ulpdus[target]), offset=start, markers=markers,
                       marker_origin=origin)
     in_length = lay.length_offset <= start + bit // 8 < lay.length_offset + 2
+    # the ULPDU's first octet (the third one of the FPDU's data that is not a marker): its
+    # T flag says how long the DDP header is, so flipping it in a ULPDU shorter than the
+    # untagged header (18) is a length error found before the CRC, as flipping the length
+    in_marker = {m + k for m, _ in lay.markers for k in range(4)}
+    data_octets = (pos for pos in range(lay.length_offset, lay.end) if pos not in in_marker)
+    first_ulpdu_octet = [next(data_octets) for _ in range(3)][-1]
+    t_flag = start + bit // 8 == first_ulpdu_octet and bit % 8 == 0
+    in_length = in_length or (t_flag and len(ulpdus[target]) < 18)
 
     dec = FpduDecoder(markers=markers, crc=True, marker_origin=origin)
     out = decode(dec, chunked(bytes(stream), seed))
