@@ -292,29 +292,26 @@ class OffloadRnic(QueuedDataPath):
             self.device.invalidate_stag(stag)
             self._regions[stag] = (dataclasses.replace(region, valid=False), mine)
 
-    def _drop_region(self, stag):
-        """Forget ``stag``: its row invalid, its memory back (lock held)."""
-        region, mine = self._regions.pop(stag)
+    def _retire_stag(self, stag):
+        """``stag``'s row invalid in the core (if the device is still there) and free for
+        another STag (device lock held)."""
         try:
             self.device.invalidate_stag(stag)
-        except KeyError:
+        except Exception:           # noqa: BLE001 - never registered, or the device is gone
             pass
         self._shared.stags.release(stag)
+
+    def _drop_region(self, stag):
+        """Forget ``stag``: its row invalid, its memory back (lock held)."""
+        _, mine = self._regions.pop(stag)
+        self._retire_stag(stag)
         if mine is not None:
             self._shared.memory.free(mine)
 
     # -- posting -------------------------------------------------------------------------
-    def _wr_id(self, wr_id):
-        if wr_id is None:
-            wr_id, self._next_wr = self._next_wr, (self._next_wr + 1) & _MASK32 or 1
-        return wr_id
-
     def post_recv(self, length, *, addr=None, wr_id=None):
         if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= _MASK32:
             raise ValueError(f"receive length must be 0..2**32-1, not {length!r}")
-        if wr_id is not None and (isinstance(wr_id, bool) or not isinstance(wr_id, int)
-                                  or not 0 <= wr_id <= _MASK32):
-            raise ValueError(f"wr_id must be a 32-bit int, not {wr_id!r}")
         with self._cond:
             wr_id = self._wr_id(wr_id)
         item = _Posted(wr_id, SqOpcode.SEND, length, addr=addr)
@@ -625,11 +622,7 @@ class OffloadRnic(QueuedDataPath):
         if item.sink_stag is not None:
             region, keep = self._regions.pop(item.sink_stag, (None, None))
             if region is not None:
-                try:
-                    self.device.invalidate_stag(item.sink_stag)
-                except KeyError:
-                    pass
-                sh.stags.release(item.sink_stag)
+                self._retire_stag(item.sink_stag)
             item.sink_stag = None
         item.own_addr = None
         if keep is not None:
@@ -680,8 +673,7 @@ class OffloadRnic(QueuedDataPath):
         with self._cond:
             if self._end_deadline is None or self.closed:
                 return
-            drained = not self._out and not any(p.wr is not None and not p.rtr
-                                                for p in self._sq.values())
+            drained = not self._out and not any(not p.rtr for p in self._sq.values())
             late = time.monotonic() > self._end_deadline
             if not (drained or late):
                 return
@@ -768,12 +760,7 @@ class OffloadRnic(QueuedDataPath):
         their memory stays for the caller until :meth:`close` (device lock held)."""
         for stag in list(self._regions):
             region, mine = self._regions[stag]
-            if region.valid:
-                try:
-                    self.device.invalidate_stag(stag)
-                except Exception:       # noqa: BLE001 - the device may be gone
-                    pass
-            self._shared.stags.release(stag)
+            self._retire_stag(stag)
             self._regions[stag] = (dataclasses.replace(region, valid=False), mine)
 
     def _free_memory(self):

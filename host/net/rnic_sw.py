@@ -376,6 +376,16 @@ class QueuedDataPath(DataPath):
         """True once this side may send FPDUs (responder: after the initiator's first FPDU)."""
         return self._fence_open
 
+    def _wr_id(self, wr_id):
+        """``wr_id`` checked, or the next of ``_next_wr`` (32 bits, never 0) when None."""
+        if wr_id is None:
+            wr_id = self._next_wr
+            self._next_wr = (self._next_wr + 1) & _MASK32 or 1
+            return wr_id
+        if isinstance(wr_id, bool) or not isinstance(wr_id, int) or not 0 <= wr_id <= _MASK32:
+            raise ValueError(f"wr_id must be a 32-bit int, not {wr_id!r}")
+        return wr_id
+
     def _poll(self, timeout, max_entries):
         self.start()
         deadline = time.monotonic() + (timeout or 0.0)
@@ -629,15 +639,6 @@ class SoftwareRnic(QueuedDataPath):
             self.sink.invalidate(stag)
 
     # -- posting -------------------------------------------------------------------
-    def _wr_id(self, wr_id):
-        if wr_id is None:
-            wr_id = self._next_wr
-            self._next_wr = (self._next_wr + 1) & _MASK32 or 1
-            return wr_id
-        if isinstance(wr_id, bool) or not isinstance(wr_id, int) or not 0 <= wr_id <= _MASK32:
-            raise ValueError(f"wr_id must be a 32-bit int, not {wr_id!r}")
-        return wr_id
-
     def post_recv(self, length, *, addr=None, wr_id=None):
         if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= _MASK32:
             raise ValueError(f"receive length must be 0..2**32-1, not {length!r}")
