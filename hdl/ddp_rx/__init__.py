@@ -10,8 +10,10 @@ memory, completions, queued RDMA Read Requests and error / Terminate reports. It
   :class:`~.header.HeaderReader`, :class:`~.validator.Validator`, the tables
   (:class:`~.stag_table.StagTable`, :class:`~.receive_queue.ReceiveQueue`,
   :class:`~.contexts.ContextTable`, :class:`~.control_buffer.ControlBuffer`), the
-  :class:`~.placer.Placer` with the :class:`~.axi_writer.AxiWriter`, and the
-  :class:`~.reporter.Reporter`;
+  :class:`~.placer.Placer` (which streams a segment's payload while the sequencer checks
+  the next) with the :class:`~.axi_writer.AxiWriter`, the :class:`~.reporter.Reporter` and
+  the :class:`~.completion_gate.CompletionGate` (completions wait there for their writes'
+  B responses);
 * :mod:`.layouts` (the ports' payloads and the internal rows), :mod:`.errors` (the error ids).
 """
 

@@ -7,6 +7,7 @@ from amaranth.utils import exact_log2
 
 from ..axi import AXI4WriteSignature
 from ..beat import conn_bits
+from .completion_gate import COUNT_BITS
 from .reg_fifo import RegFIFO
 
 __all__ = ["WriteAddress", "WriteData", "PlacerWrite", "AxiWriter"]
@@ -62,6 +63,9 @@ class AxiWriter(wiring.Component):
         in the cycle after a push, so it never claims idle early.
     aw_quiet : Out(1)
         Every write pushed has been handed to the bus on AW (and W): registered likewise.
+    acked : Out(COUNT_BITS)
+        B responses of pushed writes so far (a wrapping counter, for the
+        :class:`~rnic.hdl.ddp_rx.completion_gate.CompletionGate`).
 
     Latency: a write is on AW and W the cycle after its push; one write per cycle.
 
@@ -82,6 +86,7 @@ class AxiWriter(wiring.Component):
             "aw_side": Out(aw_l),
             "idle": Out(1),
             "aw_quiet": Out(1),
+            "acked": Out(COUNT_BITS),
         })
         self.aw_fifo = RegFIFO(shape=aw_l, depth=4)
         self._w_fifo = RegFIFO(shape=w_l, depth=4)
@@ -107,7 +112,7 @@ class AxiWriter(wiring.Component):
         outstanding = Signal(range(256))
         b_ack = Signal()
         m.d.comb += b_ack.eq(axi.bvalid & (outstanding != 0))
-        m.d.sync += outstanding.eq(outstanding + push - b_ack)
+        m.d.sync += [outstanding.eq(outstanding + push - b_ack), self.acked.eq(self.acked + b_ack)]
         idle_c = Signal()
         m.d.comb += idle_c.eq((outstanding == 0) & ~awf.r.valid & ~wf.r.valid)
         m.d.sync += self.idle.eq(idle_c & ~push)

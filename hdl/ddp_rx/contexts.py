@@ -48,7 +48,7 @@ class ContextTable(wiring.Component):
         The request latched in IDLE (for the receive queue and the control buffer).
     header_cycle : In
         HEADER's cycle count: the segment's context is taken in the second.
-    seg : In(SegmentView), qn : In(2), new_queue : In(QueueState)
+    seg : In(SegmentView), qn : In(2), new_queue : In(QueueState), at_head : In(1)
         The segment (its connection and the Read Response fields), its queue number and
         its QN 1 / QN 2 message state after it (written in FINISH_UNTAGGED).
     cq_done, rrq_done, term_done : In(1)
@@ -93,7 +93,7 @@ class ContextTable(wiring.Component):
             "request": Out(HostRequest(connections=C)),
             "header_cycle": In(range(header_rows(width) + 2)),
             "seg": In(SegmentView(slots=slots, connections=C)),
-            "qn": In(2), "new_queue": In(QueueState()),
+            "qn": In(2), "new_queue": In(QueueState()), "at_head": In(1),
             "cq_done": In(1), "rrq_done": In(1), "term_done": In(1),
             "ctx": Out(ctx_l),
             "read_response": Out(ReadResponseTotals()),
@@ -178,10 +178,14 @@ class ContextTable(wiring.Component):
                     m.d.sync += c.q1.eq(self.new_queue)
                 with m.Elif(self.qn != 0):
                     m.d.sync += c.q2.eq(self.new_queue)
+                with m.Elif(seg.last & ~self.at_head):
+                    m.d.sync += c.later_done.eq(1)
             with m.Case(Step.COMPLETE_SEND):
                 with m.If(self.cq_done):
                     m.d.sync += [c.head.eq(c.head + 1), c.count.eq(c.count - 1),
                                  c.rbase.eq(c.rbase + 1)]
+                    with m.If(c.count == 1):
+                        m.d.sync += c.later_done.eq(0)
             with m.Case(Step.QUEUE_READ_REQUEST):
                 with m.If(self.rrq_done):
                     m.d.sync += [c.rrc.eq(c.rrc + 1), c.q1.eq(0), c.q1.msn.eq(c.q1.msn + 1)]

@@ -8,13 +8,19 @@ from amaranth.utils import exact_log2
 from .layouts import Opcode, UlpduEntry
 from .sequencer import Step, in_steps
 
-__all__ = ["SegmentView", "HeaderRead", "HeaderReader", "header_rows", "header_cycles",
-           "big_endian"]
+__all__ = ["SegmentView", "HeaderRead", "HeaderReader", "header_rows", "header_slot_rows",
+           "header_cycles", "big_endian"]
 
 
 def header_rows(width):
     """Slot rows holding the 18-octet untagged header."""
     return -(-18 // width)
+
+
+def header_slot_rows(width):
+    """Rows per slot of the ingest's copy of the header rows (:func:`header_rows` rounded
+    up to a power of 2)."""
+    return 1 << (header_rows(width) - 1).bit_length()
 
 
 def header_cycles(width):
@@ -78,11 +84,12 @@ class HeaderReader(wiring.Component):
         The queue's head entry (taken in IDLE whether or not the sequencer takes it:
         nothing reads the segment outside one).
     slot_read : Out(HeaderRead)
-        The slot rows it reads: the first row of the head entry's slot in IDLE, row
-        ``cycle + 1`` in HEADER (rows beyond the slot's ULPDU are unused); ``en`` and ``row``
-        are 0 in the other states.
+        The rows it reads (from the ingest's copy of the slots' header rows, so that the
+        placer's reads of the slot buffer go on meanwhile): the first row of the head
+        entry's slot in IDLE, row ``cycle + 1`` in HEADER (rows beyond the header's are
+        unused); ``en`` and ``row`` are 0 in the other states.
     slot_data : In(8 * width)
-        The slot buffer's read data (row read in the previous cycle).
+        The header copy's read data (row read in the previous cycle).
     seg : Out(SegmentView)
         The segment, stable from the cycle after IDLE to the end of the segment (header
         octets from the cycle after their HEADER cycle on).

@@ -10,6 +10,7 @@ from amaranth.utils import bits_for, exact_log2
 
 from ..mpa_rx import RX_ABORTED, MpaRxBeat
 from ..synth_hints import no_rw_collision
+from .header import header_rows, header_slot_rows
 from .layouts import UlpduEntry
 
 __all__ = ["Ingest", "IngestContext"]
@@ -51,8 +52,15 @@ class Ingest(wiring.Component):
         Synchronous read port of the slot buffers: row ``slot * slot_bytes / width + k``
         holds octets ``k * width ..`` of the ULPDU in ``slot``. The processor reads only
         slots of entries it took.
-    release : In(stream(slot), always ready)
-        The processor is done with a slot; it is free from the next cycle on.
+    hdr_rd : Out(ReadPort.Signature)
+        Synchronous read port of a copy of each slot's first rows (the header's,
+        :func:`~rnic.hdl.ddp_rx.header.header_slot_rows` per slot): row
+        ``slot * header_slot_rows(width) + k`` = row ``k`` of the slot. A port of its own,
+        so that the processor reads the next segment's header while the placer reads the
+        current one's payload.
+    release, release_placed : In(stream(slot), always ready)
+        The processor is done with a slot (two may come in one cycle: the segment
+        processor's and its placer's); it is free from the next cycle on.
 
     Latency and throughput: one beat per cycle, no bubbles while a slot is free and the
     queue has room; a ULPDU is on ``o`` three cycles after its last beat's handshake.
@@ -75,7 +83,11 @@ class Ingest(wiring.Component):
             "o": Out(stream.Signature(UlpduEntry(slots=slots, connections=C))),
             "slot_rd": Out(ReadPort.Signature(addr_width=exact_log2(slots * self.rows),
                                               shape=8 * width)),
+            "hdr_rd": Out(ReadPort.Signature(
+                addr_width=exact_log2(slots * header_slot_rows(width)), shape=8 * width)),
             "release": In(stream.Signature(unsigned(max(1, exact_log2(slots))), always_ready=True)),
+            "release_placed": In(stream.Signature(unsigned(max(1, exact_log2(slots))),
+                                                  always_ready=True)),
         })
 
     def elaborate(self, platform):
@@ -89,6 +101,12 @@ class Ingest(wiring.Component):
         sb_rd = slotbuf.read_port(domain="sync")
         m.d.comb += [sb_rd.addr.eq(self.slot_rd.addr), sb_rd.en.eq(self.slot_rd.en),
                      self.slot_rd.data.eq(sb_rd.data)]
+        # the header rows' copy (no_rw_collision: as the slot buffers)
+        hdrbuf = no_rw_collision(Memory(shape=8 * W, depth=N * header_slot_rows(W), init=[]))
+        m.submodules.hdrbuf = hdrbuf
+        hb_rd = hdrbuf.read_port(domain="sync")
+        m.d.comb += [hb_rd.addr.eq(self.hdr_rd.addr), hb_rd.en.eq(self.hdr_rd.en),
+                     self.hdr_rd.data.eq(hb_rd.data)]
         # (read and written in the same cycle for back-to-back beats of a connection: keeps
         # its transparency)
         inctx = Memory(shape=IngestContext(slots=N, rows=ROWS), depth=C, init=[])
@@ -101,7 +119,7 @@ class Ingest(wiring.Component):
         m.submodules.ready = ready
 
         s1 = self._input_stage(m, ic_rd)
-        self._slots(m, s1, ic_rd, ic_wr, slotbuf.write_port(), ready)
+        self._slots(m, s1, ic_rd, ic_wr, slotbuf.write_port(), hdrbuf.write_port(), ready)
 
         # The head of the queue is a register, loaded while it is empty (timing: the
         # processor's request arbiter then only clears ``o.valid``, and is not in front of
@@ -149,18 +167,19 @@ class Ingest(wiring.Component):
                          s1.err.eq((nb.error != 0) & (nb.error != RX_ABORTED))]
         return s1
 
-    def _slots(self, m, s1, ic_rd, ic_wr, sb_wr, ready):
+    def _slots(self, m, s1, ic_rd, ic_wr, sb_wr, hb_wr, ready):
         """``s1``'s beat into its slot (a first beat takes a free slot), its connection's
         ingest context updated, and the entry of a complete ULPDU queued."""
         C, N, ROWS = self.connections, self.slots, self.rows
         NB, RB = max(1, exact_log2(N)), exact_log2(ROWS)
+        HB = exact_log2(header_slot_rows(self.width))
         ctx_l = IngestContext(slots=N, rows=ROWS)
         beat = s1.beat
         busy = Signal(N)           # slot in use
         free_mask = Signal(N)      # slot released by the processor this cycle
         alloc_mask = Signal(N)
-        with m.If(self.release.valid):
-            m.d.comb += free_mask.eq(1 << self.release.payload)
+        m.d.comb += free_mask.eq(Mux(self.release.valid, 1 << self.release.payload, 0)
+                                 | Mux(self.release_placed.valid, 1 << self.release_placed.payload, 0))
         m.d.sync += busy.eq((busy | alloc_mask) & ~free_mask)
         have_free = Signal()
         free_idx = Signal(NB)
@@ -186,6 +205,7 @@ class Ingest(wiring.Component):
             row_now.eq(Mux(beat.first, 0, ictx.beats)),
             sb_wr.addr.eq(Cat(row_now[:RB], slot_now)),
             sb_wr.data.eq(beat.data),
+            hb_wr.addr.eq(Cat(row_now[:HB], slot_now)), hb_wr.data.eq(beat.data),
             ent_in.conn.eq(beat.conn), ent_in.err.eq(beat.error),
         ]
         with m.If(~s1.nz):
@@ -202,6 +222,7 @@ class Ingest(wiring.Component):
                 new_len.eq(Mux(beat.first, 0, ictx.len) + beat.n),
                 ovf.eq((row_now >= ROWS) | (~beat.first & ictx.ovf) | new_len[16]),
                 sb_wr.en.eq(s1.go & (row_now < ROWS)),
+                hb_wr.en.eq(s1.go & (row_now < header_rows(self.width))),
                 alloc_mask.eq(Mux(s1.go & need_slot, 1 << free_idx, 0)),
                 nctx.slot.eq(slot_now), nctx.beats.eq(row_now + 1), nctx.len.eq(new_len),
                 nctx.ovf.eq(ovf), nctx.open.eq(~beat.last),

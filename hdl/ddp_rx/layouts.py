@@ -188,7 +188,9 @@ class ConnContext(data.StructLayout):
     ``stopped``: an error or a Terminate stopped the connection; ``ird``/``rrc``: inbound
     Read Requests allowed / held; ``rbase``: the MSN of the receive buffer at ``head``,
     ``count`` buffers posted; ``q1``/``q2``: the QN 1 / QN 2 message state; ``tm_*``: the
-    RDMA Read Response in progress (``tm_v``: its first segment was seen).
+    RDMA Read Response in progress (``tm_v``: its first segment was seen); ``later_done``:
+    a message may have ended in a receive buffer behind the head (its completion waits for
+    the buffers before it; cleared when the queue runs empty).
     """
 
     def __init__(self, *, rq_depth):
@@ -198,6 +200,7 @@ class ConnContext(data.StructLayout):
             "rbase": unsigned(32), "head": unsigned(max(db, 1)), "count": unsigned(db + 1),
             "q1": QueueState(), "q2": QueueState(),
             "tm_v": unsigned(1), "tm_stag": unsigned(32), "tm_to": unsigned(64), "tm_len": unsigned(32),
+            "later_done": unsigned(1),
         })
 
 

@@ -5,27 +5,50 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, exact_log2
 
+from ..beat import conn_bits
 from .axi_writer import PlacerWrite
+from .completion_gate import COUNT_BITS
 from .control_buffer import ControlWrite
 from .header import SegmentView
 from .layouts import QN2_BASE
 from .sequencer import Step
 
-__all__ = ["PayloadRead", "Placer"]
+__all__ = ["PayloadRead", "PlaceCommand", "Placer"]
 
 
 class PayloadRead(data.StructLayout):
-    """The placer's reads of the slot buffer: row ``row`` of the segment's slot when ``en``
-    (both 0 outside its set-up states and PLACE)."""
+    """The placer's reads of the slot buffer: row ``row`` of slot ``slot`` when ``en``
+    (``en`` and ``row`` 0 while the placer neither starts nor runs a placement)."""
 
-    def __init__(self, *, slot_rows):
-        super().__init__({"en": unsigned(1), "row": unsigned(exact_log2(slot_rows))})
+    def __init__(self, *, slots, slot_rows):
+        super().__init__({"en": unsigned(1), "row": unsigned(exact_log2(slot_rows)),
+                          "slot": unsigned(max(1, exact_log2(slots)))})
+
+
+class PlaceCommand(data.StructLayout):
+    """A placement, as the set-up works it out: to host memory (``axi``) or the control
+    buffer, the aligned address of the first word ``addr``, the first lane ``lo``, the
+    byte rotation ``r``, the octets from the first word's start to the end ``rem``, the
+    slot row of the first payload octet ``first_row``, the ``words``; the segment's
+    ``conn``, ``tagged`` and ``slot``. For checkers (unused by the logic): the first and
+    one-past-last target address ``start``/``end`` and the payload octets ``n``."""
+
+    def __init__(self, *, width, connections, slots, slot_rows, addr_width):
+        LW, RB = exact_log2(width), exact_log2(slot_rows)
+        super().__init__({
+            "axi": unsigned(1), "addr": unsigned(addr_width), "lo": unsigned(max(1, LW)),
+            "r": unsigned(max(1, LW)), "rem": unsigned(18), "first_row": unsigned(RB + 1),
+            "words": unsigned(bits_for(slot_rows + 2)),
+            "conn": unsigned(conn_bits(connections)), "tagged": unsigned(1),
+            "slot": unsigned(max(1, exact_log2(slots))),
+            "start": unsigned(addr_width), "end": unsigned(addr_width + 1), "n": unsigned(17),
+        })
 
 
 class Placer(wiring.Component):
-    """Streams the payload of the segment from its slot buffer into aligned full-width
+    """Streams the payload of a segment from its slot buffer into aligned full-width
     writes with byte strobes: to host memory (``push``) or to the connection's control
-    buffer (``control``, QN 1 / QN 2).
+    buffer (``control``, QN 1 / QN 2), while the sequencer goes on with the next segment.
 
     Ports
     -----
@@ -37,41 +60,69 @@ class Placer(wiring.Component):
     delta : In(addr_width)
         A tagged segment's translation (its STag row's ``delta``, stable from DECODE on): the
         target is TO + ``delta`` (mod ``2**addr_width``).
+    place_go : In(1)
+        The check state passes the segment on to placement this cycle.
     read : Out(PayloadRead), slot_data : In(8 * width)
         The slot buffer's read port (read data the cycle after the read).
     push : Out(stream(PlacerWrite)), room : In(1)
         Writes to host memory, one per cycle while ``room``.
     control : Out(stream(ControlWrite))
         Writes to the control buffer (always taken).
-    done : Out(1)
-        Every word went (PLACE ends).
+    free : Out(1)
+        No placement runs (every word of the last one went); a segment is handed over
+        only then.
+    handed : Out(1)
+        The sequencer's segment was handed over (cleared in IDLE): its slot is the
+        placer's to release.
+    placed : Out(1)
+        In PLACE: PLACE ends (a placement to memory is handed over this cycle; one to the
+        control buffer, whose message the sequencer reads next, has gone whole).
+    release : Out(stream(slot), always ready)
+        The slot of a placement whose every word went.
+    written : Out(COUNT_BITS)
+        Words of placements to host memory handed over so far (a wrapping counter: the
+        writes a completion waits for, :class:`~rnic.hdl.ddp_rx.completion_gate.CompletionGate`).
 
-    Set-up: the check states that go to PLACE (CHECK_TAGGED, CHECK_OFFSETS,
-    CHECK_INVALIDATE) load the placer unconditionally (its registers are only used in
-    PLACE), so that only the next state depends on the checks, and already read the first
-    slot row. The first slot row, the octets from the first output word's start to the end
-    and the words (each depends on the low bits of the target address) are worked out a
-    cycle ahead and registered, one copy per kind of segment: they drive the slot buffer's
-    read address and the placer's counters, which must not wait for the header register's
-    fan-out and the address adder. Tagged: from TO and the row's translation (stable from
-    DECODE on); untagged: from the buffer address and MO (stable from CHECK_QN_MSN on).
+    Set-up: the check states that go on to placement (CHECK_TAGGED, CHECK_OFFSETS,
+    CHECK_INVALIDATE) work out the :class:`PlaceCommand` and register it (unconditionally:
+    only the next state depends on the checks). The first slot row, the octets from the
+    first output word's start to the end and the words (each depends on the low bits of
+    the target address) are worked out a cycle ahead and registered, one copy per kind of
+    segment: they drive the slot buffer's read address and the placer's counters, which
+    must not wait for the header register's fan-out and the address adder. Tagged: from TO
+    and the row's translation (stable from DECODE on); untagged: from the buffer address
+    and MO (stable from CHECK_QN_MSN on).
 
-    PLACE: the slot is read through two stages (the read port, then ``cur``; the byte
-    rotator sees only registers): one row per cycle at full rate, with the same
-    first-write latency as a single stage. Each word is bytes ``r .. r + W - 1`` of
-    {``prev``, ``cur``}; the first and last words of a segment carry partial strobes.
-    A segment of ``n`` payload octets at target address ``A`` takes
-    ``(A mod W + n + W - 1) / W`` words and PLACE lasts one cycle more (the first row read
-    only loads ``prev``), plus a cycle per word the AXI queues are full.
+    Hand-over: with ``place_go`` and the placer ``free``, the set-up's command starts at
+    once (its first slot row is read in the check state); else the sequencer waits in
+    PLACE until the placer is free and the registered command starts then. A placement to
+    memory runs on its own from there (the sequencer finishes the segment and takes the
+    next one: its header comes from the ingest's header copy, not from the slot buffer);
+    one to the control buffer keeps the sequencer in PLACE until its last word.
 
-    For checkers: ``start``/``end`` (the first and one-past-last target address of the
-    placement, unused by the logic), ``to_memory`` (the placement goes to host memory,
-    else to the control buffer). With ``platform == "formal"`` it asserts that its
-    set-up sums are registered right (``lemma_place_sums``, ``lemma_n_q``) and, while it
-    places to host memory, how its address, remaining octets and word counts relate to
-    the placement range (``lemma_reads``, ``lemma_end``, ``lemma_n``, ``lemma_aligned``,
-    ``lemma_first``, ``lemma_later``, ``lemma_lo``, ``lemma_rem``, ``lemma_words``; for
-    tagged segments these names, for untagged ones with ``_untagged`` appended).
+    Placement: the slot is read through two stages (the read port, then ``cur``; the byte
+    rotator sees only registers): one row per cycle at full rate. Each word is bytes
+    ``r .. r + W - 1`` of {``prev``, ``cur``}; the first and last words of a segment carry
+    partial strobes. A segment of ``n`` payload octets at target address ``A`` takes
+    ``(A mod W + n + W - 1) / W`` words; the placer is busy for one cycle more (the first
+    row read only loads ``prev``), plus a cycle per word the AXI queues are full, and
+    free again the cycle after its last word: back-to-back segments cost one cycle each
+    beyond their words (the hand-over reads the first row).
+
+    For checkers: ``start``/``end`` (the running placement's first and one-past-last
+    target address), ``to_memory`` (it goes to host memory, else to the control buffer),
+    ``conn``/``tagged`` (its segment's), ``cmd`` (the registered command). With
+    ``platform == "formal"`` it asserts that its set-up sums are registered right
+    (``lemma_place_sums``, ``lemma_n_q``), that the registered command is the segment's
+    while the sequencer waits in PLACE (``lemma_cmd_label``, ``lemma_cmd_n``) and that a placement has
+    words (``lemma_setup_words``, ``lemma_cmd_words``), and, for the command waiting
+    in PLACE and for the running placement to host memory, how the address, remaining
+    octets and word counts relate to the placement range (``lemma_end``,
+    ``lemma_n``, ``lemma_aligned``, ``lemma_first``, ``lemma_later``, ``lemma_lo``,
+    ``lemma_rem``, ``lemma_words``; for tagged segments these names, for untagged ones with
+    ``_untagged`` appended; for the waiting command with ``_cmd`` appended), and for every
+    placement how many slot rows are in flight and that nothing moves while it is free
+    (``lemma_reads``, ``lemma_idle``).
     """
 
     def __init__(self, *, width, connections, slots, slot_bytes, addr_width):
@@ -79,45 +130,82 @@ class Placer(wiring.Component):
         self.slot_rows = slot_bytes // width
         self.addr_width = addr_width
         C = connections
+        slot = unsigned(max(1, exact_log2(slots)))
         super().__init__({
             "state": In(Step),
             "seg": In(SegmentView(slots=slots, connections=C)),
             "qn": In(2), "buffer_addr": In(64), "delta": In(addr_width),
-            "read": Out(PayloadRead(slot_rows=self.slot_rows)), "slot_data": In(8 * width),
+            "place_go": In(1),
+            "read": Out(PayloadRead(slots=slots, slot_rows=self.slot_rows)),
+            "slot_data": In(8 * width),
             "push": Out(stream.Signature(PlacerWrite(width=width, connections=C,
                                                      addr_width=addr_width), always_ready=True)),
             "room": In(1),
             "control": Out(stream.Signature(ControlWrite(width=width), always_ready=True)),
-            "done": Out(1),
+            "free": Out(1), "handed": Out(1), "placed": Out(1),
+            "release": Out(stream.Signature(slot, always_ready=True)),
+            "written": Out(COUNT_BITS),
         })
-        self.start = Signal(addr_width, name="p_start")
-        self.end = Signal(addr_width + 1, name="p_end")
-        self.to_memory = Signal(name="p_axi")
+        self._command = PlaceCommand(width=width, connections=C, slots=slots,
+                                     slot_rows=self.slot_rows, addr_width=addr_width)
+        self.cmd = Signal(self._command, name="p_cmd")
+        self._regs = _PlacerRegs(width=width, addr_width=addr_width, slot_rows=self.slot_rows,
+                                 connections=C, slots=slots)
+        self.start, self.end = self._regs.start, self._regs.end
+        self.to_memory, self.conn, self.tagged = self._regs.axi, self._regs.conn, self._regs.tagged
 
     def elaborate(self, platform):
         m = Module()
-        W, AW, ROWS = self.width, self.addr_width, self.slot_rows
-        LW, RB = exact_log2(W), exact_log2(ROWS)
-        state, seg = self.state, self.seg
-        regs = _PlacerRegs(width=W, addr_width=AW, slot_rows=ROWS, to_memory=self.to_memory)
-        setup = self._setup(m, regs)
+        state, regs, cmd = self.state, self._regs, self.cmd
+        m.d.comb += self.free.eq(regs.words == 0)
+        now = self._now = self._setup(m)
         with m.Switch(state):
-            with m.Case(Step.CHECK_TAGGED):
-                setup("t", to_axi=1)
-            with m.Case(Step.CHECK_OFFSETS):
-                setup("u", to_axi=self.qn == 0)
-            with m.Case(Step.CHECK_INVALIDATE):
-                setup("u", to_axi=1)
-            with m.Case(Step.PLACE):
-                self._place(m, regs)
-        m.d.comb += self.done.eq(regs.words == 0)
+            with m.Case(Step.CHECK_TAGGED, Step.CHECK_OFFSETS, Step.CHECK_INVALIDATE):
+                m.d.sync += cmd.eq(now)
+        self._place(m, regs)
+        # the hand-over (after the placement's own updates: they are those of an idle placer)
+        from_setup = self.place_go & self.free
+        from_cmd = (state == Step.PLACE) & ~self.handed & self.free
+        with m.If(from_setup):
+            self._start(m, regs, now)
+        with m.Elif(from_cmd):
+            self._start(m, regs, cmd)
+        with m.If(state == Step.IDLE):
+            m.d.sync += self.handed.eq(0)
+        with m.Elif(from_setup | from_cmd):
+            m.d.sync += self.handed.eq(1)
+        m.d.comb += self.placed.eq(self.free & (cmd.axi | self.handed))
+        # the slot goes back once the placement's last word went (a slot is handed over with
+        # every placement: only segments with payload are placed)
+        active = Signal(name="p_active")
+        m.d.comb += [self.release.valid.eq(active & self.free),
+                     self.release.payload.eq(regs.slot)]
+        with m.If(from_setup | from_cmd):
+            m.d.sync += active.eq(1)
+        with m.Elif(self.release.valid):
+            m.d.sync += active.eq(0)
         if platform == "formal":
             self._formal(m, regs)
         return m
 
-    def _setup(self, m, regs):
-        """The set-up sums, registered every cycle; returns the set-up action of a check state
-        that goes to PLACE (for a tagged, ``"t"``, or untagged, ``"u"``, segment)."""
+    def _start(self, m, regs, c):
+        """Load the placement registers from command ``c`` and read its first slot row."""
+        with m.If(c.axi):
+            m.d.sync += self.written.eq(self.written + c.words)
+        m.d.sync += [
+            regs.axi.eq(c.axi), regs.addr.eq(c.addr), regs.lo.eq(c.lo), regs.r.eq(c.r),
+            regs.rem.eq(c.rem), regs.first_word.eq(1), regs.row.eq(c.first_row + 1),
+            regs.reads.eq(c.words), regs.words.eq(c.words),
+            regs.rv.eq(1), regs.dv.eq(0), regs.load.eq(1),
+            regs.conn.eq(c.conn), regs.tagged.eq(c.tagged), regs.slot.eq(c.slot),
+            regs.start.eq(c.start), regs.end.eq(c.end), regs.n.eq(c.n),
+        ]
+        m.d.comb += [self.read.en.eq(1), self.read.row.eq(c.first_row[:-1]),
+                     self.read.slot.eq(c.slot)]
+
+    def _setup(self, m):
+        """The set-up sums, registered every cycle; returns the command of the check state
+        (zero in the other states)."""
         W, AW, ROWS = self.width, self.addr_width, self.slot_rows
         LW, RB = exact_log2(W), exact_log2(ROWS)
         seg, qn, e_addr = self.seg, self.qn, self.buffer_addr
@@ -175,42 +263,46 @@ class Placer(wiring.Component):
         self._sums.append((t_addr, t_addr_c, True))
         u_sums = place_sums(u_lo, "u")
 
-        kinds = {"t": (t_addr, t_first_row, t_sums, 14), "u": (u_addr, u_first_row, u_sums, 18)}
+        now = Signal(self._command, name="p_now")
 
-        def setup(kind, *, to_axi):
-            addr, first_row, sums, hl = kinds[kind]
+        def command(addr, first_row, sums, hl, to_axi):
             lo = addr[:LW] if LW else Const(0, 1)
             s, _ = first_row_of(lo, hl)
             rem, words = sums
-            m.d.sync += [
-                regs.axi.eq(to_axi),
-                regs.addr.eq(Cat(Const(0, LW), addr[LW:AW])),
-                self.start.eq(addr[:AW]), self.end.eq(addr[:AW] + n_q),
-                regs.lo.eq(lo), regs.r.eq(s[:LW] if LW else 0),
-                regs.rem.eq(rem), regs.first_word.eq(1),
-                regs.row.eq(first_row[:RB + 1] + 1),
-                regs.reads.eq(words), regs.words.eq(words),
-                regs.rv.eq(1), regs.dv.eq(0), regs.load.eq(1),
+            m.d.comb += [
+                now.axi.eq(to_axi), now.addr.eq(Cat(Const(0, LW), addr[LW:AW])),
+                now.lo.eq(lo), now.r.eq(s[:LW] if LW else 0), now.rem.eq(rem),
+                now.first_row.eq(first_row[:RB + 1]), now.words.eq(words),
+                now.conn.eq(seg.entry.conn), now.tagged.eq(seg.tagged),
+                now.slot.eq(seg.entry.slot),
+                now.start.eq(addr[:AW]), now.end.eq(addr[:AW] + n_q), now.n.eq(n_q),
             ]
-            m.d.comb += [self.read.en.eq(1), self.read.row.eq(first_row[:RB])]
-        return setup
+        with m.Switch(self.state):
+            with m.Case(Step.CHECK_TAGGED):
+                command(t_addr, t_first_row, t_sums, 14, 1)
+            with m.Case(Step.CHECK_OFFSETS):
+                command(u_addr, u_first_row, u_sums, 18, qn == 0)
+            with m.Case(Step.CHECK_INVALIDATE):
+                command(u_addr, u_first_row, u_sums, 18, 1)
+        return now
 
     def _place(self, m, regs):
-        """PLACE: one output word per cycle (a row consumed per word, the first only loads
-        ``prev``)."""
+        """The running placement: one output word per cycle (a row consumed per word, the
+        first only loads ``prev``); nothing moves while ``words`` is 0."""
         W = self.width
         LW = exact_log2(W)
-        seg = self.seg
         out_ok = Signal()
         consume = Signal()
         move = Signal()
         issue = Signal()
         m.d.comb += [
             out_ok.eq(~regs.axi | self.room),
-            consume.eq(regs.dv & (regs.load | out_ok)),
+            # (``~free``: never needed, as ``lemma_idle`` states, but it keeps the proof that
+            # only a hand-over starts a placement free of the lemmas that show it)
+            consume.eq(regs.dv & (regs.load | out_ok) & ~self.free),
             move.eq(regs.rv & (~regs.dv | consume)),
             issue.eq((regs.reads != 0) & (~regs.rv | move)),
-            self.read.en.eq(issue), self.read.row.eq(regs.row),
+            self.read.en.eq(issue), self.read.row.eq(regs.row), self.read.slot.eq(regs.slot),
         ]
         with m.If(issue):
             m.d.sync += [regs.row.eq(regs.row + 1), regs.reads.eq(regs.reads - 1)]
@@ -231,7 +323,7 @@ class Placer(wiring.Component):
             m.d.comb += strb[lane].eq((~regs.first_word | (lane >= regs.lo)) & (lane < regs.rem))
         aw, w = self.push.payload.aw, self.push.payload.w
         m.d.comb += [
-            aw.addr.eq(regs.addr), aw.conn.eq(seg.entry.conn), aw.tagged.eq(seg.tagged),
+            aw.addr.eq(regs.addr), aw.conn.eq(regs.conn), aw.tagged.eq(regs.tagged),
             aw.lo.eq(Mux(regs.first_word, regs.lo, 0)),
             aw.hi.eq(Mux(regs.rem >= W, W - 1, regs.rem - 1)),
             w.data.eq(word), w.strb.eq(strb),
@@ -252,7 +344,7 @@ class Placer(wiring.Component):
             m.d.sync += [regs.rv.eq(0), regs.dv.eq(0)]
 
     def _formal(self, m, regs):
-        state, seg = self.state, self.seg
+        state, seg, cmd = self.state, self.seg, self.cmd
         W, LW = self.width, exact_log2(self.width)
         n = Signal(17, name="formal_n")
         m.d.comb += n.eq(seg.entry.len - seg.header_len)
@@ -265,34 +357,58 @@ class Placer(wiring.Component):
             with m.Case(Step.DECODE, Step.LOAD_RECV_BUFFER, Step.CHECK_QN_MSN, Step.CHECK_OFFSETS,
                         Step.CHECK_INVALIDATE, Step.CHECK_TAGGED):
                 m.d.comb += Assert(self._n_w == n + W - 1, "lemma_n_q")
-        start, end, addr, rem, words = self.start, self.end, regs.addr, regs.rem, regs.words
-        facts = {
-            "lemma_reads": regs.reads + regs.rv + regs.dv == words + regs.load,
-            "lemma_end": end == start + n,
-            "lemma_n": n != 0,
-            "lemma_aligned": addr[:LW] == 0,
-            "lemma_first": ~regs.first_word | ((addr + regs.lo) == start),
-            "lemma_later": regs.first_word | (words == 0) | (addr > start),
-            "lemma_lo": regs.lo == start[:LW],
-            "lemma_rem": (words == 0) | ((addr + rem) == end),
-            "lemma_words": (words == 0) | ((rem > ((words - 1) << LW)) & (rem <= (words << LW))),
-        }
-        placing = (state == Step.PLACE) & regs.axi
-        for name, fact in facts.items():
-            with m.If(placing & seg.tagged):
-                m.d.comb += Assert(fact, name)
-            with m.If(placing & ~seg.tagged):
-                m.d.comb += Assert(fact, f"{name}_untagged")
-        with m.If(placing):
-            m.d.comb += Assert(seg.tagged | (self.qn == 0), "lemma_axi_qn")
+        waiting = (state == Step.PLACE) & ~self.handed
+        # a placement has words (so the placer is busy from its hand-over to its last word)
+        with m.If(self.place_go):
+            m.d.comb += Assert(self._now.words != 0, "lemma_setup_words")
+        with m.If(waiting):
+            m.d.comb += Assert(cmd.words != 0, "lemma_cmd_words")
+        with m.If(waiting):
+            m.d.comb += [
+                Assert((cmd.conn == seg.entry.conn) & (cmd.tagged == seg.tagged)
+                       & (cmd.slot == seg.entry.slot), "lemma_cmd_label"),
+                Assert(cmd.n == n, "lemma_cmd_n"),
+            ]
+            with m.If(cmd.axi):
+                m.d.comb += Assert(seg.tagged | (self.qn == 0), "lemma_axi_qn")
+
+        def facts(start, end, n, addr, lo, rem, words, first_word):
+            return {
+                "lemma_end": end == start + n,
+                "lemma_n": n != 0,
+                "lemma_aligned": addr[:LW] == 0,
+                "lemma_first": ~first_word | ((addr + lo) == start),
+                "lemma_later": first_word | (words == 0) | (addr > start),
+                "lemma_lo": lo == start[:LW],
+                "lemma_rem": (words == 0) | ((addr + rem) == end),
+                "lemma_words": (words == 0) | ((rem > ((words - 1) << LW)) & (rem <= (words << LW))),
+            }
+        running = facts(regs.start, regs.end, regs.n, regs.addr, regs.lo, regs.rem, regs.words,
+                        regs.first_word)
+        # (every placement, to memory or not: the rows in flight, and nothing moves when free)
+        m.d.comb += [
+            Assert(regs.reads + regs.rv + regs.dv == regs.words + regs.load, "lemma_reads"),
+            Assert(~self.free | ((regs.reads == 0) & ~regs.rv & ~regs.dv & ~regs.load),
+                   "lemma_idle"),
+        ]
+        waiting_facts = facts(cmd.start, cmd.end, cmd.n, cmd.addr, cmd.lo, cmd.rem, cmd.words,
+                              Const(1, 1))
+        placing = ~self.free & regs.axi
+        for group, cond, tagged, suffix in ((running, placing, regs.tagged, ""),
+                                            (waiting_facts, waiting & cmd.axi, cmd.tagged, "_cmd")):
+            for name, fact in group.items():
+                with m.If(cond & tagged):
+                    m.d.comb += Assert(fact, f"{name}{suffix}")
+                with m.If(cond & ~tagged):
+                    m.d.comb += Assert(fact, f"{name}_untagged{suffix}")
 
 
 class _PlacerRegs:
-    """The placer's registers."""
+    """The running placement's registers."""
 
-    def __init__(self, *, width, addr_width, slot_rows, to_memory):
+    def __init__(self, *, width, addr_width, slot_rows, connections, slots):
         LW, RB = exact_log2(width), exact_log2(slot_rows)
-        self.axi = to_memory                                # host memory, else the control buffer
+        self.axi = Signal(name="p_axi")                     # host memory, else the control buffer
         self.addr = Signal(addr_width, name="p_addr")       # aligned address of the next output word
         self.lo = Signal(max(1, LW), name="p_lo")           # A mod W
         self.rem = Signal(18, name="p_rem")                 # octets from the word's start to the end
@@ -310,3 +426,10 @@ class _PlacerRegs:
         self.load = Signal(name="p_load")                   # next consumed row only loads ``prev``
         self.cur = Signal(8 * width, name="cur")
         self.prev = Signal(8 * width, name="prev")
+        self.conn = Signal(conn_bits(connections), name="p_conn")
+        self.tagged = Signal(name="p_tagged")
+        self.slot = Signal(max(1, exact_log2(slots)), name="p_slot")
+        # for checkers: the placement range and its octets
+        self.start = Signal(addr_width, name="p_start")
+        self.end = Signal(addr_width + 1, name="p_end")
+        self.n = Signal(17, name="p_n")

@@ -80,11 +80,15 @@ class DdpRx(wiring.Component):
     slot (one beat per cycle, no bubbles) and queues it once the deframer's verdict is in:
     nothing is placed before it, and a ULPDU with a CRC or marker error is dropped whole
     and reported (LLP 0/2, 0/3). The
-    :class:`~rnic.hdl.ddp_rx.processor.SegmentProcessor` handles one segment at a time, in
-    the order of their last beats: its per-segment overhead is about
-    ``ceil(18/W) + 8`` cycles, so long segments go at close to one word per cycle. None of
-    the pipeline registers (for timing) changes the AXI, completion or report order, and
-    none adds latency to a Write's or a Send's placement.
+    :class:`~rnic.hdl.ddp_rx.processor.SegmentProcessor` checks one segment at a time, in
+    the order of their last beats, while its placer streams the previous segment's
+    payload to memory; a completion waits in the processor's completion gate for its
+    writes' B responses, not in the sequencer. A stream of segments costs one cycle per
+    segment beyond its words where the placer is the limit, and the sequencer's states
+    where they are (about ``ceil(18/W) + 8`` cycles per Write or in-order Send segment:
+    short segments at W >= 8). None of the pipeline registers (for timing) changes the
+    AXI, completion or report order, and none adds latency to a Write's or a Send's
+    placement.
     """
 
     def __init__(self, *, width=8, connections=16, stags=256, slots=4, slot_bytes=2048,
@@ -130,7 +134,9 @@ class DdpRx(wiring.Component):
         wiring.connect(m, wiring.flipped(self.i), ingest.i)
         wiring.connect(m, ingest.o, proc.ulpdus)
         wiring.connect(m, ingest.slot_rd, proc.slot_rd)
+        wiring.connect(m, ingest.hdr_rd, proc.hdr_rd)
         wiring.connect(m, proc.release, ingest.release)
+        wiring.connect(m, proc.release_placed, ingest.release_placed)
         for name in ("stag_w", "rq_post", "ctl", "rr_done"):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(proc, name))
         for name in ("cq", "rrq", "term", "m_axi"):

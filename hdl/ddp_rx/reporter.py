@@ -27,6 +27,9 @@ class Reporter(wiring.Component):
     rq_entry : In(RecvEntry)
         DRAIN_LOAD: the receive buffer at the queue's head (its Send completion, offered in
         COMPLETE_SEND once ``drain_go``).
+    new_entry : In(RecvEntry)
+        FINISH_UNTAGGED: the receive buffer after a QN 0 segment; when the segment ends the
+        message of the head buffer, its Send completion (offered in COMPLETE_SEND next).
     drain_go : Out(1)
         The head buffer's message is complete (registered in DRAIN_LOAD, for DRAIN_DECIDE).
     message : In(8 * 64), message_bad : In(1)
@@ -54,12 +57,22 @@ class Reporter(wiring.Component):
             "seg": In(SegmentView(slots=slots, connections=C)),
             "ctx": In(ConnContext(rq_depth=rq_depth)), "qn": In(2),
             "read_response": In(ReadResponseTotals()),
-            "rq_entry": In(RecvEntry()), "drain_go": Out(1),
+            "rq_entry": In(RecvEntry()), "new_entry": In(RecvEntry()), "drain_go": Out(1),
             "message": In(8 * 64), "message_bad": In(1), "src_delta": In(64),
             "error": In(ErrorVerdict()),
             "cq": Out(Completion(connections=C)), "rrq": Out(ReadRequestOut(connections=C)),
             "term": Out(TermReport(connections=C)),
         })
+
+    def _send_completion(self, m, e):
+        """The Send completion of receive buffer ``e`` (the head's: its MSN is ``rbase``)."""
+        cq = self.cq
+        m.d.sync += [cq.conn.eq(self.seg.entry.conn), cq.opcode.eq(e.opcode),
+                     cq.msn.eq(self.ctx.rbase), cq.wr_id.eq(e.id), cq.length.eq(e.l_end),
+                     cq.solicited.eq((e.opcode == Opcode.SEND_SE)
+                                     | (e.opcode == Opcode.SEND_SE_INVALIDATE)),
+                     cq.invalidated.eq(e.inval), cq.inval_stag.eq(e.inval_stag),
+                     cq.stag.eq(0), cq.to.eq(0)]
 
     def elaborate(self, platform):
         m = Module()
@@ -75,16 +88,13 @@ class Reporter(wiring.Component):
                              cq.wr_id.eq(0), cq.length.eq(tm.length), cq.solicited.eq(0),
                              cq.invalidated.eq(0), cq.inval_stag.eq(0),
                              cq.stag.eq(tm.stag), cq.to.eq(tm.to)]
+            with m.Case(Step.FINISH_UNTAGGED):
+                self._send_completion(m, self.new_entry)
             with m.Case(Step.DRAIN_LOAD):
                 # the entry (block RAM out) only goes into registers here; DRAIN_DECIDE decides
                 e = self.rq_entry
-                m.d.sync += [cq.conn.eq(conn), cq.opcode.eq(e.opcode),
-                             cq.msn.eq(c.rbase), cq.wr_id.eq(e.id), cq.length.eq(e.l_end),
-                             cq.solicited.eq((e.opcode == Opcode.SEND_SE)
-                                             | (e.opcode == Opcode.SEND_SE_INVALIDATE)),
-                             cq.invalidated.eq(e.inval), cq.inval_stag.eq(e.inval_stag),
-                             cq.stag.eq(0), cq.to.eq(0),
-                             self.drain_go.eq((c.count != 0) & e.done)]
+                self._send_completion(m, e)
+                m.d.sync += self.drain_go.eq((c.count != 0) & e.done)
 
             with m.Case(Step.MESSAGE_VERDICT):
                 with m.If(self.qn == 1):

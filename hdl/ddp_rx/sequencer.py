@@ -25,7 +25,7 @@ class Step(enum.Enum, shape=unsigned(6)):
     RELEASE_COUNT = 8           # IRD release: the decremented count is registered
     RELEASE = 9                 # IRD release: the count is written
     # a segment: header and checks
-    HEADER = 10                 # the header rows are read from the slot, the context taken
+    HEADER = 10                 # the header rows are read (the ingest's copy), the context taken
     DECODE = 11                 # acts on the registered header / context checks
     LOAD_RECV_BUFFER = 12       # QN 0: the receive buffer is loaded, its MSN acted on
     CHECK_QN_MSN = 13           # the offset checks are registered; a QN 1 / 2 MSN acted on
@@ -33,14 +33,15 @@ class Step(enum.Enum, shape=unsigned(6)):
     CHECK_INVALIDATE = 15       # Send with Invalidate: acts on the Invalidate STag's row
     CHECK_TAGGED = 16           # acts on the tagged segment's STag row checks
     # a segment: placement and completion
-    PLACE = 17                  # the payload goes out, one word per cycle
+    PLACE = 17                  # waits for the placer to take the segment (and for a QN 1 /
+                                # QN 2 message to be placed whole)
     FINISH_TAGGED = 18          # the Read Response totals are updated
-    COMPLETE_READ_RESPONSE = 19  # its completion waits for every write's B
-    FINISH_UNTAGGED = 20        # the message state is written
-    DRAIN_READ = 21             # the receive-queue entry at the head is read
+    COMPLETE_READ_RESPONSE = 19  # its completion goes to the gate (which waits for the B's)
+    FINISH_UNTAGGED = 20        # the message state is written (the head's completion built)
+    DRAIN_READ = 21             # after a completion, with later_done: the new head entry is read
     DRAIN_LOAD = 22             # the head entry is registered
     DRAIN_DECIDE = 23           # the head entry completes, or the drain ends
-    COMPLETE_SEND = 24          # the Send completion waits for every write's B
+    COMPLETE_SEND = 24          # the Send completion goes to the gate (which waits for the B's)
     READ_MESSAGE = 25           # the QN 1 / QN 2 message is read back from the control buffer
     CHECK_MESSAGE = 26          # the message's checks are registered
     MESSAGE_VERDICT = 27        # acts on them; a Read Request's source STag row is read
@@ -98,7 +99,8 @@ class Sequencer(wiring.Component):
         No write in flight / every write issued has left on AW (registered, never early).
     cq_valid, rrq_valid, term_valid : Out(1); cq_ready, rrq_ready, term_ready : In(1)
         The output streams' handshakes (payloads come from the reporter). A completion
-        goes out once ``writes_idle``, a report once ``aw_quiet``.
+        goes to the completion gate (which holds it until its writes are acknowledged), a
+        report out once ``aw_quiet``.
     tagged, last, opcode, length_nz, qn : In
         Of the segment: T and L bits, RDMAP opcode, payload not empty, queue number.
     The verdicts (In(1) each): ``clear_last`` (last control-buffer row to zero),
@@ -107,11 +109,22 @@ class Sequencer(wiring.Component):
     MSN), ``offsets_bad``, ``invalidate_bad``, ``tagged_bad``, ``placed`` (the placer's last
     word went), ``drain_go`` (the head receive buffer completes), ``read_back_last``,
     ``message_bad``, ``read_size_nz``, ``source_bad``.
+    at_head, later_done : In(1)
+        The QN 0 segment's buffer is the queue's head (a message it ends completes at
+        once, else it waits, and no drain runs: the head is not done); a message may have
+        ended in a buffer behind the head (the connection context's flag: after a Send
+        completion the next buffers are drained only then).
 
-    Per-segment overhead about ``ceil(18/W) + 8`` cycles (HEADER takes at least three
-    cycles, see :class:`~rnic.hdl.ddp_rx.header.HeaderReader`; one more for an untagged
-    segment, CHECK_OFFSETS; one more for an inbound Read Request or Terminate,
-    CHECK_MESSAGE, and two more for a Read Request with a non-zero size). Host requests: a
+    Per segment: IDLE, HEADER (at least three cycles, see
+    :class:`~rnic.hdl.ddp_rx.header.HeaderReader`), DECODE, the checks (one state for a
+    tagged segment, three for an untagged one, one more for a Send with Invalidate), then
+    the finish (FINISH_TAGGED or FINISH_UNTAGGED, DONE; a Send that ends the head buffer's
+    message adds COMPLETE_SEND, and the drain of the buffers behind it, three states each,
+    only when a message may have ended behind the head: ``later_done``); the placement of
+    its payload overlaps the next segment's states, so a stream of segments goes at the
+    slower of the placer (its words + 1 cycles per segment) and these states (8 cycles per
+    Write segment, 11 per single-segment Send at W = 8). An inbound Read Request or
+    Terminate waits in PLACE for its message to be in the control buffer. Host requests: a
     STag table write takes three cycles, a post three, an IRD release four, a restart two
     plus the control buffer's rows.
     """
@@ -132,6 +145,8 @@ class Sequencer(wiring.Component):
             "invalidate_bad": In(1), "tagged_bad": In(1), "placed": In(1), "drain_go": In(1),
             "read_back_last": In(1), "message_bad": In(1), "read_size_nz": In(1),
             "source_bad": In(1),
+            "place_go": Out(1), "place_free": In(1),
+            "at_head": In(1), "later_done": In(1),
         })
 
     def elaborate(self, platform):
@@ -207,25 +222,36 @@ class Sequencer(wiring.Component):
             with m.Elif((self.qn == 0) & self.last & invalidates):
                 m.next = "CHECK_INVALIDATE"
             with m.Elif(self.length_nz):
-                m.next = "PLACE"
+                self._place(m, memory=self.qn == 0, finish="FINISH_UNTAGGED")
             with m.Else():
                 m.next = "FINISH_UNTAGGED"
         with m.State("CHECK_INVALIDATE"):
             with m.If(self.invalidate_bad):
                 m.next = "BUILD_ERROR_REPORT"
             with m.Elif(self.length_nz):
-                m.next = "PLACE"
+                self._place(m, memory=1, finish="FINISH_UNTAGGED")
             with m.Else():
                 m.next = "FINISH_UNTAGGED"
         with m.State("CHECK_TAGGED"):
             with m.If(self.tagged_bad):
                 m.next = "BUILD_ERROR_REPORT"
             with m.Else():
-                m.next = "PLACE"
+                self._place(m, memory=1, finish="FINISH_TAGGED")
+
+    def _place(self, m, *, memory, finish):
+        """A check state passes the segment on to the placer: a placement to host memory
+        that the placer takes at once is left to it (the segment is finished meanwhile);
+        else PLACE waits (for the placer, and for a placement to the control buffer until
+        its last word)."""
+        m.d.comb += self.place_go.eq(1)
+        with m.If(self.place_free & memory):
+            m.next = finish
+        with m.Else():
+            m.next = "PLACE"
 
     def _segment_finish(self, m):
         with m.State("PLACE"):
-            with m.If(self.placed):
+            with m.If(self.placed):      # (the placer's verdict: handed over, or gone whole)
                 with m.If(self.tagged):
                     m.next = "FINISH_TAGGED"
                 with m.Else():
@@ -235,18 +261,27 @@ class Sequencer(wiring.Component):
                 m.next = "COMPLETE_READ_RESPONSE"
             with m.Else():
                 m.next = "DONE"
-        for state, then in ((Step.COMPLETE_READ_RESPONSE, Step.DONE),
-                            (Step.COMPLETE_SEND, Step.DRAIN_READ)):
-            with m.State(state.name):
-                m.d.comb += self.cq_valid.eq(self.writes_idle)
-                with m.If(self.writes_idle & self.cq_ready):
-                    m.next = then.name
+        # (a completion goes to the completion gate, which holds it until its writes have
+        # their B; after a Send's, the next buffer completes too if its message is done,
+        # which only a message that ended behind the head can be)
+        with m.State("COMPLETE_READ_RESPONSE"):
+            m.d.comb += self.cq_valid.eq(1)
+            with m.If(self.cq_ready):
+                m.next = "DONE"
+        with m.State("COMPLETE_SEND"):
+            m.d.comb += self.cq_valid.eq(1)
+            with m.If(self.cq_ready & self.later_done):
+                m.next = "DRAIN_READ"
+            with m.Elif(self.cq_ready):
+                m.next = "DONE"
         with m.State("FINISH_UNTAGGED"):
             with m.If(self.last):
-                with m.If(self.qn == 0):
-                    m.next = "DRAIN_READ"
-                with m.Else():
+                with m.If(self.qn != 0):
                     m.next = "READ_MESSAGE"
+                with m.Elif(self.at_head):
+                    m.next = "COMPLETE_SEND"        # (the reporter has its completion)
+                with m.Else():
+                    m.next = "DONE"                 # (the head is not done: no completion)
             with m.Else():
                 m.next = "DONE"
         for state, then in ((Step.DRAIN_READ, Step.DRAIN_LOAD), (Step.DRAIN_LOAD, Step.DRAIN_DECIDE),

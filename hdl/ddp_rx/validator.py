@@ -73,6 +73,10 @@ class Validator(wiring.Component):
         The segment's queue number (0, 1, 2), from the cycle after DECODE on.
     rq_read : Out(index), rq_index : Out(index)
         The receive-queue row of a QN 0 segment: to read in DECODE, and registered there.
+    at_head : Out(1)
+        That row is the queue's head (the segment's MSN is the head buffer's: a message
+        it ends completes at once), registered in DECODE (valid for a QN 0 segment whose
+        MSN is in range).
     recv_buffer : Out(RecvEntry)
         The receive buffer of a QN 0 segment, registered in LOAD_RECV_BUFFER.
     new_entry : Out(RecvEntry), new_queue : Out(QueueState), invalidate : Out(1)
@@ -130,6 +134,7 @@ class Validator(wiring.Component):
             "error": Out(ErrorVerdict()),
             "qn": Out(2),
             "rq_read": Out(self._db + self._cb), "rq_index": Out(self._db + self._cb),
+            "at_head": Out(1),
             "recv_buffer": Out(RecvEntry()),
             "new_entry": Out(RecvEntry()), "new_queue": Out(QueueState()), "invalidate": Out(1),
         })
@@ -302,6 +307,9 @@ class Validator(wiring.Component):
                 m.d.sync += [
                     self.qn.eq(Mux(dflag["qn0"], 0, Mux(dflag["q1"], 1, 2))),
                     self.rq_index.eq(dflag["ridx"]),
+                    # (an MSN in range is less than rq_depth past the head's: the low bits
+                    # tell it)
+                    self.at_head.eq(seg.msn[:self._db] == c.rbase[:self._db]),
                     mcap.eq(Mux(dflag["q1"], QN1_CAP, QN2_CAP)),
                     many.eq(q.any), mmaxmo.eq(q.max_mo), mmaxend.eq(q.max_end),
                     mlv.eq(q.lv), mlmo.eq(q.l_mo), mlend.eq(q.l_end),

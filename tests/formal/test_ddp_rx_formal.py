@@ -85,10 +85,14 @@ component's own registers are asserted by the component itself when elaborated w
 they copy, the placer's registers against the placement range, the FIFO pointers, the
 registered "no write in flight" / "every write has left on AW", ...). The harness states
 those that relate the components' memories and registers to its shadows, through their
-public hooks (``memory``, ``latched``, ``write``, ``read_data``, ``aw_fifo``,
-``start``/``end``/``to_memory``, the ports): the STag / receive-queue / context memories
-against the shadows, every queued AW entry, the placement range of a placement in
-progress. Every assertion is emitted; a proof keeps those of its set (``REGION``,
+public hooks (``memory``, ``latched``, ``write``, ``read_data``, ``aw_fifo``, the
+placer's ``cmd``, ``start``/``end``/``to_memory``/``conn``/``tagged``, the ports): the
+STag / receive-queue / context memories against the shadows, every queued AW entry, the
+placement range of the placement waiting in PLACE (the placer's registered command, for
+the sequencer's segment) and of the one running in the placer (for a segment the
+sequencer may have finished since: the placer streams one segment while the sequencer
+checks the next, so these lemmas name the placer's own copies of the connection and
+kind, not the sequencer's segment). Every assertion is emitted; a proof keeps those of its set (``REGION``,
 ``STOP``; all properties and no lemma for the BMC and the cover) and the script removes
 the others by name (``chformal -remove``). ``lemma_dec_msn``, the MSN checks' operands,
 is left out of both inductions: only untagged segments use it, and with it the
@@ -151,7 +155,7 @@ class Harness(Elaboratable):
             port = getattr(dut, name)
             self._free += [(port.valid, f"{name}_valid"), (port.payload.as_value(), f"{name}_payload")]
         self._free += [(getattr(dut, name).ready, f"{name}_ready") for name in ("cq", "rrq", "term")]
-        self._free += [(dut.slot_rd.data, "slot_data")]
+        self._free += [(dut.slot_rd.data, "slot_data"), (dut.hdr_rd.data, "hdr_data")]
         self._free += [(getattr(dut.m_axi, name), name)
                        for name in ("awready", "wready", "bvalid", "bresp")]
         self.inputs = [Signal(len(target), name=f"free_{name}") for target, name in self._free]
@@ -168,7 +172,7 @@ class Harness(Elaboratable):
         stopped_of, segment_stopped = self._stopped(m)
         safe = self._write_checks(region_ok, buffer_ok, stopped_of)
         self._queued(m, safe)
-        self._placement(m, region_ok, buffer_ok, segment_stopped)
+        self._placement(m, region_ok, buffer_ok, segment_stopped, stopped_of)
         self._properties(m, safe)
         return m
 
@@ -348,18 +352,31 @@ class Harness(Elaboratable):
         with m.If(in_steps(dut.sequencer.state, Step.POST_READ_CONTEXT, Step.POST)):
             m.d.comb += Assert(awf.level == 0, "lemma_post_idle")
 
-    def _placement(self, m, region_ok, buffer_ok, segment_stopped):
+    def _placement(self, m, region_ok, buffer_ok, segment_stopped, stopped_of):
+        """The placement waiting in PLACE (the placer's registered command, for the
+        sequencer's segment) and the one running (for a segment the sequencer may have
+        finished since)."""
         dut = self.dut
         seg, plc = dut.header.seg, dut.placer
-        placing = (dut.sequencer.state == Step.PLACE) & plc.to_memory
-        with m.If(placing & seg.tagged):
-            m.d.comb += Assert(region_ok(seg.entry.conn, plc.start, plc.end, "place_region_ok"),
+        cmd = plc.cmd
+        waiting = (dut.sequencer.state == Step.PLACE) & ~plc.handed & cmd.axi
+        with m.If(waiting & seg.tagged):
+            m.d.comb += Assert(region_ok(seg.entry.conn, cmd.start, cmd.end, "cmd_region_ok"),
+                               "lemma_region_cmd")
+        with m.If(waiting & ~seg.tagged):
+            m.d.comb += Assert(buffer_ok(seg.entry.conn, cmd.start, cmd.end, "cmd_buffer_ok"),
+                               "lemma_buffer_cmd")
+        with m.If(waiting):
+            m.d.comb += Assert(~segment_stopped, "lemma_not_stopped_cmd")
+        placing = ~plc.free & plc.to_memory
+        with m.If(placing & plc.tagged):
+            m.d.comb += Assert(region_ok(plc.conn, plc.start, plc.end, "place_region_ok"),
                                "lemma_region")
-        with m.If(placing & ~seg.tagged):
-            m.d.comb += Assert(buffer_ok(seg.entry.conn, plc.start, plc.end, "place_buffer_ok"),
+        with m.If(placing & ~plc.tagged):
+            m.d.comb += Assert(buffer_ok(plc.conn, plc.start, plc.end, "place_buffer_ok"),
                                "lemma_buffer")
         with m.If(placing):
-            m.d.comb += Assert(~segment_stopped, "lemma_not_stopped")
+            m.d.comb += Assert(~stopped_of(plc.conn, "place_stopped"), "lemma_not_stopped")
 
     # -- the properties ----------------------------------------------------------------------
 
@@ -375,8 +392,8 @@ class Harness(Elaboratable):
         with m.If(push.valid):
             for name, cond in safe(av, "push").items():
                 m.d.comb += Assert(cond, f"push_{name}")
-            seg = dut.header.seg
-            m.d.comb += Assert((av.conn == seg.entry.conn) & (av.tagged == seg.tagged), "push_label")
+            plc = dut.placer
+            m.d.comb += Assert((av.conn == plc.conn) & (av.tagged == plc.tagged), "push_label")
             # strobes pushed with each AW entry
             mask = Cat(*[(lane >= av.lo) & (lane <= av.hi) for lane in range(W)])
             m.d.comb += Assert(wv.strb == mask, "strobes")
@@ -455,9 +472,12 @@ REGION = {
     "lemma_shadow_fit", "lemma_table", "lemma_stw",
     # the AW queue and the placement in progress
     "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_region", "lemma_queued_lanes",
-    "lemma_writes_idle", "lemma_region",
-    "lemma_reads", "lemma_end", "lemma_n", "lemma_aligned", "lemma_first", "lemma_later",
+    "lemma_writes_idle", "lemma_region", "lemma_region_cmd", "lemma_cmd_label", "lemma_cmd_n",
+    "lemma_reads", "lemma_idle", "lemma_setup_words", "lemma_cmd_words",
+    "lemma_end", "lemma_n", "lemma_aligned", "lemma_first", "lemma_later",
     "lemma_lo", "lemma_rem", "lemma_words", "lemma_place_sums",
+    "lemma_end_cmd", "lemma_n_cmd", "lemma_aligned_cmd", "lemma_first_cmd", "lemma_later_cmd",
+    "lemma_lo_cmd", "lemma_rem_cmd", "lemma_words_cmd",
     # the checks that lead to a tagged placement
     "lemma_dec_verdict", "lemma_dec_early", "lemma_n_nz", "lemma_n_q", "lemma_endt",
     "lemma_uchk_verdict", "lemma_endv", "lemma_hdr_read", "lemma_dec_row", "lemma_dec_read",
@@ -467,7 +487,7 @@ REGION = {
 STOP = {
     "stop", "push_stop",
     "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_stop", "lemma_writes_idle",
-    "lemma_aw_quiet", "lemma_not_stopped",
+    "lemma_aw_quiet", "lemma_not_stopped", "lemma_not_stopped_cmd", "lemma_cmd_label",
     "lemma_dec_verdict", "lemma_dec_early", "lemma_hk",
     # the context memory, its writes and reads against the shadow "stopped" flags
     "lemma_cx_wr", "lemma_rd_conn", "lemma_ctx_stopped", "lemma_cx_rd", "lemma_cx_rd_hdr",

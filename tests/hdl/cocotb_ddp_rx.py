@@ -325,8 +325,9 @@ class DdpTB(TB):
         if x < 0.07:
             return None, TOO_SHORT
         if x < 0.08 and not ulpdu[0] & 0x80 and len(ulpdu) >= 18:
-            b = bytearray(ulpdu)                     # MSN far off (behind / beyond the window)
-            msn = (int.from_bytes(b[10:14], "big") + rng.choice([-1, -5, 9, 1 << 31])) & 0xFFFFFFFF
+            b = bytearray(ulpdu)                     # MSN off: behind, next (a message ending
+            # behind the head), beyond the window
+            msn = (int.from_bytes(b[10:14], "big") + rng.choice([-1, -5, 1, 9, 1 << 31])) & 0xFFFFFFFF
             b[10:14] = msn.to_bytes(4, "big")
             return bytes(b), 0
         return ulpdu, 0

@@ -170,10 +170,51 @@ def test_directed_send_write(width):
     assert out["mem"][0x2004] == 0 and out["mem"][0x2005 + len(payload)] == 0
 
 
+@pytest.mark.parametrize("width", [4, 8])
+def test_sends_completing_out_of_order(width):
+    """A Send whose message ends behind the head completes only once the messages before it
+    have (in MSN order, each with its own buffer), as the model does; a message that ends
+    at the head completes at once, and the queue then goes on with the next buffers."""
+    from rnic.host.model import sink as hs
+    from rnic.host.model.rdmap import Opcode
+    from rnic.host.model.segment import ulpdu
+    bufs = [(0x100, 64, 10), (0x200, 64, 11), (0x300, 64, 12), (0x400, 64, 13)]
+    # MSN 2 ends first (behind the head), then MSN 1 (two segments, last one ends it: 1
+    # and 2 complete), then MSN 3 at the head, then MSN 4 in two segments
+    segs = [(2, 0, True, b"B" * 20), (1, 0, False, b"a" * 8), (1, 8, True, b"A" * 9),
+            (3, 0, True, b"C" * 30), (4, 0, False, b"d" * 16), (4, 16, True, b"D" * 3)]
+    model = hs.Sink(ird=2)
+    script = [("ctl", {"conn": 1, "ird": 2})]
+    for addr, length, bid in bufs[:2]:
+        model.post_receive(addr=addr, length=length, buffer_id=bid)
+        script.append(("rq_post", {"conn": 1, "addr": addr, "length": length, "id": bid}))
+    script.append(("wait", 5))
+    want = []
+    for k, (msn, mo, last, data) in enumerate(segs):
+        u = ulpdu(Opcode.SEND, data, last=last, msn=msn, mo=mo)
+        script.append(("seg", 1, u, 0))
+        want += [ev for ev in model.receive(u) if isinstance(ev, hs.SendComplete)]
+        if k == 2:      # buffers 1 and 2 done: room for two more (rq_depth = 2)
+            script.append(("wait", 60))
+            for addr, length, bid in bufs[2:]:
+                model.post_receive(addr=addr, length=length, buffer_id=bid)
+                script.append(("rq_post", {"conn": 1, "addr": addr, "length": length, "id": bid}))
+            script.append(("wait", 5))
+    out = _sim_directed(width, script)
+    assert out["term"] == [], out["term"]
+    got = [(c.msn, c.wr_id, c.length) for c in out["cq"]]
+    assert got == [(ev.msn, ev.buffer_id, ev.length) for ev in want]
+    assert got == [(1, 10, 17), (2, 11, 20), (3, 12, 30), (4, 13, 19)]
+    assert bytes(out["mem"][0x100:0x100 + 17]) == b"a" * 8 + b"A" * 9
+    assert bytes(out["mem"][0x200:0x200 + 20]) == b"B" * 20
+    assert bytes(out["mem"][0x400:0x400 + 19]) == b"d" * 16 + b"D" * 3
+
+
 def test_throughput_long_writes():
     """One connection, back-to-back 1460-octet RDMA Write segments (a 1500-octet MTU), W = 8,
-    memory always ready: ULPDU octets per cycle over W in steady state must be at least 0.9
-    (the per-segment overhead of the processor is ~12 cycles)."""
+    memory always ready: ULPDU octets per cycle over W in steady state must be at least 0.98
+    (the placer streams one segment while the sequencer checks the next: one cycle per
+    segment beyond its 183 words; it was 0.9 with the checks in series)."""
     from rnic.host.model import segment
     from rnic.host.model.rdmap import Opcode
     n, size = 6, 1460 - 14
@@ -195,4 +236,4 @@ def test_throughput_long_writes():
     latency = out["w_cycles"][first_words - 1] - out["in_cycles"][0]
     print(f"throughput: {n - 1} x {size + 14} octets in {cycles} cycles: {eff:.3f} of W; "
           f"first segment placed {latency} cycles after its first beat")
-    assert eff >= 0.9
+    assert eff >= 0.98

@@ -70,13 +70,20 @@ def test_bench_ddp_json(progress_only):
         assert 1 <= r["tcp_segments"] <= r["fpdus"]
         if r["size"] >= 1024:
             assert r["max_segment_octets"] >= r["wire_octets"] // r["fpdus"]
-        assert r["wire_beats"] * 8 >= r["wire_octets"] and 0 < r["wire_beats_per_cycle"] <= 1.01
+        # (the window runs from the first placement write: the first message's beats
+        # came in before it, so a short run may show more wire beats than cycles, never
+        # more than one message's worth)
+        per_message = -(-r["wire_octets"] // (8 * r["messages"]))
+        assert r["wire_beats"] * 8 >= r["wire_octets"] and 0 < r["wire_beats_per_cycle"]
+        assert r["wire_beats"] <= r["cycles"] + per_message + 2, r
         assert r["cycles"] > 0 and r["write_beats"] > 0
         assert r["goodput"] == pytest.approx(r["placed_octets"] / (r["cycles"] * 8), abs=1e-6)
         assert r["protocol_limit"] == pytest.approx(r["payload_octets"] / r["wire_octets"], abs=1e-6)
         # the wire carries at most W octets a cycle: goodput cannot beat the protocol limit
-        # (up to the partial first and last beats of the measuring window)
-        assert r["goodput"] <= r["protocol_limit"] + 0.02
+        # (but for the first message, which came in before the window, and the partial
+        # first and last beats)
+        edge = (r["cycles"] + per_message + 2) / r["cycles"]
+        assert r["goodput"] <= r["protocol_limit"] * edge
         floor = 0.2 if r["size"] == 64 else 0.6
         assert r["goodput"] > floor, r
         assert r["cycles_from_post"] >= r["cycles"]
