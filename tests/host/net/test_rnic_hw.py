@@ -10,68 +10,33 @@ framing byte for byte); the device's counters saw the FPDUs. A corrupted octet o
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from rnic.host.net import cm
 from rnic.host.driver.device import Device
 from rnic.host.spec.errors import Layer, MpaError
-from rnic.host.spec.regmap import ConnState, CqQueue
+from rnic.host.spec.regmap import ConnState
 from rnic.host.net.rnic_hw import HardwareRnic, HwDecoder, HwEncoder, hardware_datapath
 from rnic.host.net.rnic_sw import SoftwareRnic
 from rnic.host.net.transfer import make_datapath
+from tests.host.net.loopback import T, events, negotiate, rq_completions, sim_device
 
-T = 5.0
 
 
 @pytest.fixture(scope="module")
 def device():
-    from rnic.sim.device import SimDevice
-    sim = SimDevice(width=8, connections=16)
-    dev = Device(sim, spec="sim")
-    dev.datapath_factory = hardware_datapath
-    dev.identify()
-    dev.reset()
-    yield dev
-    dev.close()
-
-
-def negotiate(pi, pr):
-    with socket.create_server(("127.0.0.1", 0)) as lst:
-        c = socket.create_connection(lst.getsockname(), timeout=T)
-        s, _ = lst.accept()
-    with ThreadPoolExecutor(1) as ex:
-        fut = ex.submit(cm.accept, s, pr)
-        ni = cm.connect(c, pi)
-        nr = fut.result(timeout=T)
-    return ni, nr
+    with sim_device(hardware_datapath) as dev:
+        yield dev
 
 
 def rq_data(rnic, n, timeout=T):
     """The data of the next ``n`` filled receive buffers (flushed ones are skipped)."""
-    out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < deadline:
-        out += [c for c in rnic.poll(timeout=0.2) if c.queue == CqQueue.RQ and c.ok]
+    out = rq_completions(rnic, n, timeout, ok=True)
     assert len(out) == n, out
     return [rnic.data(c) for c in out]
-
-
-def events(rnic, kind, timeout=T):
-    deadline = time.monotonic() + timeout
-    seen = []
-    while time.monotonic() < deadline:
-        seen += rnic.poll_events()
-        hit = [e for e in seen if e.kind == kind]
-        if hit:
-            return hit
-        time.sleep(0.02)
-    raise AssertionError(f"no {kind} event; saw {seen}")
 
 
 SIDES = {

@@ -13,7 +13,7 @@ with that error and outstanding work is flushed; the peer's Terminate reaches th
 import os
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import pytest
 
@@ -25,52 +25,24 @@ from rnic.host.net.transfer import make_datapath
 from rnic.host.spec.errors import DdpErrorType, Layer
 from rnic.host.spec.regmap import CqQueue, CqStatus, SqOpcode
 
-T = 5.0
+from tests.host.net import loopback
+from tests.host.net.loopback import T, events, rq_completions, sim_device
+
+# (an initiator's RTR goes out through its data path, the core's send queue)
+negotiate = partial(loopback.negotiate, send_rtr=False)
 
 
 @pytest.fixture(scope="module")
 def device():
-    from rnic.sim.device import SimDevice
-    sim = SimDevice(width=8, connections=16)
-    dev = Device(sim, spec="sim")
-    dev.datapath_factory = offload_datapath
-    dev.identify()
-    dev.reset()
-    yield dev
-    dev.close()
-
-
-def negotiate(pi, pr):
-    with socket.create_server(("127.0.0.1", 0)) as lst:
-        c = socket.create_connection(lst.getsockname(), timeout=T)
-        s, _ = lst.accept()
-    with ThreadPoolExecutor(1) as ex:
-        fut = ex.submit(cm.accept, s, pr)
-        ni = cm.connect(c, pi, send_rtr=False)
-        nr = fut.result(timeout=T)
-    return ni, nr
+    with sim_device(offload_datapath) as dev:
+        yield dev
 
 
 def received(rnic, n, timeout=T):
     """The next ``n`` RQ completions (waits for them)."""
-    out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < deadline:
-        out += [c for c in rnic.poll(timeout=0.2) if c.queue == CqQueue.RQ]
+    out = rq_completions(rnic, n, timeout)
     assert len(out) == n, out
     return out
-
-
-def wait_event(rnic, kind, timeout=T):
-    deadline = time.monotonic() + timeout
-    seen = []
-    while time.monotonic() < deadline:
-        seen += rnic.poll_events()
-        hit = [e for e in seen if e.kind == kind]
-        if hit:
-            return hit[0], seen
-        time.sleep(0.02)
-    raise AssertionError(f"no {kind} event; saw {seen}")
 
 
 def endpoint(neg, device, conn):
@@ -169,9 +141,9 @@ def test_invalidated_region_refuses_the_peer(device):
         (c,) = received(b, 1)
         assert c.inval_stag == rb.stag
         a.write(b"too late", stag=rb.stag, to=rb.base)
-        ev, _ = wait_event(a, "terminate_received")
+        (ev, *_) = events(a, "terminate_received")
         assert (ev.info.layer, ev.info.etype, ev.info.ecode) == (Layer.DDP, DdpErrorType.TAGGED, 0)
-        ev, _ = wait_event(b, "terminate_sent")
+        (ev, *_) = events(b, "terminate_sent")
         assert (ev.info.layer, ev.info.etype, ev.info.ecode) == (Layer.DDP, DdpErrorType.TAGGED, 0)
         assert b.wait_closed(T) and b.state == "error"
         flushed = [c for c in b.poll(timeout=1.0) if c.queue == CqQueue.RQ]
@@ -195,7 +167,7 @@ def test_peer_terminate_reaches_the_core(device):
         b.start()
         a.wait(a.send(b"first"), timeout=T)
         a.write(b"nowhere", stag=0x0BADBAD, to=0)
-        ev, _ = wait_event(a, "terminate_received")
+        (ev, *_) = events(a, "terminate_received")
         assert (ev.info.layer, ev.info.etype, ev.info.ecode) == (Layer.DDP, DdpErrorType.TAGGED, 0)
         assert ev.terminate is not None and ev.terminate.d
         assert a.wait_closed(T) and a.state == "error"
@@ -282,7 +254,7 @@ def test_first_fpdu_terminate_with_zero_crc_field(device):
         ni.sock.sendall(fpdu[:5])               # in two pieces: the FPDU is gathered first
         time.sleep(0.05)
         ni.sock.sendall(fpdu[5:])
-        ev, _ = wait_event(b, "terminate_received")
+        (ev, *_) = events(b, "terminate_received")
         assert ev.terminate == term and nr.zero_crc_terminate
         assert (ev.info.layer, ev.info.ecode) == (Layer.LLP, MpaError.NO_MATCHING_RTR)
         ni.sock.shutdown(socket.SHUT_WR)

@@ -3,7 +3,6 @@
 import os
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -15,24 +14,9 @@ from rnic.host.spec.regmap import CqQueue, CqStatus, SqOpcode
 from rnic.host.net.rnic_sw import Access, Completion, SoftwareRnic, error_name, opcode_from
 from rnic.host.net.transfer import MirroredDataPath, make_datapath
 from rnic.host.driver.device import open_device
+from tests.host.net.loopback import events, negotiate, rq_completions
 
 T = 3.0
-
-
-def tcp_pair():
-    with socket.create_server(("127.0.0.1", 0)) as lst:
-        c = socket.create_connection(lst.getsockname(), timeout=T)
-        s, _ = lst.accept()
-    return c, s
-
-
-def negotiate(pi=None, pr=None, reject=False):
-    c, s = tcp_pair()
-    with ThreadPoolExecutor(1) as ex:
-        fut = ex.submit(cm.accept, s, pr or cm.ConnParams(timeout=T), reject=reject)
-        ni = cm.connect(c, pi or cm.ConnParams(timeout=T))
-        nr = fut.result(timeout=5)
-    return ni, nr
 
 
 class Pair:
@@ -65,26 +49,6 @@ def pair_factory():
     yield make
     for p in made:
         p.close()
-
-
-def rq_completions(rnic, n, timeout=T):
-    out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < deadline:
-        out += [c for c in rnic.poll(timeout=0.2) if c.queue == CqQueue.RQ]
-    return out
-
-
-def events(rnic, kind, timeout=T):
-    deadline = time.monotonic() + timeout
-    seen = []
-    while time.monotonic() < deadline:
-        seen += rnic.poll_events()
-        hit = [e for e in seen if e.kind == kind]
-        if hit:
-            return hit
-        time.sleep(0.02)
-    raise AssertionError(f"no {kind} event; saw {seen}")
 
 
 # -- transfers ---------------------------------------------------------------------------
