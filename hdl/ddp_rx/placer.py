@@ -170,6 +170,15 @@ class Placer(wiring.Component):
             self._start(m, regs, now)
         with m.Elif(from_cmd):
             self._start(m, regs, cmd)
+        # the first slot row of a placement about to start: read in every check state while
+        # the placer is free (timing: the read enable waits for no check; a row read for a
+        # segment that is not placed is not used)
+        with m.Switch(state):
+            with m.Case(Step.CHECK_TAGGED, Step.CHECK_OFFSETS, Step.CHECK_INVALIDATE):
+                self._first_read(m, now)
+            with m.Case(Step.PLACE):
+                with m.If(~self.handed):
+                    self._first_read(m, cmd)
         with m.If(state == Step.IDLE):
             m.d.sync += self.handed.eq(0)
         with m.Elif(from_setup | from_cmd):
@@ -188,8 +197,15 @@ class Placer(wiring.Component):
             self._formal(m, regs)
         return m
 
+    def _first_read(self, m, c):
+        """Read command ``c``'s first slot row if the placer is free."""
+        with m.If(self.free):
+            m.d.comb += [self.read.en.eq(1), self.read.row.eq(c.first_row[:-1]),
+                         self.read.slot.eq(c.slot)]
+
     def _start(self, m, regs, c):
-        """Load the placement registers from command ``c`` and read its first slot row."""
+        """Load the placement registers from command ``c`` (its first slot row is read in
+        the same cycle, :meth:`_first_read`)."""
         with m.If(c.axi):
             m.d.sync += self.written.eq(self.written + c.words)
         m.d.sync += [
@@ -200,8 +216,6 @@ class Placer(wiring.Component):
             regs.conn.eq(c.conn), regs.tagged.eq(c.tagged), regs.slot.eq(c.slot),
             regs.start.eq(c.start), regs.end.eq(c.end), regs.n.eq(c.n),
         ]
-        m.d.comb += [self.read.en.eq(1), self.read.row.eq(c.first_row[:-1]),
-                     self.read.slot.eq(c.slot)]
 
     def _setup(self, m):
         """The set-up sums, registered every cycle; returns the command of the check state
