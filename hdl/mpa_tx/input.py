@@ -95,12 +95,18 @@ class MpaTxInput(wiring.Component):
             self.start.conn.eq(ip.conn),
             self.start.length.eq(ip.length),
         ]
+        # ``i_same``: R's beat continues the connection of the last beat A took. Registered
+        # with the beat (timing: ``next_same`` heads the word buffer's run logic): while R
+        # holds a beat A takes nothing else, so the last beat A took is the one before it:
+        # R's, if R's moves on in the accept cycle, else A's.
+        i_same = Signal()
+        i_first_same = Signal()          # and it is a ULPDU's first beat
         with m.If(in_accept):
-            m.d.sync += [r_valid.eq(1), rb.eq(ip)]
+            same_now = ip.conn == Mux(r_move, rb.conn, a.conn)
+            m.d.sync += [r_valid.eq(1), rb.eq(ip), i_same.eq(same_now),
+                         i_first_same.eq(ip.first & same_now)]
         with m.Elif(r_move):
             m.d.sync += r_valid.eq(0)
-        i_same = Signal()                # R's ULPDU continues the last one A took's connection
-        m.d.comb += i_same.eq(rb.conn == a.conn)
 
         carry_in = Mux(rb.first, Cat(rb.length[8:16], rb.length[0:8]), carry)
         lanes = [Mux(rb.n > k, rb.data[8 * k:8 * k + 8], 0) for k in range(W)]
@@ -128,6 +134,6 @@ class MpaTxInput(wiring.Component):
         m.d.comb += [
             self.next_room.eq(Mux(a_move, CAP - a.cnt, b.room)),
             self.next_same.eq(Mux(b_valid, b.same,
-                                  Mux(a_valid, a.same, r_valid & rb.first & i_same))),
+                                  Mux(a_valid, a.same, r_valid & i_first_same))),
         ]
         return m
