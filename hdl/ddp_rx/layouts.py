@@ -124,7 +124,8 @@ class TermReport(data.StructLayout):
     error, the payload this side sends (RFC 5040 section 4.8: Layer/EType/ErrorCode,
     M D R, DDP Segment Length, the offending DDP header, the Read Request header), exactly
     :meth:`rnic.host.model.rdmap.Terminate.for_error`; for a received Terminate, its payload as
-    received. ``layer``/``etype``/``ecode`` repeat the error (or the received one's).
+    received. The octets from ``tlen`` on are 0. ``layer``/``etype``/``ecode`` repeat the
+    error (or the received one's).
     """
 
     def __init__(self, *, connections):

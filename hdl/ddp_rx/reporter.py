@@ -108,7 +108,11 @@ class Reporter(wiring.Component):
                     m.d.sync += [
                         tr.conn.eq(conn), tr.received.eq(1),
                         tr.layer.eq(mb[0][4:8]), tr.etype.eq(mb[0][0:4]), tr.ecode.eq(mb[1]),
-                        tr.tlen.eq(seg.end[:7]), tr.term.eq(self.message[:8 * TERM_BYTES]),
+                        tr.tlen.eq(seg.end[:7]),
+                        # the octets beyond the length zeroed here, where it is one more
+                        # input of the register's multiplexer, not a stage of its own
+                        tr.term.eq(Cat(*(Mux(seg.end[:7] > k, mb[k], 0)
+                                         for k in range(TERM_BYTES)))),
                     ]
             with m.Case(Step.WAIT_SOURCE_CHECKS):
                 m.d.sync += rr.src_addr.eq(rr.src_to + self.src_delta)

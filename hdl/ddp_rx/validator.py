@@ -254,19 +254,23 @@ class Validator(wiring.Component):
         registered: in DECODE the row register already holds the segment's row (the table
         is read from the second-to-last HEADER cycle on), ``length`` its payload length, and
         none of them changes until the segment ends, so CHECK_TAGGED acts on DECODE's
-        verdict. The adder is a cycle ahead: ``endt_q`` (end of the tagged range) from the
-        last HEADER cycle, where ``to`` and ``length`` are in place; the row holds the end of
-        its region's TOs. So DECODE only compares (in the TO space: the placer maps the TO
-        to its host address)."""
+        verdict. The adder is a cycle ahead: ``endt_q`` (end of the tagged range) and a copy
+        of the TO from the last HEADER cycle, where ``to`` and ``length`` are in place; the
+        row holds the end of its region's TOs. So DECODE only compares (in the TO space: the
+        placer maps the TO to its host address)."""
         seg, row = self.seg, self.row
         h_to = seg.to
         endt_q = Signal(65)
-        m.d.sync += endt_q.eq(h_to + seg.length)
+        # the TO as well, for the compare with the row's base: the header register's bits
+        # fan out across the processor, a copy starts the carry chain next to its compare
+        to_q = Signal(64)
+        m.d.sync += [endt_q.eq(h_to + seg.length), to_q.eq(h_to)]
         self._endt = endt_q
+        self._to_q = to_q
         tflag = self._registered(m, dict(
             invalid=~row.valid | (row.stag != seg.stag), other_conn=row.conn != seg.entry.conn,
             no_write=~row.rw, wrap=endt_q[64],
-            bounds=wide_less(h_to, row.base) | wide_less(row.end, endt_q),
+            bounds=wide_less(to_q, row.base) | wide_less(row.end, endt_q),
             no_inv=~row.ri), "tchk")
         tchk_code = _first_code(m, "tchk_code", (
             (tflag["invalid"], E_DDP_T_INVALID_STAG), (tflag["other_conn"], E_DDP_T_NOT_ASSOC),
@@ -468,7 +472,7 @@ class Validator(wiring.Component):
                                    & ((n == 0) | ((seg.mo + n) <= self.recv_buffer.length)),
                                    "lemma_ichk")
         with m.If(in_steps(state, Step.DECODE, Step.CHECK_TAGGED)):
-            m.d.comb += Assert(endt_q == seg.to + n, "lemma_endt")
+            m.d.comb += Assert((endt_q == seg.to + n) & (self._to_q == seg.to), "lemma_endt")
         # the segment's kind and length in the states of its kind (DECODE's verdict)
         with m.If(in_steps(state, Step.LOAD_RECV_BUFFER, Step.CHECK_QN_MSN, Step.CHECK_OFFSETS,
                       Step.CHECK_INVALIDATE, Step.FINISH_UNTAGGED)):

@@ -32,7 +32,8 @@ class ReadRequestQueue(wiring.Component):
 
     Latency and throughput
     ----------------------
-    ``i`` passes a register slice (one cycle, one request per cycle). The views are
+    ``i`` passes a half-rate register slice (one cycle, one request every two cycles: a
+    request is wide and takes the receive path several cycles per segment). The views are
     registers, one cycle behind the queue (see
     :class:`~rnic.hdl.rnic_core.completion_queue.CompletionQueue`).
     """
@@ -55,7 +56,7 @@ class ReadRequestQueue(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         r, host_reads, resp = self.regs, self.host_reads, self.responder
-        rrq = slice_out_of(m, "ddp_rrq_slice", wiring.flipped(self.i))
+        rrq = slice_out_of(m, "ddp_rrq_slice", wiring.flipped(self.i), full_rate=False)
         rr_l = ReadRequestOut(connections=self.connections)
         m.submodules.rrq_fifo = rrf = SyncFIFOBuffered(width=rr_l.size, depth=self.depth)
         m.d.comb += [

@@ -1,7 +1,7 @@
 """The receive path's reports: the TERM_* queue, the transmit path, the connection state
 (see :class:`TerminateQueue`)."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -43,9 +43,9 @@ class TerminateQueue(wiring.Component):
     ----------------------
     ``i`` passes a half-rate register slice (reports are rare and wide); ``responder`` and
     ``report`` are offered from one register loaded at the take (the cycle after it): one
-    report every two cycles at most. The queue stores
-    the payload with the octets beyond its length zeroed, so that the TERM_DATA views only
-    select (timing). The views are registers, one cycle behind the queue (see
+    report every two cycles at most. The octets of a payload beyond its length come in as
+    0 (:class:`~rnic.hdl.ddp_rx.TermReport`), so the TERM_DATA views read 0 there. The
+    views are registers, one cycle behind the queue (see
     :class:`~rnic.hdl.rnic_core.completion_queue.CompletionQueue`).
     """
 
@@ -102,12 +102,7 @@ class TerminateQueue(wiring.Component):
             err.payload.info.ecode.eq(p.ecode), err.payload.info.etype.eq(p.etype),
             err.payload.info.layer.eq(p.layer),
         ]
-        tm_in = Signal(tm_l)
-        m.d.comb += [
-            tm_in.eq(p),
-            tm_in.term.eq(Cat(*(Mux(p.tlen > i, p.term[8 * i:8 * i + 8], 0) for i in range(TERM_BYTES)))),
-            tmf.w_data.eq(tm_in),
-        ]
+        m.d.comb += tmf.w_data.eq(p)
         tm = Signal(tm_l)
         m.d.comb += [tm.eq(Mux(tmf.r_rdy, tmf.r_data, 0)), tmf.r_en.eq(r.term_cmd.pop)]
         m.d.sync += [

@@ -415,6 +415,7 @@ class DdpTB(TB):
             gb = g["term"].to_bytes(52, "little")[:g["tlen"]]
             assert g["conn"] == e["conn"] and g["received"] == e["received"] and g["tlen"] == e["tlen"] \
                 and gb == e["term"], f"report\n got {self.fmt_term(g)}\n exp {self.fmt_exp(e)}"
+            assert g["term"] >> (8 * g["tlen"]) == 0, f"report octets beyond its length: {g['term']:#x}"
             if not e["received"]:
                 assert (g["layer"], g["etype"], g["ecode"]) == (e["layer"], e["etype"], e["ecode"])
         got_mem = self.ram.read(0, MEM)
