@@ -64,8 +64,10 @@ class CompletionQueue(wiring.Component):
     (its valid is a decode of the completion and ``host_reads``). The queue holds one
     entry more than ``depth``: the writers look at a registered room flag (timing: the
     FIFO's level compare fed both slices' ready), which is conservative by one entry.
-    The views are registers (timing: the FIFO's output and these decodes went into the
-    register bank's read mux): they follow a POP one cycle later; the bank samples them
+    The queue is in block RAM (wide and shallow: LUTs are the scarcer resource), each view
+    one LUT level behind its output. The views are registers (timing: the FIFO's output
+    and these decodes went into the register bank's read mux): they follow a POP one
+    cycle later; the bank samples them
     no earlier than 3 cycles after the POP's write handshake (the write response, then a
     read address handshake, then the bank's registered read address), so a read that
     follows the POP's response sees the next head.
@@ -97,7 +99,8 @@ class CompletionQueue(wiring.Component):
         txc = slice_out_of(m, "dtx_cq_slice", wiring.flipped(self.tx), full_rate=False)
         rdd = slice_into(m, "dtx_read_done_slice", wiring.flipped(self.read_done))
         cq_l = CqEntry(connections=self.connections)
-        m.submodules.cq_fifo = cqf = SyncFIFOBuffered(width=cq_l.size, depth=self.depth + 1)
+        m.submodules.cq_fifo = cqf = SyncFIFOBuffered(width=cq_l.size, depth=self.depth + 1,
+                                                      block_ram=True)
         cq_room = Signal()
         m.d.sync += cq_room.eq(cqf.level < self.depth)
         m.d.comb += self.nonempty.eq(cqf.r_rdy)
@@ -120,7 +123,8 @@ class CompletionQueue(wiring.Component):
             bad_e.rx.wr_id.eq(bad.payload.wr_id),
         ]
         rx_e = Signal(cq_l)
-        m.d.comb += rx_e.rx.eq(rxc.payload)
+        m.d.comb += [rx_e.rx.eq(rxc.payload),
+                     rx_e.rresp.eq(rxc.payload.opcode == READ_RESPONSE)]
         # one writer per cycle: tx, then bad, then rx; each is taken whether or not there is
         # room (without room it is lost: OVERFLOW)
         rx_take = Signal()
@@ -145,8 +149,7 @@ class CompletionQueue(wiring.Component):
         ce = Signal(cq_l)
         m.d.comb += ce.eq(Mux(cqf.r_rdy, cqf.r_data, 0))
         cq = ce.rx
-        rresp = Signal()                         # the head is an RDMA Read Response
-        m.d.comb += rresp.eq(~ce.tx & (cq.opcode == READ_RESPONSE))
+        rresp = ce.rresp                         # the head is an RDMA Read Response
         m.d.comb += cqf.r_en.eq(r.cq_cmd.pop)
         m.d.sync += [
             r.cq_status.valid.eq(cqf.r_rdy),

@@ -94,11 +94,14 @@ class CqEntry(data.StructLayout):
     """One entry of the host CQ: a receive-path :class:`~rnic.hdl.ddp_rx.Completion` or (``tx``)
     a transmit-path :class:`~rnic.hdl.ddp_tx.TxCompletion` (then ``status`` is its
     :class:`~rnic.host.spec.regmap.CqStatus`); ``bad_conn``: a :class:`BadPost`'s
-    connection (``tx`` set, CQ_INFO.CONN shows it instead of ``rx.conn``)."""
+    connection (``tx`` set, CQ_INFO.CONN shows it instead of ``rx.conn``); ``rresp``: a
+    receive-path RDMA Read Response completion (an SQ Read's), worked out when it is
+    written, so that the views are one LUT level behind the queue's block RAM."""
 
     def __init__(self, *, connections):
         super().__init__({"rx": Completion(connections=connections), "tx": unsigned(1),
-                          "status": CqStatus, "bad": unsigned(1), "bad_conn": unsigned(16)})
+                          "status": CqStatus, "bad": unsigned(1), "bad_conn": unsigned(16),
+                          "rresp": unsigned(1)})
 
 
 class DpRxEntry(data.StructLayout):
