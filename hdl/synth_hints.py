@@ -1,8 +1,9 @@
 """Synthesis hints for Yosys: one-hot FSM state registers, memories without read/write
-collisions, register copies that Yosys keeps apart.
+collisions, register copies that Yosys keeps apart, FIFOs in block RAM.
 
 None of the hints changes what the design does once its registers are loaded; the first
-two let Yosys build less logic, the third lets nextpnr place shorter nets.
+two let Yosys build less logic, the third lets nextpnr place shorter nets, the fourth
+trades block RAMs for LUTs and flip-flops.
 
 * :func:`one_hot` puts ``fsm_encoding = "one-hot"`` on an FSM's state register. Yosys
   re-encodes an FSM only when it detects one, and it does not detect a register with an
@@ -27,6 +28,9 @@ two let Yosys build less logic, the third lets nextpnr place shorter nets.
   and initial value, and a ``keep`` attribute on a wire does not stop it; one on the
   flip-flop cell does. The copies' wires carry :data:`REGISTER_COPY`, and
   :func:`rnic.host.tools.build.apply_keep_copies` puts ``keep`` on the cells that drive them.
+* ``SyncFIFOBuffered(block_ram=True)`` puts ``ram_style = "block"`` (:data:`RAM_STYLE`) on
+  the FIFO's storage: Yosys maps a memory of at most 16 rows to distributed RAM (a LUT per
+  2 bits, plus its output flip-flops) unless told otherwise.
 """
 
 from amaranth.hdl import Signal

