@@ -29,8 +29,9 @@ trades block RAMs for LUTs and flip-flops.
   flip-flop cell does. The copies' wires carry :data:`REGISTER_COPY`, and
   :func:`rnic.host.tools.build.apply_keep_copies` puts ``keep`` on the cells that drive them.
 * ``SyncFIFOBuffered(block_ram=True)`` puts ``ram_style = "block"`` (:data:`RAM_STYLE`) on
-  the FIFO's storage: Yosys maps a memory of at most 16 rows to distributed RAM (a LUT per
-  2 bits, plus its output flip-flops) unless told otherwise.
+  the FIFO's storage: Yosys maps a memory of at most 16 rows to distributed RAM (a
+  TRELLIS_DPR16X4, six LUT positions, per 4 bits, plus its output flip-flops) unless told
+  otherwise.
 """
 
 from amaranth.hdl import Signal
