@@ -67,10 +67,10 @@ class CompletionQueue(wiring.Component):
     The queue is in block RAM (wide and shallow: LUTs are the scarcer resource), each view
     one LUT level behind its output. The views are registers (timing: the FIFO's output
     and these decodes went into the register bank's read mux): they follow a POP one
-    cycle later; the bank samples them
-    no earlier than 3 cycles after the POP's write handshake (the write response, then a
-    read address handshake, then the bank's registered read address), so a read that
-    follows the POP's response sees the next head.
+    cycle later; the bank samples them no earlier than 3 cycles after the POP's write
+    handshake (the write response, then a read address handshake, then the bank's
+    registered read address), so a read that follows the POP's response sees the next
+    head.
     """
 
     #: The register fields the component uses.

@@ -60,7 +60,7 @@ class ReadRequestQueue(wiring.Component):
         rrq = slice_out_of(m, "ddp_rrq_slice", wiring.flipped(self.i), full_rate=False)
         rr_l = ReadRequestOut(connections=self.connections)
         m.submodules.rrq_fifo = rrf = SyncFIFOBuffered(width=rr_l.size, depth=self.depth,
-                                                              block_ram=True)
+                                                       block_ram=True)
         m.d.comb += [
             rrf.w_data.eq(rrq.payload), rrf.w_en.eq(rrq.valid & host_reads),
             resp.payload.eq(rrq.payload), resp.valid.eq(rrq.valid & ~host_reads),

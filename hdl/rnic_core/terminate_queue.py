@@ -73,7 +73,7 @@ class TerminateQueue(wiring.Component):
         dterm = slice_out_of(m, "ddp_term_slice", wiring.flipped(self.i), full_rate=False)
         tm_l = TermReport(connections=self.connections)
         m.submodules.term_fifo = tmf = SyncFIFOBuffered(width=tm_l.size, depth=self.depth,
-                                                               block_ram=True)
+                                                        block_ram=True)
         m.d.comb += self.nonempty.eq(tmf.r_rdy)
         # the report taken, for the transmit path and the per-connection state, until each
         # took it
