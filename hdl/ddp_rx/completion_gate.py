@@ -66,18 +66,19 @@ class CompletionGate(wiring.Component):
         # distributed RAM, read into the release decision; the wide completions in block
         # RAM, whose output only goes into the next block's register slice
         m.submodules.fences = f = SyncFIFOBuffered(width=COUNT_BITS, depth=self.depth)
-        m.submodules.queue = q = SyncFIFOBuffered(width=len(self.i.payload.as_value()),
+        m.submodules.queue = q = SyncFIFOBuffered(width=self.i.payload.shape().size,
                                                   depth=self.depth, block_ram=True)
         # the head's writes are acknowledged: ``acked`` has reached its fence (the wrapping
         # difference is below half the counters' range)
         due = Signal(COUNT_BITS)
+        head_acked = Signal()
         m.d.comb += [
             f.w_data.eq(self.written), q.w_data.eq(self.i.payload),
             f.w_en.eq(self.i.valid), q.w_en.eq(self.i.valid), self.i.ready.eq(q.w_rdy),
-            due.eq(self.acked - f.r_data),
+            due.eq(self.acked - f.r_data), head_acked.eq(~due[-1]),
             self.o.payload.eq(q.r_data),
-            self.o.valid.eq(q.r_rdy & ~due[-1]),
-            f.r_en.eq(self.o.ready & ~due[-1]), q.r_en.eq(self.o.ready & ~due[-1]),
+            self.o.valid.eq(q.r_rdy & head_acked),
+            f.r_en.eq(self.o.ready & head_acked), q.r_en.eq(self.o.ready & head_acked),
         ]
         m.d.sync += self.empty.eq((q.level == 0) & ~(self.i.valid & self.i.ready))
         return m

@@ -108,7 +108,9 @@ class CompletionQueue(wiring.Component):
         # ---- writers
         inv = self.invalidate
         to_tx = Signal()
-        m.d.comb += to_tx.eq((rxc.payload.opcode == READ_RESPONSE) & ~self.host_reads)
+        rx_rresp = Signal()                      # an RDMA Read Response's completion
+        m.d.comb += [rx_rresp.eq(rxc.payload.opcode == READ_RESPONSE),
+                     to_tx.eq(rx_rresp & ~self.host_reads)]
         tx_e = Signal(cq_l)
         m.d.comb += [
             tx_e.tx.eq(1), tx_e.status.eq(txc.payload.status), tx_e.rx.conn.eq(txc.payload.conn),
@@ -124,7 +126,7 @@ class CompletionQueue(wiring.Component):
         ]
         rx_e = Signal(cq_l)
         m.d.comb += [rx_e.rx.eq(rxc.payload),
-                     rx_e.rresp.eq(rxc.payload.opcode == READ_RESPONSE)]
+                     rx_e.rresp.eq(rx_rresp)]
         # one writer per cycle: tx, then bad, then rx; each is taken whether or not there is
         # room (without room it is lost: OVERFLOW)
         rx_take = Signal()
