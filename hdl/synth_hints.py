@@ -1,9 +1,8 @@
 """Synthesis hints for Yosys: one-hot FSM state registers, memories without read/write
-collisions, register copies that Yosys keeps apart, FIFOs in block RAM.
+collisions, register copies that Yosys keeps apart.
 
 None of the hints changes what the design does once its registers are loaded; the first
-two let Yosys build less logic, the third lets nextpnr place shorter nets, the fourth
-trades block RAMs for LUTs and flip-flops.
+two let Yosys build less logic, the third lets nextpnr place shorter nets.
 
 * :func:`one_hot` puts ``fsm_encoding = "one-hot"`` on an FSM's state register. Yosys
   re-encodes an FSM only when it detects one, and it does not detect a register with an
@@ -28,10 +27,6 @@ trades block RAMs for LUTs and flip-flops.
   and initial value, and a ``keep`` attribute on a wire does not stop it; one on the
   flip-flop cell does. The copies' wires carry :data:`REGISTER_COPY`, and
   :func:`rnic.host.tools.build.apply_keep_copies` puts ``keep`` on the cells that drive them.
-* ``SyncFIFOBuffered(block_ram=True)`` puts ``ram_style = "block"`` (:data:`RAM_STYLE`) on
-  the FIFO's storage: Yosys maps a memory of at most 16 rows to distributed RAM (a
-  TRELLIS_DPR16X4, six LUT positions, per 4 bits, plus its output flip-flops) unless told
-  otherwise.
 """
 
 from amaranth.hdl import Signal
@@ -39,14 +34,12 @@ from amaranth.lib import fifo
 from amaranth.lib.memory import Memory
 
 __all__ = ["one_hot", "no_rw_collision", "register_copies", "SyncFIFOBuffered", "NO_RW_CHECK",
-           "REGISTER_COPY", "RAM_STYLE"]
+           "REGISTER_COPY"]
 
 #: The attribute :func:`no_rw_collision` sets (Yosys's name).
 NO_RW_CHECK = "no_rw_check"
 #: The attribute :func:`register_copies` puts on the copies' wires (this project's name).
 REGISTER_COPY = "register_copy"
-#: Yosys's attribute choosing a memory's kind (``SyncFIFOBuffered(block_ram=True)``).
-RAM_STYLE = "ram_style"
 
 
 def one_hot(fsm):
@@ -88,22 +81,15 @@ class SyncFIFOBuffered(fifo.SyncFIFOBuffered):
     that do not (its read and write pointers meet only when it is empty or full, and then
     it does not read, or does not write).
 
-    ``block_ram=True`` asks Yosys for block RAM (``ram_style = "block"``) however shallow
-    the FIFO: for wide, rarely used queues on a device whose LUTs are scarce and whose
-    block RAMs are not (a 7 x 426-bit queue is 107 distributed-RAM cells and 426 output
-    flip-flops, or 12 DP16KD with the output register inside). The read data then comes
-    straight out of the block RAM (about 4 ns on the ECP5): for consumers that register it
-    after a LUT level or so.
+    Yosys maps a memory of up to 16 rows to distributed RAM and a deeper one to block RAM.
+    Keep it so for wide queues: a DP16KD is at most 36 bits wide, and the DP16KD of a
+    queue hundreds of bits wide spread along a row of block RAMs across the die, its wires
+    with them (the wide report queues of the core in block RAM made its placed wire length
+    grow by 13-23 % though its LUTs went down by 7 %, and it stopped routing).
     """
-
-    def __init__(self, *, width, depth, block_ram=False):
-        super().__init__(width=width, depth=depth)
-        self.block_ram = bool(block_ram)
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
         if self.depth >= 2:            # (smaller FIFOs have no storage memory)
             no_rw_collision(m.submodules["storage"])
-            if self.block_ram:
-                m.submodules["storage"].attrs[RAM_STYLE] = "block"
         return m

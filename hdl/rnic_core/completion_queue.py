@@ -64,8 +64,9 @@ class CompletionQueue(wiring.Component):
     (its valid is a decode of the completion and ``host_reads``). The queue holds one
     entry more than ``depth``: the writers look at a registered room flag (timing: the
     FIFO's level compare fed both slices' ready), which is conservative by one entry.
-    The queue is in block RAM (wide and shallow: LUTs are the scarcer resource), each view
-    one LUT level behind its output. The views are registers (timing: the FIFO's output
+    The queue is in distributed RAM (see
+    :class:`~rnic.hdl.rnic_core.terminate_queue.TerminateQueue`), each view one LUT level
+    behind its output. The views are registers (timing: the FIFO's output
     and these decodes went into the register bank's read mux): they follow a POP one
     cycle later; the bank samples them no earlier than 3 cycles after the POP's write
     handshake (the write response, then a read address handshake, then the bank's
@@ -99,8 +100,7 @@ class CompletionQueue(wiring.Component):
         txc = slice_out_of(m, "dtx_cq_slice", wiring.flipped(self.tx), full_rate=False)
         rdd = slice_into(m, "dtx_read_done_slice", wiring.flipped(self.read_done))
         cq_l = CqEntry(connections=self.connections)
-        m.submodules.cq_fifo = cqf = SyncFIFOBuffered(width=cq_l.size, depth=self.depth + 1,
-                                                      block_ram=True)
+        m.submodules.cq_fifo = cqf = SyncFIFOBuffered(width=cq_l.size, depth=self.depth + 1)
         cq_room = Signal()
         m.d.sync += cq_room.eq(cqf.level < self.depth)
         m.d.comb += self.nonempty.eq(cqf.r_rdy)

@@ -96,7 +96,7 @@ class CqEntry(data.StructLayout):
     :class:`~rnic.host.spec.regmap.CqStatus`); ``bad_conn``: a :class:`BadPost`'s
     connection (``tx`` set, CQ_INFO.CONN shows it instead of ``rx.conn``); ``rresp``: a
     receive-path RDMA Read Response completion (an SQ Read's), worked out when it is
-    written, so that the views are one LUT level behind the queue's block RAM."""
+    written, so that the views are one LUT level behind the queue."""
 
     def __init__(self, *, connections):
         super().__init__({"rx": Completion(connections=connections), "tx": unsigned(1),

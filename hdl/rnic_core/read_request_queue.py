@@ -34,8 +34,8 @@ class ReadRequestQueue(wiring.Component):
     ----------------------
     ``i`` passes a half-rate register slice (one cycle, one request every two cycles: a
     request is wide and takes the receive path several cycles per segment). The queue is in
-    block RAM (wide and shallow: LUTs are the scarcer resource). The views are
-    registers, one cycle behind the queue (see
+    distributed RAM (see :class:`~rnic.hdl.rnic_core.terminate_queue.TerminateQueue`). The
+    views are registers, one cycle behind the queue (see
     :class:`~rnic.hdl.rnic_core.completion_queue.CompletionQueue`).
     """
 
@@ -59,8 +59,7 @@ class ReadRequestQueue(wiring.Component):
         r, host_reads, resp = self.regs, self.host_reads, self.responder
         rrq = slice_out_of(m, "ddp_rrq_slice", wiring.flipped(self.i), full_rate=False)
         rr_l = ReadRequestOut(connections=self.connections)
-        m.submodules.rrq_fifo = rrf = SyncFIFOBuffered(width=rr_l.size, depth=self.depth,
-                                                       block_ram=True)
+        m.submodules.rrq_fifo = rrf = SyncFIFOBuffered(width=rr_l.size, depth=self.depth)
         m.d.comb += [
             rrf.w_data.eq(rrq.payload), rrf.w_en.eq(rrq.valid & host_reads),
             resp.payload.eq(rrq.payload), resp.valid.eq(rrq.valid & ~host_reads),

@@ -45,8 +45,9 @@ class TerminateQueue(wiring.Component):
     ``report`` are offered from one register loaded at the take (the cycle after it): one
     report every two cycles at most. The octets of a payload beyond its length come in as
     0 (:class:`~rnic.hdl.ddp_rx.TermReport`), so the TERM_DATA views read 0 there. The
-    queue is in block RAM (426 bits wide, a few deep: LUTs are the scarcer resource). The
-    views are registers, one cycle behind the queue (see
+    queue is in distributed RAM: in block RAM a queue this wide (12 DP16KD) spreads along a
+    row of block RAMs across the die, and its wires with it. The views are registers, one
+    cycle behind the queue (see
     :class:`~rnic.hdl.rnic_core.completion_queue.CompletionQueue`).
     """
 
@@ -72,8 +73,7 @@ class TerminateQueue(wiring.Component):
         r, resp = self.regs, self.responder
         dterm = slice_out_of(m, "ddp_term_slice", wiring.flipped(self.i), full_rate=False)
         tm_l = TermReport(connections=self.connections)
-        m.submodules.term_fifo = tmf = SyncFIFOBuffered(width=tm_l.size, depth=self.depth,
-                                                        block_ram=True)
+        m.submodules.term_fifo = tmf = SyncFIFOBuffered(width=tm_l.size, depth=self.depth)
         m.d.comb += self.nonempty.eq(tmf.r_rdy)
         # the report taken, for the transmit path and the per-connection state, until each
         # took it

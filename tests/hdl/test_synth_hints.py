@@ -188,17 +188,3 @@ def test_yosys_keeps_register_copies_apart(tmp_path):
     # 8 outputs of 8 bits, plus the select: 8 copies of 3 bits, or one merged register
     assert h.get("TRELLIS_FF", 0) == 64 + 8 * 3
     assert m.get("TRELLIS_FF", 0) == p.get("TRELLIS_FF", 0) == 64 + 3
-
-
-def test_yosys_puts_a_block_ram_fifo_in_block_ram(tmp_path):
-    """A shallow, wide FIFO: distributed RAM and output flip-flops by default, block RAM
-    (the output register inside it) with ``block_ram=True``."""
-    stats = {}
-    for mark in (False, True):
-        q = SyncFIFOBuffered(width=100, depth=4, block_ram=mark)
-        text, _ = apply_no_rw_check(rtlil.convert(
-            q, name="top", ports=[q.w_data, q.w_en, q.r_en, q.r_data, q.r_rdy, q.w_rdy]))
-        stats[mark] = _yosys_stat(text, tmp_path, f"fifo{int(mark)}")
-    assert stats[False].get("DP16KD", 0) == 0 and stats[False].get("TRELLIS_DPR16X4", 0) >= 25
-    assert stats[True].get("DP16KD", 0) >= 1 and stats[True].get("TRELLIS_DPR16X4", 0) == 0
-    assert stats[True].get("TRELLIS_FF", 0) < stats[False]["TRELLIS_FF"] - 90
