@@ -135,6 +135,21 @@ def diagnose_log(text):
     return err, resources
 
 
+_SA_WIRELEN = re.compile(r"at iteration #\d+: temp = [0-9.]+, timing cost = \d+, wirelen = (\d+)")
+
+
+def placed_wirelength(text):
+    """The placement's wire length from nextpnr's log (the last ``wirelen`` its simulated
+    annealing refinement reports: the half-perimeters of every net's bounding box, in
+    tiles), or None when the log has none (placement did not finish, or another placer).
+
+    The routability figure of a placement: on the 45F, builds of the core top whose
+    placement came to about 250 000-275 000 routed, those above 280 000 did not
+    (docs/build.md)."""
+    found = _SA_WIRELEN.findall(text)
+    return int(found[-1]) if found else None
+
+
 class ToolMissing(BuildError):
     """A tool is not installed; the message names the PyPI package."""
 
@@ -376,6 +391,7 @@ class BuildReport:
     pll: dict
     harness_ffs: int | None = None
     seed: int = 1
+    wirelength: int | None = None      # the placement's wire length (placed_wirelength)
     no_rw_check_ports: int = 0         # block RAM read ports built without collision logic
     register_copies: int = 0           # flip-flop cells kept apart (rnic.hdl.synth_hints.register_copies)
     # the core clock's failing paths from nextpnr's SDF (rnic.host.tools.sta): endpoints with negative
@@ -416,6 +432,8 @@ class BuildReport:
                 lines.append(f"  {label:<32} {u['used']:>6} / {u['available']:<6} {u['percent']:5.1f} %")
         if self.harness_ffs:
             lines.append(f"  (of the flip-flops, {self.harness_ffs} are the benchmark harness's)")
+        if self.wirelength is not None:
+            lines.append(f"  placement wire length (nextpnr, tiles)  {self.wirelength}")
         if self.blocks:
             lines.append("  by block (Yosys netlist, before packing): LUT4, FF, DP16KD")
             for b in self.blocks[:BLOCK_LINES]:
@@ -651,7 +669,10 @@ def build(config: BuildConfig, *, progress=None):
              "f_aux_mhz": cfg.f_aux / 1e6 if cfg.f_aux else None, "f_vco_mhz": cfg.f_vco / 1e6,
              "clki_div": cfg.clki_div, "clkfb_div": cfg.clkfb_div, "clkop_div": cfg.clkop_div,
              "clkos_div": cfg.clkos_div},
-        harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed, no_rw_check_ports=hinted,
+        harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed,
+        wirelength=placed_wirelength((out / f"{name}.tim").read_text(errors="replace"))
+        if (out / f"{name}.tim").exists() else None,
+        no_rw_check_ports=hinted,
         register_copies=kept,
         tools={"yosys": _tool_version(env, "YOSYS", "-V"),
                "nextpnr-ecp5": _tool_version(env, "NEXTPNR_ECP5", "--version")},

@@ -356,3 +356,22 @@ def test_block_resources(tmp_path):
     assert got["(top)"] == {"block": "(top)", "lut4": 1, "ff": 1, "bram": 0, "lutram": 0}
     assert [b["block"] for b in flow.block_resources(path)][0] == "logic.core.net"
     assert flow.block_resources(tmp_path / "missing.json") == []
+
+
+_PLACER_LOG = """\
+Info: Running main analytical placer, max placement attempts per cell = 388884216.
+Info:     at iteration #9, type ALL: wirelen solved = 212690, spread = 303108, legal = 340630; time = 3.64s
+Info: Running simulated annealing placer for refinement.
+Info:   at iteration #1: temp = 0.000000, timing cost = 3881, wirelen = 293574
+Info:   at iteration #5: temp = 0.000000, timing cost = 2232, wirelen = 272806
+Info:   at iteration #28: temp = 0.000000, timing cost = 1898, wirelen = 264643 
+Info: SA placement time 138.51s
+"""
+
+
+def test_placed_wirelength():
+    """The placement's wire length is the last figure of the annealing refinement (not the
+    analytical placer's estimates before it), and None for a log that has none."""
+    assert flow.placed_wirelength(_PLACER_LOG) == 264643
+    assert flow.placed_wirelength(_PLACER_LOG.split("Info: Running simulated")[0]) is None
+    assert flow.placed_wirelength("") is None
