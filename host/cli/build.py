@@ -76,6 +76,11 @@ def _progress_printer():
 @click.option("--paths", type=click.IntRange(0, 1000), default=10, show_default=True,
               help="Failing paths of the core clock to list (worst first, one line per start "
                    "and end register), from nextpnr's SDF.")
+@click.option("--place-only", is_flag=True,
+              help="Stop after placement (minutes, not the better part of an hour): no "
+                   "routing, no bitstream; report the placement's wire length, in all and by "
+                   "block, and nextpnr's fmax estimate before routing. For comparing seeds "
+                   "and changes by how well they will route.")
 @click.option("--nextpnr-opts", default="", metavar="OPTS",
               help="Extra nextpnr-ecp5 options (e.g. \"--router router2 --tmg-ripup\").")
 @click.option("--sweep", is_flag=True,
@@ -86,7 +91,8 @@ def _progress_printer():
 @click.option("--sweep-connections", default="16,1024", show_default=True, callback=_int_list,
               help="Connection counts of --sweep.")
 def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, as_json,
-              allow_timing_fail, paths, nextpnr_opts, sweep, sweep_widths, sweep_connections):
+              allow_timing_fail, paths, place_only, nextpnr_opts, sweep, sweep_widths,
+              sweep_connections):
     """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
 
     Elaborates a top (the core unless --top says otherwise), runs Amaranth's build
@@ -106,11 +112,15 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
       rnic build --top harness --core ddp_rx --allow-timing-fail  # one block alone
       rnic build --top ethernet --json --allow-timing-fail     # RGMII + MAC + ARP/ping, W=4
       rnic build --freq 156.25 --paths 30 --allow-timing-fail  # what fails at the goal
+      rnic build --place-only --seed 2                 # will it route? wire length by block
       rnic build --sweep                               # benchmark table (takes a while)
     """
     from rnic.host.tools.build import (BuildConfig, BuildError, TimingFailure, ToolMissing, build,
         sweep as run_sweep)
     say = _progress_printer()
+    if sweep and place_only:
+        raise click.BadParameter("--sweep builds bitstreams; it has no --place-only",
+                                 param_hint="--place-only")
     if sweep:
         unsupported = [w for w in sweep_widths if w not in (4, 8, 16, 32)]
         if unsupported:
@@ -141,7 +151,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, out_dir, a
                       connections=connections, freq_mhz=freq,
                       baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
                       allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts,
-                      paths=paths)
+                      paths=paths, place_only=place_only)
     try:
         report = build(cfg, progress=say)
     except TimingFailure as e:

@@ -350,6 +350,7 @@ class BuildConfig:
     synth_opts: str = ""
     nextpnr_opts: str = ""
     paths: int = 10                  # failing path groups kept in the report (rnic.host.tools.sta)
+    place_only: bool = False         # stop after placement (no routing, no bitstream)
 
     def __post_init__(self):
         if self.top not in TOPS:
@@ -392,6 +393,10 @@ class BuildReport:
     harness_ffs: int | None = None
     seed: int = 1
     wirelength: int | None = None      # the placement's wire length (placed_wirelength)
+    # place_only: no routing, no bitstream; the clocks' fmax are nextpnr's estimates before
+    # routing, and wire_blocks the placement's wire length by block (wire_by_block)
+    place_only: bool = False
+    wire_blocks: list = dataclasses.field(default_factory=list)
     no_rw_check_ports: int = 0         # block RAM read ports built without collision logic
     register_copies: int = 0           # flip-flop cells kept apart (rnic.hdl.synth_hints.register_copies)
     # the core clock's failing paths from nextpnr's SDF (rnic.host.tools.sta): endpoints with negative
@@ -419,6 +424,9 @@ class BuildReport:
             f" connections={self.connections}" if self.connections is not None else "")
         lines = [f"{self.board} ({self.device}-{self.speed}), {self.top} top, {what}, "
                  f"target {self.target_mhz:g} MHz"]
+        if self.place_only:
+            lines.append("  placement only: not routed, no bitstream; fmax is nextpnr's "
+                         "estimate before routing")
         for c in self.clocks:
             lines.append(f"  clock {c['domain']:<8} fmax {c['fmax_mhz']:7.2f} MHz  constraint "
                          f"{c['constraint_mhz']:7.2f} MHz  {'met' if c['met'] else 'FAILED'}")
@@ -434,6 +442,10 @@ class BuildReport:
             lines.append(f"  (of the flip-flops, {self.harness_ffs} are the benchmark harness's)")
         if self.wirelength is not None:
             lines.append(f"  placement wire length (nextpnr, tiles)  {self.wirelength}")
+        if self.wire_blocks:
+            lines.append("  wire length by block (placed nets, by name): tiles, nets")
+            for b in self.wire_blocks[:BLOCK_LINES]:
+                lines.append(f"    {b['block']:<36} {b['wirelength']:>7} {b['nets']:>6}")
         if self.blocks:
             lines.append("  by block (Yosys netlist, before packing): LUT4, FF, DP16KD")
             for b in self.blocks[:BLOCK_LINES]:
@@ -445,8 +457,12 @@ class BuildReport:
             for p in self.paths:
                 lines.append(f"    {p['slack_ns']:7.2f} ns {p['endpoints']:5d} x  {p['from']} -> {p['to']}")
         s = self.seconds
-        lines.append(f"  seconds: synthesis {s['synthesis']:.1f}, place and route {s['pnr']:.1f}, "
-                     f"bitstream {s['bitstream']:.1f}, total {s['total']:.1f}")
+        if self.place_only:
+            lines.append(f"  seconds: synthesis {s['synthesis']:.1f}, placement "
+                         f"{s['pnr'] + s['bitstream']:.1f}, total {s['total']:.1f}")
+        else:
+            lines.append(f"  seconds: synthesis {s['synthesis']:.1f}, place and route {s['pnr']:.1f}, "
+                         f"bitstream {s['bitstream']:.1f}, total {s['total']:.1f}")
         if self.bitstream:
             lines.append(f"  bitstream {self.bitstream} ({self.bitstream_bytes} bytes)")
         return lines
@@ -561,7 +577,7 @@ def build(config: BuildConfig, *, progress=None):
     out.mkdir(parents=True, exist_ok=True)
     name = "top"
     for stale in (f"{name}.json", f"{name}.config", f"{name}.bit", f"{name}.svf",
-                  f"{name}.sdf", f"{name}.report.json", "report.json"):
+                  f"{name}.sdf", f"{name}.report.json", f"{name}.placed.json", "report.json"):
         (out / stale).unlink(missing_ok=True)
 
     platform = board.make_platform()
@@ -585,6 +601,11 @@ def build(config: BuildConfig, *, progress=None):
         "nextpnr_opts": f"--report {name}.report.json --sdf {name}.sdf --timing-allow-fail "
                         f"--seed {config.seed} " + config.nextpnr_opts,
     }
+    if config.place_only:
+        # nextpnr writes the placed netlist and stops; the script's ecppack becomes the
+        # shell's `true`, so that no bitstream of an unrouted design is ever made
+        overrides["nextpnr_opts"] += f" --no-route --write {name}.placed.json"
+        env["ECPPACK"] = "true"
     if board.constraints and config.top == "core":
         from rnic.constraints import path as constraint_path
         overrides["add_preferences"] = constraint_path(board.constraints).read_text()
@@ -605,14 +626,16 @@ def build(config: BuildConfig, *, progress=None):
 
     script = out / f"{plan.script}.sh"
     log_path = out / "build.log"
-    stages = {"synthesis": f"{name}.json", "pnr": f"{name}.config", "bitstream": f"{name}.bit"}
+    stages = ({"synthesis": f"{name}.json", "pnr": f"{name}.placed.json"} if config.place_only
+              else {"synthesis": f"{name}.json", "pnr": f"{name}.config", "bitstream": f"{name}.bit"})
     done_at = {}
     say("synthesis (yosys)")
     start = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(["sh", script.name], cwd=out, env=env, stdout=log,
                                 stderr=subprocess.STDOUT)
-        labels = {"synthesis": "place and route (nextpnr-ecp5)", "pnr": "bitstream (ecppack)"}
+        labels = ({"synthesis": "placement (nextpnr-ecp5)"} if config.place_only else
+                  {"synthesis": "place and route (nextpnr-ecp5)", "pnr": "bitstream (ecppack)"})
         while True:
             rc = proc.poll()
             now = time.monotonic()
@@ -638,6 +661,8 @@ def build(config: BuildConfig, *, progress=None):
         raise BuildError(f"{stage} failed (exit status {rc})" + (f": {summary}" if summary else "")
                          + f"; see {log_path}:\n  " + "\n  ".join(tail), resources=used)
 
+    if config.place_only:
+        (out / f"{name}.config").unlink(missing_ok=True)     # the unrouted design's
     t_syn = done_at.get("synthesis", end) - start
     t_pnr = done_at.get("pnr", end) - done_at.get("synthesis", start)
     t_bit = end - done_at.get("pnr", end)
@@ -672,6 +697,8 @@ def build(config: BuildConfig, *, progress=None):
         harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed,
         wirelength=placed_wirelength((out / f"{name}.tim").read_text(errors="replace"))
         if (out / f"{name}.tim").exists() else None,
+        place_only=config.place_only,
+        wire_blocks=wire_by_block(out / f"{name}.placed.json") if config.place_only else [],
         no_rw_check_ports=hinted,
         register_copies=kept,
         tools={"yosys": _tool_version(env, "YOSYS", "-V"),
@@ -679,7 +706,7 @@ def build(config: BuildConfig, *, progress=None):
         warnings=warnings, blocks=block_resources(out / f"{name}.json"), **failing,
     )
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
-    if not report.timing_met and not config.allow_timing_fail:
+    if not report.timing_met and not config.allow_timing_fail and not config.place_only:
         missed = ", ".join(f"{c['domain']} {c['fmax_mhz']:.2f} MHz < {c['constraint_mhz']:.2f} MHz"
                            for c in clocks if not c["met"]) or "no clock constraint"
         raise TimingFailure(f"timing not met: {missed} (products in {out}; "
@@ -720,6 +747,55 @@ def block_resources(netlist, depth=BLOCK_DEPTH):
                                         "lutram": 0})
         row[kind[0]] += kind[1]
     return sorted(blocks.values(), key=lambda b: (-b["lut4"], b["block"]))
+
+
+_BEL_TILE = re.compile(r"X(\d+)/Y(\d+)/")
+
+
+def wire_by_block(placed, depth=BLOCK_DEPTH):
+    """The placement's wire length per block: for every net of nextpnr's placed netlist
+    (``--write`` after placement) the half-perimeter of the bounding box of the tiles of
+    the cells it connects, summed by the block of the net's name (as in
+    :func:`block_resources`; global clock nets left out). Largest first, as dicts
+    ``block, wirelength, nets``; empty when there is no placed netlist.
+
+    nextpnr's own figure (:func:`placed_wirelength`) weighs nets alike; this one shows
+    which blocks' nets make it up, and so where a design that does not route spends its
+    wire."""
+    try:
+        module = json.loads(Path(placed).read_text())["modules"]["top"]
+    except (OSError, ValueError, KeyError):
+        return []
+    # the tiles each net bit touches
+    tiles = {}
+    for cell in module.get("cells", {}).values():
+        mo = _BEL_TILE.match(cell.get("attributes", {}).get("NEXTPNR_BEL", ""))
+        if mo is None:
+            continue
+        tile = (int(mo.group(1)), int(mo.group(2)))
+        for bits in cell.get("connections", {}).values():
+            for bit in bits:
+                if isinstance(bit, int):
+                    tiles.setdefault(bit, set()).add(tile)
+    # each bit named after its shortest net name (the driver's, not an alias through a port)
+    names = {}
+    for net, info in module.get("netnames", {}).items():
+        for bit in info.get("bits", []):
+            if isinstance(bit, int) and (bit not in names or len(net) < len(names[bit])):
+                names[bit] = net
+    blocks = {}
+    for bit, where in tiles.items():
+        name = names.get(bit, "")
+        if len(where) < 2 or name.startswith("$glbnet$"):
+            continue
+        xs = [t[0] for t in where]
+        ys = [t[1] for t in where]
+        path = _CELL_SUFFIX.split(name.lstrip("\\"), 1)[0].split(".")[:-1]
+        block = ".".join(path[:depth]) or "(top)"
+        row = blocks.setdefault(block, {"block": block, "wirelength": 0, "nets": 0})
+        row["wirelength"] += max(xs) - min(xs) + max(ys) - min(ys)
+        row["nets"] += 1
+    return sorted(blocks.values(), key=lambda b: (-b["wirelength"], b["block"]))
 
 
 def _failing_paths(sdf, mhz, limit):

@@ -217,8 +217,11 @@ def test_cli_usage_errors():
     assert r.exit_code == 2
     r = CliRunner().invoke(cli, ["build", "--top", "board"])        # renamed: core
     assert r.exit_code == 2 and "'board' is not one of 'nic', 'core', 'harness'" in r.output
+    r = CliRunner().invoke(cli, ["build", "--sweep", "--place-only"])  # sweeps make bitstreams
+    assert r.exit_code == 2 and "--place-only" in r.output
     r = CliRunner().invoke(cli, ["build", "--help"])
     assert r.exit_code == 0 and "rnic build --top ethernet" in r.output
+    assert "rnic build --place-only" in r.output
     assert "[default: core]" in " ".join(r.output.split())
 
 
@@ -375,3 +378,51 @@ def test_placed_wirelength():
     assert flow.placed_wirelength(_PLACER_LOG) == 264643
     assert flow.placed_wirelength(_PLACER_LOG.split("Info: Running simulated")[0]) is None
     assert flow.placed_wirelength("") is None
+
+
+def test_wire_by_block(tmp_path):
+    """Wire length by block from a placed netlist: each net's half-perimeter over the tiles
+    of the cells it connects, summed by the block of its (shortest) name; nets within one
+    tile and global clock nets add nothing."""
+    def cell(tile, *bits):
+        return {"type": "TRELLIS_COMB", "attributes": {"NEXTPNR_BEL": f"X{tile[0]}/Y{tile[1]}/SLICEA"},
+                "connections": {f"P{k}": [b] for k, b in enumerate(bits)}}
+    netlist = {"modules": {"top": {
+        "cells": {"a": cell((1, 1), 2, 3, 5), "b": cell((4, 3), 2, 4, 5), "c": cell((2, 7), 3),
+                  "d": cell((4, 3), 4), "e": cell((9, 9), 5), "unplaced": {"type": "LUT4",
+                  "connections": {"A": [2]}}},
+        "netnames": {
+            "logic.core.net.arp.head": {"bits": [2]},          # (1,1)-(4,3): 3 + 2
+            "logic.core.net.arp.head_alias_longer": {"bits": [2]},
+            "logic.core.framer.crc.state": {"bits": [3, "0"]},  # (1,1)-(2,7): 1 + 6
+            "logic.core.framer.local": {"bits": [4]},          # one tile: nothing
+            "$glbnet$clk": {"bits": [5]},
+        }}}}
+    placed = tmp_path / "top.placed.json"
+    placed.write_text(json.dumps(netlist))
+    assert flow.wire_by_block(placed) == [
+        {"block": "logic.core.framer", "wirelength": 7, "nets": 1},
+        {"block": "logic.core.net", "wirelength": 5, "nets": 1}]
+    assert flow.wire_by_block(placed, depth=4)[0]["block"] == "logic.core.framer.crc"
+    assert flow.wire_by_block(tmp_path / "missing.json") == []
+
+
+@pytest.mark.slow
+def test_real_place_only(tmp_path):
+    """``rnic build --place-only``: synthesis and placement, no routing and no bitstream;
+    the report has the placement's wire length, in all and by block."""
+    out = tmp_path / "eth"
+    r = CliRunner().invoke(cli, ["build", "--top", "ethernet", "--place-only", "--out", str(out),
+                                 "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["place_only"] and rep["bitstream"] is None
+    assert not (out / "top.bit").exists() and not (out / "top.config").exists()
+    assert (out / "top.placed.json").exists() and rep["wirelength"] > 1000
+    blocks = {b["block"]: b for b in rep["wire_blocks"]}
+    for block in ("stack.net.classify", "stack.port.mac_rx"):
+        assert blocks[block]["wirelength"] > 0 and blocks[block]["nets"] > 10, block
+    assert rep["wire_blocks"] == sorted(rep["wire_blocks"], key=lambda b: -b["wirelength"])
+    text = "\n".join(flow.BuildReport(**rep).summary_lines())
+    assert "placement only: not routed, no bitstream" in text
+    assert "wire length by block" in text and "stack.net.classify" in text
