@@ -135,6 +135,21 @@ def diagnose_log(text):
     return err, resources
 
 
+_FMAX_LINE = re.compile(r"Max frequency for clock\s+'([^']+)': ([0-9.]+) MHz \((?:PASS|FAIL) at ([0-9.]+) MHz\)")
+
+
+def estimated_clocks(text, domains=("sync",)):
+    """The clocks as :func:`parse_nextpnr_report` gives them, from the fmax lines of
+    nextpnr's log (the last of each clock: after placement, an estimate, when nothing was
+    routed), without critical paths."""
+    last = {}
+    for net, achieved, constraint in _FMAX_LINE.findall(text):
+        last[net] = (float(achieved), float(constraint))
+    return [{"domain": _clock_domain(net, domains), "net": net, "fmax_mhz": round(a, 2),
+             "constraint_mhz": round(c, 2), "met": a >= c, "critical_path": None}
+            for net, (a, c) in sorted(last.items())]
+
+
 _SA_WIRELEN = re.compile(r"at iteration #\d+: temp = [0-9.]+, timing cost = \d+, wirelen = (\d+)")
 
 
@@ -669,7 +684,10 @@ def build(config: BuildConfig, *, progress=None):
     report_path = out / f"{name}.report.json"
     if not report_path.exists():
         raise BuildError(f"nextpnr wrote no report ({report_path}); see {out / (name + '.tim')}")
-    clocks, resources = parse_nextpnr_report(report_path, getattr(top, "domains", ("sync",)))
+    domains = getattr(top, "domains", ("sync",))
+    clocks, resources = parse_nextpnr_report(report_path, domains)
+    if config.place_only:           # nextpnr's JSON report has no fmax before routing
+        clocks = estimated_clocks((out / f"{name}.tim").read_text(errors="replace"), domains)
     bit = out / f"{name}.bit"
     warnings = []
     if not clocks:
@@ -759,9 +777,8 @@ def wire_by_block(placed, depth=BLOCK_DEPTH):
     :func:`block_resources`; global clock nets left out). Largest first, as dicts
     ``block, wirelength, nets``; empty when there is no placed netlist.
 
-    nextpnr's own figure (:func:`placed_wirelength`) weighs nets alike; this one shows
-    which blocks' nets make it up, and so where a design that does not route spends its
-    wire."""
+    The blocks' shares add up to nextpnr's own figure (:func:`placed_wirelength`): they
+    show where a design that does not route spends its wire."""
     try:
         module = json.loads(Path(placed).read_text())["modules"]["top"]
     except (OSError, ValueError, KeyError):

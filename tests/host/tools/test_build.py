@@ -419,6 +419,11 @@ def test_real_place_only(tmp_path):
     assert rep["place_only"] and rep["bitstream"] is None
     assert not (out / "top.bit").exists() and not (out / "top.config").exists()
     assert (out / "top.placed.json").exists() and rep["wirelength"] > 1000
+    # the blocks' shares add up to nextpnr's own figure
+    assert sum(b["wirelength"] for b in rep["wire_blocks"]) == rep["wirelength"]
+    assert {c["domain"] for c in rep["clocks"]} == {"sync", "eth_tx", "eth_rx"}
+    assert all(50 < c["fmax_mhz"] < 500 and c["critical_path"] is None for c in rep["clocks"])
+    assert not rep["warnings"]
     blocks = {b["block"]: b for b in rep["wire_blocks"]}
     for block in ("stack.net.classify", "stack.port.mac_rx"):
         assert blocks[block]["wirelength"] > 0 and blocks[block]["nets"] > 10, block
@@ -426,3 +431,14 @@ def test_real_place_only(tmp_path):
     text = "\n".join(flow.BuildReport(**rep).summary_lines())
     assert "placement only: not routed, no bitstream" in text
     assert "wire length by block" in text and "stack.net.classify" in text
+
+
+def test_estimated_clocks():
+    """Before routing, the clocks come from nextpnr's log: the last fmax line of each."""
+    log = ("Info: Max frequency for clock '$glbnet$eth_tx_clk': 100.00 MHz (FAIL at 125.00 MHz)\n"
+           "Info: Max frequency for clock        '$glbnet$clk': 72.68 MHz (FAIL at 125.00 MHz)\n"
+           "Info: Max frequency for clock '$glbnet$eth_tx_clk': 142.03 MHz (PASS at 125.00 MHz)\n")
+    clocks = flow.estimated_clocks(log, ("sync", "eth_tx"))
+    assert [(c["domain"], c["fmax_mhz"], c["constraint_mhz"], c["met"]) for c in clocks] == [
+        ("sync", 72.68, 125.0, False), ("eth_tx", 142.03, 125.0, True)]
+    assert flow.estimated_clocks("") == []
