@@ -45,9 +45,8 @@ class CompletionGate(wiring.Component):
 
     Latency: a completion whose writes are all acknowledged is on ``o`` two cycles after
     its handshake on ``i`` (the queue's output register); one per cycle. The completions
-    wait with their fences in one queue in distributed RAM (block RAM would put its output
-    in a row of block RAMs across the die, far from the next block: the placed wire length
-    of the core grew by a fifth when the wide queues were there).
+    wait with their fences in one queue in distributed RAM (why not block RAM:
+    :class:`~rnic.hdl.synth_hints.SyncFIFOBuffered`).
     """
 
     def __init__(self, *, connections, depth=4):

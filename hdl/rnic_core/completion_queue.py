@@ -64,8 +64,8 @@ class CompletionQueue(wiring.Component):
     (its valid is a decode of the completion and ``host_reads``). The queue holds one
     entry more than ``depth``: the writers look at a registered room flag (timing: the
     FIFO's level compare fed both slices' ready), which is conservative by one entry.
-    The queue is in distributed RAM (see
-    :class:`~rnic.hdl.rnic_core.terminate_queue.TerminateQueue`), each view one LUT level
+    The queue is in distributed RAM (see :class:`~rnic.hdl.synth_hints.SyncFIFOBuffered`),
+    each view one LUT level
     behind its output. The views are registers (timing: the FIFO's output
     and these decodes went into the register bank's read mux): they follow a POP one
     cycle later; the bank samples them no earlier than 3 cycles after the POP's write

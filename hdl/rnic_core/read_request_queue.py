@@ -34,7 +34,7 @@ class ReadRequestQueue(wiring.Component):
     ----------------------
     ``i`` passes a half-rate register slice (one cycle, one request every two cycles: a
     request is wide and takes the receive path several cycles per segment). The queue is in
-    distributed RAM (see :class:`~rnic.hdl.rnic_core.terminate_queue.TerminateQueue`). The
+    distributed RAM (see :class:`~rnic.hdl.synth_hints.SyncFIFOBuffered`). The
     views are registers, one cycle behind the queue (see
     :class:`~rnic.hdl.rnic_core.completion_queue.CompletionQueue`).
     """

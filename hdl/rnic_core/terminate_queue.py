@@ -45,9 +45,9 @@ class TerminateQueue(wiring.Component):
     ``report`` are offered from one register loaded at the take (the cycle after it): one
     report every two cycles at most. The octets of a payload beyond its length come in as
     0 (:class:`~rnic.hdl.ddp_rx.TermReport`), so the TERM_DATA views read 0 there. The
-    queue is in distributed RAM: in block RAM a queue this wide (12 DP16KD) spreads along a
-    row of block RAMs across the die, and its wires with it. The views are registers, one
-    cycle behind the queue (see
+    queue is in distributed RAM (why not block RAM:
+    :class:`~rnic.hdl.synth_hints.SyncFIFOBuffered`). The views are registers, one cycle
+    behind the queue (see
     :class:`~rnic.hdl.rnic_core.completion_queue.CompletionQueue`).
     """
 

@@ -685,9 +685,11 @@ def build(config: BuildConfig, *, progress=None):
     if not report_path.exists():
         raise BuildError(f"nextpnr wrote no report ({report_path}); see {out / (name + '.tim')}")
     domains = getattr(top, "domains", ("sync",))
+    tim = out / f"{name}.tim"
+    pnr_log = tim.read_text(errors="replace") if tim.exists() else ""   # nextpnr's own log
     clocks, resources = parse_nextpnr_report(report_path, domains)
     if config.place_only:           # nextpnr's JSON report has no fmax before routing
-        clocks = estimated_clocks((out / f"{name}.tim").read_text(errors="replace"), domains)
+        clocks = estimated_clocks(pnr_log, domains)
     bit = out / f"{name}.bit"
     warnings = []
     if not clocks:
@@ -713,8 +715,7 @@ def build(config: BuildConfig, *, progress=None):
              "clki_div": cfg.clki_div, "clkfb_div": cfg.clkfb_div, "clkop_div": cfg.clkop_div,
              "clkos_div": cfg.clkos_div},
         harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed,
-        wirelength=placed_wirelength((out / f"{name}.tim").read_text(errors="replace"))
-        if (out / f"{name}.tim").exists() else None,
+        wirelength=placed_wirelength(pnr_log),
         place_only=config.place_only,
         wire_blocks=wire_by_block(out / f"{name}.placed.json") if config.place_only else [],
         no_rw_check_ports=hinted,
@@ -740,6 +741,13 @@ BLOCK_DEPTH = 3
 _CELL_SUFFIX = re.compile(r"[$]|_TRELLIS|_LUT4|_CCU2C|_PFUMX|_L6MUX|_DPR16X4|_DP16KD|_MULT")
 
 
+def _block_of(name, depth):
+    """The block of a cell or net named ``name`` (its hierarchy, cut to ``depth`` levels,
+    without the suffixes Yosys's mapping appends): ``(top)`` for the top's own."""
+    path = _CELL_SUFFIX.split(name.lstrip("\\"), 1)[0].split(".")[:-1]
+    return ".".join(path[:depth]) or "(top)"
+
+
 def block_resources(netlist, depth=BLOCK_DEPTH):
     """LUT4, FF and DP16KD per block of the design: the cells of Yosys's flattened netlist
     (``top.json``) grouped by the hierarchy of the net each is named after, cut to
@@ -759,8 +767,7 @@ def block_resources(netlist, depth=BLOCK_DEPTH):
         kind = kinds.get(cell.get("type"))
         if kind is None:
             continue
-        path = _CELL_SUFFIX.split(name.lstrip("\\"), 1)[0].split(".")[:-1]
-        block = ".".join(path[:depth]) or "(top)"
+        block = _block_of(name, depth)
         row = blocks.setdefault(block, {"block": block, "lut4": 0, "ff": 0, "bram": 0,
                                         "lutram": 0})
         row[kind[0]] += kind[1]
@@ -807,8 +814,7 @@ def wire_by_block(placed, depth=BLOCK_DEPTH):
             continue
         xs = [t[0] for t in where]
         ys = [t[1] for t in where]
-        path = _CELL_SUFFIX.split(name.lstrip("\\"), 1)[0].split(".")[:-1]
-        block = ".".join(path[:depth]) or "(top)"
+        block = _block_of(name, depth)
         row = blocks.setdefault(block, {"block": block, "wirelength": 0, "nets": 0})
         row["wirelength"] += max(xs) - min(xs) + max(ys) - min(ys)
         row["nets"] += 1
