@@ -710,6 +710,10 @@ class Negotiated:
     rtr_ulpdu, rtr_wire : bytes or None
         Initiator: the RTR ULPDU sent and its FPDU octets. Responder: the RTR
         ULPDU received (``rtr_wire`` None).
+    earliest_tx : float
+        ``time.monotonic()`` before which no FPDU may go out (initiator: the
+        Reply's arrival plus ``params.first_fpdu_delay``; else 0). Every data
+        path that sends this connection's FPDUs holds them back until then.
     """
 
     def __init__(self, *, role, sock, params, local_frame, peer_frame, terms, leftover=b"",
@@ -755,7 +759,7 @@ class Negotiated:
         self.closed = rejected
         self._rx_queue = deque()
         self._pending = self.leftover
-        self._earliest_tx = (reply_time + params.first_fpdu_delay
+        self.earliest_tx = (reply_time + params.first_fpdu_delay
                              if role == "initiator" and reply_time is not None else 0.0)
 
     def __repr__(self):
@@ -771,7 +775,7 @@ class Negotiated:
             raise RuntimeError("the connection is closed")
 
     def _transmit(self, ulpdu, deadline):
-        delay = self._earliest_tx - time.monotonic()
+        delay = self.earliest_tx - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         wire = self.encoder.encode(ulpdu)

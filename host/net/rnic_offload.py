@@ -486,10 +486,15 @@ class OffloadRnic(QueuedDataPath):
 
     def _socket_io(self, sock, busy):
         """Send what the core sent, read what the peer sent; returns the octets read."""
+        # the initiator's first FPDU waits for ConnParams.first_fpdu_delay after the Reply,
+        # as on the software path (the core sends the RTR as soon as it is posted)
+        hold = self.neg.earliest_tx - time.monotonic()
         with self._cond:
-            out = bytes(self._out)
+            out = bytes(self._out) if hold <= 0 else b""
             want_read = not self._rx_fin
         timeout = 0.0005 if busy else self.tick
+        if hold > 0:
+            timeout = min(timeout, hold)
         try:
             r, w, _ = select.select([sock] if want_read else [], [sock] if out else [], [],
                                     timeout if want_read or out else min(timeout, 0.01))

@@ -1126,7 +1126,7 @@ class SoftwareRnic(QueuedDataPath):
     def _transmit(self, ulpdus):
         """Frame and send ULPDUs (transmit thread only)."""
         neg = self.neg
-        delay = getattr(neg, "_earliest_tx", 0.0) - time.monotonic()
+        delay = neg.earliest_tx - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         for u in ulpdus:

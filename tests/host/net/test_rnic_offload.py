@@ -233,6 +233,24 @@ def test_refuses_what_it_cannot_do(device):
     nr.close()
 
 
+def test_initiator_holds_its_first_fpdu_back(device):
+    """ConnParams.first_fpdu_delay holds the offloaded initiator's RTR back as the software
+    RNIC's (Linux siw can miss an FPDU that arrives right after its Reply)."""
+    kw = dict(rev=2, crc=True, timeout=T, emss=1460)
+    ni, nr = negotiate(cm.ConnParams(markers=False, p2p=True, rtr={"write"}, first_fpdu_delay=1.0, **kw),
+                       cm.ConnParams(markers=False, **kw))
+    t_negotiated = time.monotonic()             # after the Reply went out
+    a = endpoint(ni, device, 10)
+    try:
+        a.start()
+        rec = nr.wait_first_fpdu(timeout=T)
+        assert time.monotonic() - t_negotiated >= 0.9
+        assert nr.rtr_ulpdu == rec.ulpdu and nr.rtr == "write"
+    finally:
+        a.close()
+        nr.close()
+
+
 def test_first_fpdu_terminate_with_zero_crc_field(device):
     """Linux siw sends the Terminate of a failed setup before it turns CRC on: a responder's
     first FPDU that is a Terminate with a zero CRC field is reported as received (as the
