@@ -66,6 +66,9 @@ _MASK32 = 0xFFFFFFFF
 _SEGMENT = 16384
 #: Idle cycles to clock after an error report, for the core's Terminate to leave.
 _TERM_IDLE = 512
+#: Seconds after a push of the peer's octets during which a closed MPA fence is looked up
+#: in CTX_STATUS (the core opens it on the peer's first FPDU).
+_FENCE_POLL = 0.25
 #: Completed internal Read sinks whose memory is kept for :meth:`OffloadRnic.data`.
 _KEEP_SINKS = 64
 
@@ -160,6 +163,10 @@ class OffloadRnic(QueuedDataPath):
         self.terminate_sent = None
         self.terminate_received = None
         self._fence_open = neg.role == "initiator"
+        # while the fence is closed, CTX_STATUS is read only until this time.monotonic(),
+        # _FENCE_POLL after a push of the peer's octets (only they open it; a register read
+        # over a board's UART takes milliseconds)
+        self._fence_poll_until = 0.0
         self._thread = None
         self._clock0 = self._clock1 = None      # (cycles, time) when the pump started / ended
         # a responder with CRC and no markers looks at the first FPDU before the core does
@@ -447,6 +454,7 @@ class OffloadRnic(QueuedDataPath):
                             self.dev.push_segment(self.conn, pending[pos:pos + _SEGMENT])
                         self.stats["rx_octets"] += len(pending)
                         pending = b""
+                        self._fence_poll_until = time.monotonic() + _FENCE_POLL
                     self._post_backlog()
                     self.dev.run()
                     out = self.dev.take_tx(self.conn)
@@ -586,7 +594,8 @@ class OffloadRnic(QueuedDataPath):
                 self._cq_entry(rc)
             for rep in reports:
                 self._report(rep)
-            if not self._fence_open and self._state == "rts":
+            if (not self._fence_open and self._state == "rts"
+                    and time.monotonic() <= self._fence_poll_until):
                 st = self.device.regs.connection_status(self.conn)["state"]
                 if st in (ConnState.RTS, ConnState.CLOSING):
                     self._fence_open = True

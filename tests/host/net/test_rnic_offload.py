@@ -251,6 +251,37 @@ def test_initiator_holds_its_first_fpdu_back(device):
         nr.close()
 
 
+def test_closed_fence_is_not_polled_without_peer_octets(device, monkeypatch):
+    """While the responder waits for the initiator's RTR (the MPA fence closed) it does not
+    read CTX_STATUS over and over (a register read over a board's UART takes milliseconds);
+    it looks after the peer's octets come, and its Send goes out once the fence opens."""
+    kw = dict(rev=2, crc=True, timeout=T, emss=1460)
+    ni, nr = negotiate(cm.ConnParams(markers=False, p2p=True, rtr={"write"}, **kw),
+                       cm.ConnParams(markers=False, **kw))
+    calls = []
+    status = device.regs.connection_status
+    monkeypatch.setattr(device.regs, "connection_status",
+                        lambda conn: calls.append(conn) or status(conn))
+    b, a = endpoint(nr, device, 11), None
+    try:
+        b.start()
+        wid = b.send(b"after the fence")
+        time.sleep(1.0)
+        assert calls == []
+        a = SoftwareRnic(ni, linger=0.5)          # sends the RTR
+        a.post_recv(64)
+        a.start()
+        (c,) = received(a, 1)
+        assert a.data(c) == b"after the fence"
+        assert b.wait([wid], timeout=T)[wid].ok
+        assert 1 <= len(calls) <= 50, len(calls)
+    finally:
+        b.close()
+        if a is not None:
+            a.close()
+        ni.close()
+
+
 def test_first_fpdu_terminate_with_zero_crc_field(device):
     """Linux siw sends the Terminate of a failed setup before it turns CRC on: a responder's
     first FPDU that is a Terminate with a zero CRC field is reported as received (as the
