@@ -4,14 +4,14 @@ Port layouts (:class:`rnic.hdl.ddp_tx.DdpTx`): :class:`WorkRequest`, :class:`TxC
 :class:`ReadDone`, :class:`TxCompletion`. Register-map enums as field shapes of the port
 fields' widths: :data:`SqOpcode` (4 bits), :data:`CqStatus` (8 bits). The rest are
 internal: the per-connection context (:class:`TxContext`), an outstanding Read
-(:class:`ReadEntry`), a row of the TX STag table (:class:`StagRow`), the plan of a queue head's
+(:class:`ReadEntry`), a queued Read Request (:class:`RrEntry`), a row of the TX STag table (:class:`StagRow`), the plan of a queue head's
 next segment (:class:`SegmentPlan`), the kind of segment that starts (:class:`SegmentKind`)
 and what the emitter (:class:`EmitStart`) and the payload fetch (:class:`FetchStart`) load.
 """
 
 import types
 
-from amaranth.hdl import signed, unsigned
+from amaranth.hdl import Cat, signed, unsigned
 from amaranth.lib import data, enum
 from amaranth.utils import exact_log2
 
@@ -21,7 +21,7 @@ from ..beat import check_width, conn_bits
 
 __all__ = [
     "SqOpcode", "CqStatus", "WorkRequest", "TxConnCfg", "ReadDone", "TxCompletion",
-    "TxContext", "ReadEntry", "StagRow", "PlanHead", "SegmentPlan", "SegmentKind", "CheckSteps",
+    "TxContext", "RrEntry", "ReadEntry", "StagRow", "PlanHead", "SegmentPlan", "SegmentKind", "CheckSteps",
     "EmitStart", "FetchStart", "HEADER_MAX", "check_depths",
 ]
 
@@ -134,6 +134,29 @@ class TxContext(data.StructLayout):
             "rr_started": unsigned(1),
             "rd_head": unsigned(max(ob, 1)), "nreads": unsigned(ob + 1),
         })
+
+
+class RrEntry(data.StructLayout):
+    """An inbound Read Request in its connection's queue: the fields of
+    :class:`rnic.hdl.ddp_rx.ReadRequestOut` the Read Response and a source check's
+    Terminate use. Without ``conn`` (the queue's rows are the connection's) and with
+    ``src_addr`` cut to ``addr_width`` bits: at ``addr_width`` 32 a row is 288 bits, eight
+    DP16KD instead of nine (each is at most 36 bits wide)."""
+
+    def __init__(self, *, addr_width):
+        self.addr_width = addr_width
+        super().__init__({
+            "msn": unsigned(32), "sink_stag": unsigned(32), "sink_to": unsigned(64),
+            "size": unsigned(32), "src_stag": unsigned(32), "src_to": unsigned(64),
+            "src_addr": unsigned(addr_width),
+        })
+
+    def of(self, request):
+        """The fields of ``request`` (a :class:`~rnic.hdl.ddp_rx.ReadRequestOut` view) as an
+        :class:`RrEntry` value."""
+        return data.View(self, Cat(
+            request.msn, request.sink_stag, request.sink_to, request.size, request.src_stag,
+            request.src_to, request.src_addr[:self.addr_width]))
 
 
 class ReadEntry(data.StructLayout):

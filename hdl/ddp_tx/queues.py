@@ -7,10 +7,9 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..beat import conn_bits
-from ..ddp_rx import ReadRequestOut
 from ..synth_hints import no_rw_collision
 from .conn_queue import ConnQueue
-from .layouts import ReadEntry, TxContext, WorkRequest, check_depths
+from .layouts import ReadEntry, RrEntry, TxContext, WorkRequest, check_depths
 
 __all__ = ["TxQueues"]
 
@@ -27,7 +26,7 @@ class TxQueues(wiring.Component):
 
     Parameters
     ----------
-    connections, sq_depth, rrq_depth, ord_depth : int
+    connections, sq_depth, rrq_depth, ord_depth, addr_width : int
         As :class:`rnic.hdl.ddp_tx.DdpTx`.
 
     Ports
@@ -44,7 +43,7 @@ class TxQueues(wiring.Component):
         Write the context row of ``conn``.
     sq_push, rrq_push, rd_push : In(stream)
         Append a work request, a Read Request, an outstanding Read to ``conn``'s queue.
-    sq_head, rrq_head : Out
+    sq_head, rrq_head : Out(WorkRequest), Out(RrEntry)
         The queue heads at ``ctx_read``'s pointers, 1 cycle after ``ctx_read``.
     rd_head : Out(ReadEntry)
         The oldest outstanding Read of ``ctx``, 1 cycle after ``ctx.rd_head``.
@@ -62,7 +61,7 @@ class TxQueues(wiring.Component):
     so the memories carry :func:`rnic.hdl.synth_hints.no_rw_collision`.
     """
 
-    def __init__(self, *, connections, sq_depth, rrq_depth, ord_depth):
+    def __init__(self, *, connections, sq_depth, rrq_depth, ord_depth, addr_width):
         check_depths(sq_depth=sq_depth, rrq_depth=rrq_depth, ord_depth=ord_depth)
         self.connections = connections
         self.sq_depth = sq_depth
@@ -70,7 +69,7 @@ class TxQueues(wiring.Component):
         self.ord_depth = ord_depth
         C, CB = connections, conn_bits(connections)
         self._ctx = TxContext(sq_depth=sq_depth, rrq_depth=rrq_depth, ord_depth=ord_depth)
-        wr, rq = WorkRequest(connections=C), ReadRequestOut(connections=C)
+        wr, rq = WorkRequest(connections=C), RrEntry(addr_width=addr_width)
 
         def push(layout):
             return In(stream.Signature(layout, always_ready=True))

@@ -9,10 +9,9 @@ from amaranth.utils import exact_log2
 from rnic.host.spec.regmap import SqOpcode
 
 from ..beat import check_width, conn_bits
-from ..ddp_rx import ReadRequestOut
 from .headers import (OP_READ_RESPONSE, QN_READ_REQUEST, QN_SEND, READ_REQUEST_SEGMENT_LEN, TAGGED_HEADER_LEN,
                       UNTAGGED_HEADER_LEN, octets, padded, tagged_header, untagged_header)
-from .layouts import EmitStart, FetchStart, SegmentKind, SegmentPlan, TxContext, WorkRequest
+from .layouts import EmitStart, FetchStart, RrEntry, SegmentKind, SegmentPlan, TxContext, WorkRequest
 from .terminate import CHECK_TERMINATE_LEN, TerminateHeaders
 
 __all__ = ["SegmentStart"]
@@ -72,7 +71,7 @@ class SegmentStart(wiring.Component):
         super().__init__({
             "kind": In(SegmentKind()), "conn": In(conn_bits(C)),
             "ctx": In(TxContext(sq_depth=sq_depth, rrq_depth=rrq_depth, ord_depth=ord_depth)),
-            "sq_head": In(WorkRequest(connections=C)), "rr_head": In(ReadRequestOut(connections=C)),
+            "sq_head": In(WorkRequest(connections=C)), "rr_head": In(RrEntry(addr_width=addr_width)),
             "sq_plan": In(plan), "rr_plan": In(plan), "terminate": In(TerminateHeaders(width=width)),
             "emit": Out(stream.Signature(EmitStart(width=width, connections=C), always_ready=True)),
             "fetch": Out(stream.Signature(FetchStart(width=width, addr_width=addr_width), always_ready=True)),

@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from ..beat import check_width, conn_bits
 from ..ddp_rx import ReadRequestOut, RrDone, TermReport
 from ..synth_hints import one_hot
-from .layouts import (CheckSteps, CqStatus, ReadDone, ReadEntry, SegmentKind, SegmentPlan, SqOpcode,
+from .layouts import (CheckSteps, CqStatus, ReadDone, ReadEntry, RrEntry, SegmentKind, SegmentPlan, SqOpcode,
                       TxCompletion, TxConnCfg, TxContext, WorkRequest, check_depths)
 
 __all__ = ["TxSequencer"]
@@ -100,7 +100,7 @@ class TxSequencer(wiring.Component):
         self.ord_depth = ord_depth
         C, CB = connections, conn_bits(connections)
         ctx = TxContext(sq_depth=sq_depth, rrq_depth=rrq_depth, ord_depth=ord_depth)
-        wr, rq = WorkRequest(connections=C), ReadRequestOut(connections=C)
+        wr, rq = WorkRequest(connections=C), RrEntry(addr_width=addr_width)
         plan = SegmentPlan(width=width, addr_width=addr_width)
 
         def command(layout):
@@ -109,7 +109,7 @@ class TxSequencer(wiring.Component):
             "cfg": In(stream.Signature(TxConnCfg(connections=C))),
             "term": In(stream.Signature(TermReport(connections=C))),
             "read_done": In(stream.Signature(ReadDone(connections=C))),
-            "rrq": In(stream.Signature(rq)),
+            "rrq": In(stream.Signature(ReadRequestOut(connections=C))),
             "wr": In(stream.Signature(wr)),
             "cq": Out(stream.Signature(TxCompletion(connections=C))),
             "conn": Out(CB), "ctx": Out(ctx),
@@ -181,7 +181,7 @@ class TxSequencer(wiring.Component):
         )
         m.d.comb += [
             self.ctx_write.payload.eq(c),
-            self.sq_push.payload.eq(self.wr.payload), self.rrq_push.payload.eq(self.rrq.payload),
+            self.sq_push.payload.eq(self.wr.payload), self.rrq_push.payload.eq(self.rrq_push.payload.shape().of(self.rrq.payload)),
             self.rd_push.payload.wr_id.eq(wre.wr_id), self.rd_push.payload.length.eq(wre.length),
             self.rd_push.payload.signaled.eq(wre.signaled),
             self.enlist.payload.eq(conn),

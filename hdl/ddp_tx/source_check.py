@@ -8,8 +8,7 @@ from rnic.host.spec.errors import RdmapProtectionCode
 
 from ..beat import conn_bits
 from ..compare import wide_less
-from ..ddp_rx import ReadRequestOut
-from .layouts import CheckSteps, StagRow
+from .layouts import CheckSteps, RrEntry, StagRow
 
 __all__ = ["SourceCheck"]
 
@@ -34,7 +33,7 @@ class SourceCheck(wiring.Component):
     -----
     row : In(StagRow)
         The row of ``request.src_stag``, registered in the ``load`` step.
-    request : In(ReadRequestOut)
+    request : In(RrEntry)
         The Read Request (stable during the check).
     conn : In(range(connections))
         The connection it came on.
@@ -60,7 +59,7 @@ class SourceCheck(wiring.Component):
         self.addr_width = addr_width
         self._row = StagRow(connections=connections, addr_width=addr_width)
         super().__init__({
-            "row": In(self._row), "request": In(ReadRequestOut(connections=connections)),
+            "row": In(self._row), "request": In(RrEntry(addr_width=addr_width)),
             "conn": In(conn_bits(connections)), "step": In(CheckSteps()),
             "fail": Out(1), "code": Out(RdmapProtectionCode),
         })

@@ -8,10 +8,10 @@ from rnic.host.spec.errors import Layer, RdmapErrorType, RdmapProtectionCode
 from rnic.host.spec.regmap import SqOpcode
 
 from ..beat import check_width, conn_bits
-from ..ddp_rx import TERM_BYTES, ReadRequestOut, TermReport
+from ..ddp_rx import TERM_BYTES, TermReport
 from .headers import (OP_TERMINATE, QN_READ_REQUEST, QN_TERMINATE, READ_REQUEST_SEGMENT_LEN, UNTAGGED_HEADER_LEN, octets,
                       padded, untagged_header)
-from .layouts import HEADER_MAX
+from .layouts import HEADER_MAX, RrEntry
 
 __all__ = ["TerminateBuilder", "TerminateHeaders", "CHECK_TERMINATE_LEN"]
 
@@ -45,6 +45,9 @@ class TerminateBuilder(wiring.Component):
         Datapath width W in octets.
     connections : int
         Connection contexts.
+    addr_width : int
+        Host address bits (the width of :class:`~rnic.hdl.ddp_tx.layouts.RrEntry`
+        ``src_addr``).
 
     Ports
     -----
@@ -53,7 +56,7 @@ class TerminateBuilder(wiring.Component):
         octets of ``term``.
     msn : In(32)
         The connection's next QN 2 MSN.
-    request : In(ReadRequestOut)
+    request : In(RrEntry)
         The Read Request whose Read Response failed its source check, and ``code`` the
         check's RDMAP Remote Protection error code: that Terminate carries M D R, the
         46-octet segment length, the Read Request's DDP header (a single segment: L, QN 1,
@@ -70,13 +73,13 @@ class TerminateBuilder(wiring.Component):
     Terminate is one ULPDU, header-only (no payload fetch).
     """
 
-    def __init__(self, *, width, connections):
+    def __init__(self, *, width, connections, addr_width):
         check_width(width)
         conn_bits(connections)
         self.width = width
         super().__init__({
             "report": In(TermReport(connections=connections)), "msn": In(32),
-            "request": In(ReadRequestOut(connections=connections)), "code": In(RdmapProtectionCode),
+            "request": In(RrEntry(addr_width=addr_width)), "code": In(RdmapProtectionCode),
             "headers": Out(TerminateHeaders(width=width)),
         })
 

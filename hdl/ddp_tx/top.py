@@ -246,12 +246,12 @@ class DdpTx(wiring.Component):
                                              **depths)
         if self.gated:
             m.d.comb += [self.open_conn.eq(seq.open_conn), seq.open.eq(self.open)]
-        m.submodules.queues = queues = TxQueues(connections=C, **depths)
+        m.submodules.queues = queues = TxQueues(connections=C, addr_width=AW, **depths)
         m.submodules.sq_planner = sq_plan = SegmentPlanner(width=W, addr_width=AW, headers=(TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN))
         m.submodules.rr_planner = rr_plan = SegmentPlanner(width=W, addr_width=AW, headers=(TAGGED_HEADER_LEN,))
         m.submodules.stag_table = stags = TxStagTable(stags=self.stags, connections=C, addr_width=AW)
         m.submodules.source_check = check = SourceCheck(connections=C, addr_width=AW)
-        m.submodules.terminate = term = TerminateBuilder(width=W, connections=C)
+        m.submodules.terminate = term = TerminateBuilder(width=W, connections=C, addr_width=AW)
         m.submodules.segment_start = start = SegmentStart(width=W, connections=C, addr_width=AW, **depths)
         m.submodules.fetch = fetch = PayloadFetch(width=W, addr_width=AW)
         m.submodules.emitter = emitter = SegmentEmitter(width=W, connections=C)
