@@ -22,8 +22,9 @@ class TerminateQueue(wiring.Component):
     stops it) and the per-connection state (``report``). An error found here also goes
     to the error capture (``error``).
 
-    A report is taken when the queue has room, the transmit path and the per-connection
-    state took the previous one, and the reset sweep ended at least a cycle before.
+    A report goes into the queue when the queue has room and the reset sweep ended at
+    least a cycle before; then to the transmit path and the per-connection state; the next
+    report follows once both took it.
 
     Ports
     -----
@@ -41,9 +42,10 @@ class TerminateQueue(wiring.Component):
 
     Latency and throughput
     ----------------------
-    ``i`` passes a half-rate register slice (reports are rare and wide); ``responder`` and
-    ``report`` are offered from one register loaded at the take (the cycle after it): one
-    report every two cycles at most. The octets of a payload beyond its length come in as
+    ``i`` passes a half-rate register slice (reports are rare and wide); the queue is
+    written from it (at the earliest in the first cycle a report is there), then
+    ``responder`` and ``report`` are offered from it (from the next cycle): one report
+    every three cycles at most. The octets of a payload beyond its length come in as
     0 (:class:`~rnic.hdl.ddp_rx.TermReport`), so the TERM_DATA views read 0 there. The
     queue is in distributed RAM (why not block RAM:
     :class:`~rnic.hdl.synth_hints.SyncFIFOBuffered`). The views are registers, one cycle
@@ -75,35 +77,38 @@ class TerminateQueue(wiring.Component):
         tm_l = TermReport(connections=self.connections)
         m.submodules.term_fifo = tmf = SyncFIFOBuffered(width=tm_l.size, depth=self.depth)
         m.d.comb += self.nonempty.eq(tmf.r_rdy)
-        # the report taken, for the transmit path and the per-connection state, until each
-        # took it
-        term_take = Signal()
+        # A report stays in the slice until it is in the queue, then until the transmit
+        # path and the per-connection state took it, each straight from the slice's
+        # register (no second 426-bit copy on its way across the die).
         rep, err, p = self.report, self.error, dterm.payload
-        with m.If(term_take):
-            m.d.sync += [resp.valid.eq(1), resp.payload.eq(p)]
-        with m.Elif(resp.ready):
-            m.d.sync += resp.valid.eq(0)
-        with m.If(term_take):
-            m.d.sync += rep.valid.eq(1)
-        with m.Elif(rep.ready):
-            m.d.sync += rep.valid.eq(0)
-        m.d.comb += [
-            rep.payload.conn.eq(resp.payload.conn), rep.payload.received.eq(resp.payload.received),
-            rep.payload.info.ecode.eq(resp.payload.ecode), rep.payload.info.etype.eq(resp.payload.etype),
-            rep.payload.info.layer.eq(resp.payload.layer),
-        ]
+        queued, tx_took, state_took = Signal(), Signal(), Signal()
         # a copy of `sweeping` one cycle behind (timing: its fanout); reset with it, it only
         # holds reports back one cycle longer after the sweep
         sweep_t = Signal(init=1)
         m.d.sync += sweep_t.eq(self.sweeping)
+        write = Signal()
         m.d.comb += [
-            dterm.ready.eq(tmf.w_rdy & ~rep.valid & ~sweep_t & ~resp.valid),
-            term_take.eq(dterm.valid & dterm.ready),
-            tmf.w_en.eq(term_take),
-            err.valid.eq(term_take & ~p.received), err.payload.conn.eq(p.conn),
+            write.eq(dterm.valid & ~queued & tmf.w_rdy & ~sweep_t),
+            tmf.w_en.eq(write),
+            err.valid.eq(write & ~p.received), err.payload.conn.eq(p.conn),
             err.payload.info.ecode.eq(p.ecode), err.payload.info.etype.eq(p.etype),
             err.payload.info.layer.eq(p.layer),
+            resp.valid.eq(dterm.valid & queued & ~tx_took), resp.payload.eq(p),
+            rep.valid.eq(dterm.valid & queued & ~state_took),
+            rep.payload.conn.eq(p.conn), rep.payload.received.eq(p.received),
+            rep.payload.info.ecode.eq(p.ecode), rep.payload.info.etype.eq(p.etype),
+            rep.payload.info.layer.eq(p.layer),
+            dterm.ready.eq(queued & (tx_took | resp.ready) & (state_took | rep.ready)),
         ]
+        with m.If(dterm.valid & dterm.ready):
+            m.d.sync += [queued.eq(0), tx_took.eq(0), state_took.eq(0)]
+        with m.Else():
+            with m.If(write):
+                m.d.sync += queued.eq(1)
+            with m.If(resp.valid & resp.ready):
+                m.d.sync += tx_took.eq(1)
+            with m.If(rep.valid & rep.ready):
+                m.d.sync += state_took.eq(1)
         m.d.comb += tmf.w_data.eq(p)
         tm = Signal(tm_l)
         m.d.comb += [tm.eq(Mux(tmf.r_rdy, tmf.r_data, 0)), tmf.r_en.eq(r.term_cmd.pop)]
