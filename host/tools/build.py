@@ -43,7 +43,7 @@ from pathlib import Path
 
 __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
-    "tool_env", "build", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
+    "tool_env", "build", "parse_seeds", "best_seed", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
     "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS", "CORES", "TOPS",
     "DEFAULT_TOP",
     "DEFAULT_WIDTHS",
@@ -412,6 +412,8 @@ class BuildReport:
     # routing, and wire_blocks the placement's wire length by block (wire_by_block)
     place_only: bool = False
     wire_blocks: list = dataclasses.field(default_factory=list)
+    # the placements of a seed sweep (best_seed): seed, wirelength, fmax_mhz (estimate), seconds
+    seeds: list = dataclasses.field(default_factory=list)
     no_rw_check_ports: int = 0         # block RAM read ports built without collision logic
     register_copies: int = 0           # flip-flop cells kept apart (rnic.hdl.synth_hints.register_copies)
     # the core clock's failing paths from nextpnr's SDF (rnic.host.tools.sta): endpoints with negative
@@ -457,6 +459,12 @@ class BuildReport:
             lines.append(f"  (of the flip-flops, {self.harness_ffs} are the benchmark harness's)")
         if self.wirelength is not None:
             lines.append(f"  placement wire length (nextpnr, tiles)  {self.wirelength}")
+        if self.seeds:
+            lines.append(f"  seeds placed (wire length, estimated core fmax MHz); seed {self.seed} "
+                         "has the shortest wire:")
+            for row in self.seeds:
+                fmax = "-" if row["fmax_mhz"] is None else f"{row['fmax_mhz']:.1f}"
+                lines.append(f"    seed {row['seed']:<10} {row['wirelength']:>8} {fmax:>7}")
         if self.wire_blocks:
             lines.append("  wire length by block (placed nets, by name): tiles, nets")
             for b in self.wire_blocks[:BLOCK_LINES]:
@@ -731,6 +739,67 @@ def build(config: BuildConfig, *, progress=None):
         raise TimingFailure(f"timing not met: {missed} (products in {out}; "
                             "--allow-timing-fail keeps this a success)", report)
     return report
+
+
+#: Most seeds of one sweep (``parse_seeds``).
+MAX_SEEDS = 64
+
+
+def parse_seeds(text):
+    """The seeds of a spec such as ``"1-6"``, ``"3,7,9"`` or ``"1-4,10"``, in order, each
+    once; ValueError naming the bad part."""
+    seeds = []
+    for part in str(text).split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ValueError(f"seeds: {part!r} is not a seed or a range like 1-6")
+        lo, hi = int(m[1]), int(m[2] or m[1])
+        if hi < lo or hi > 2**31 - 1:
+            raise ValueError(f"seeds: {part!r} is not a range of seeds 0 .. {2**31 - 1}")
+        if hi - lo + len(seeds) >= MAX_SEEDS:
+            raise ValueError(f"seeds: more than {MAX_SEEDS} seeds")
+        seeds += [v for v in range(lo, hi + 1) if v not in seeds]
+    return tuple(seeds)
+
+
+def best_seed(config, seeds, *, jobs=None, progress=None):
+    """Place ``config`` at each of ``seeds`` and return ``(report, rows)``: the place-only
+    :class:`BuildReport` of the seed whose placement has the shortest wire length (the best
+    predictor of whether it routes: docs/build.md) and one row per seed in ``seeds``' order
+    (``seed``, ``wirelength``, ``fmax_mhz``: nextpnr's estimate for the core clock before
+    routing, ``seconds``).
+
+    Each seed is a ``place_only`` build of its own in ``<out>/seed-<N>`` (synthesis
+    included; Yosys is deterministic, so every seed places the same netlist), ``jobs`` at a
+    time (default: the CPUs, at most the seeds). nextpnr places single-threaded, so the
+    sweep takes about one build's time per ``jobs`` seeds. Raises what :func:`build` raises
+    for the first seed that failed.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ValueError("best_seed needs at least one seed")
+    jobs = jobs or min(len(seeds), os.cpu_count() or 1)
+    base = config.directory()
+    say = progress or (lambda text: None)
+
+    def one(seed):
+        cfg = dataclasses.replace(config, seed=seed, place_only=True,
+                                  out_dir=str(base / f"seed-{seed}"))
+        return build(cfg, progress=lambda text: say(f"seed {seed}: {text}"))
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        reports = list(pool.map(one, seeds))
+    rows = []
+    for rep in reports:
+        core = rep.clock("sync")
+        rows.append({"seed": rep.seed, "wirelength": rep.wirelength,
+                     "fmax_mhz": core["fmax_mhz"] if core else None,
+                     "seconds": rep.seconds["total"]})
+    best = min(reports, key=lambda r: (r.wirelength is None, r.wirelength or 0))
+    return best, rows
 
 
 #: Blocks listed in the text report (the JSON report has them all).

@@ -17,6 +17,7 @@ clocks, which meet 125 MHz. The sweep is a benchmark, not a test.
 
 import json
 import os
+import re
 
 import pytest
 
@@ -219,9 +220,15 @@ def test_cli_usage_errors():
     assert r.exit_code == 2 and "'board' is not one of 'nic', 'core', 'harness'" in r.output
     r = CliRunner().invoke(cli, ["build", "--sweep", "--place-only"])  # sweeps make bitstreams
     assert r.exit_code == 2 and "--place-only" in r.output
+    for args, says in ((["--seeds", "4-2"], "'4-2' is not a range"),
+                       (["--seeds", "1,x"], "'x' is not a seed"),
+                       (["--seeds", "1-2", "--seed", "3"], "give --seed or --seeds"),
+                       (["--seeds", "1-2", "--sweep"], "--sweep uses one seed")):
+        r = CliRunner().invoke(cli, ["build", *args])
+        assert r.exit_code == 2 and says in r.output, (args, r.output)
     r = CliRunner().invoke(cli, ["build", "--help"])
     assert r.exit_code == 0 and "rnic build --top ethernet" in r.output
-    assert "rnic build --place-only" in r.output
+    assert "rnic build --place-only" in r.output and "rnic build --seeds 1-6" in r.output
     assert "[default: core]" in " ".join(r.output.split())
 
 
@@ -409,13 +416,20 @@ def test_wire_by_block(tmp_path):
 
 @pytest.mark.slow
 def test_real_place_only(tmp_path):
-    """``rnic build --place-only``: synthesis and placement, no routing and no bitstream;
-    the report has the placement's wire length, in all and by block."""
-    out = tmp_path / "eth"
-    r = CliRunner().invoke(cli, ["build", "--top", "ethernet", "--place-only", "--out", str(out),
-                                 "--json"], catch_exceptions=False)
+    """``rnic build --place-only --seeds 1,2``: synthesis and placement at both seeds, no
+    routing and no bitstream; the report is the seed with the shorter wire, with the
+    placement's wire length in all and by block, and both seeds' figures."""
+    r = CliRunner().invoke(cli, ["build", "--top", "ethernet", "--place-only", "--seeds", "2,1",
+                                 "--out", str(tmp_path), "--json"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     rep = json.loads(r.output)
+    assert [s["seed"] for s in rep["seeds"]] == [2, 1]
+    assert rep["wirelength"] == min(s["wirelength"] for s in rep["seeds"])
+    assert rep["seed"] == min(rep["seeds"], key=lambda s: s["wirelength"])["seed"]
+    assert all(s["wirelength"] > 1000 and 50 < s["fmax_mhz"] < 500 for s in rep["seeds"])
+    assert all((tmp_path / f"seed-{s}" / "top.placed.json").exists() for s in (1, 2))
+    out = tmp_path / f"seed-{rep['seed']}"
+    assert rep["out_dir"] == str(out.resolve())
     assert rep["place_only"] and rep["bitstream"] is None
     assert not (out / "top.bit").exists() and not (out / "top.config").exists()
     assert (out / "top.placed.json").exists() and rep["wirelength"] > 1000
@@ -431,6 +445,19 @@ def test_real_place_only(tmp_path):
     text = "\n".join(flow.BuildReport(**rep).summary_lines())
     assert "placement only: not routed, no bitstream" in text
     assert "wire length by block" in text and "stack.net.classify" in text
+    assert f"seed {rep['seed']} has the shortest wire" in text
+
+
+def test_parse_seeds():
+    assert flow.parse_seeds("1-6") == (1, 2, 3, 4, 5, 6)
+    assert flow.parse_seeds("9, 3,4-5,3") == (9, 3, 4, 5)
+    assert flow.parse_seeds("0") == (0,)
+    assert len(flow.parse_seeds(f"1-{flow.MAX_SEEDS}")) == flow.MAX_SEEDS
+    for bad, says in (("", "'' is not a seed"), ("2-", "'2-' is not a seed"),
+                      ("-1", "'-1' is not a seed"), ("5-1", "'5-1' is not a range"),
+                      ("1-2147483648", "is not a range"), (f"0-{flow.MAX_SEEDS}", "more than 64")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            flow.parse_seeds(bad)
 
 
 def test_estimated_clocks():
