@@ -4,9 +4,10 @@ Port layouts (:class:`rnic.hdl.ddp_tx.DdpTx`): :class:`WorkRequest`, :class:`TxC
 :class:`ReadDone`, :class:`TxCompletion`. Register-map enums as field shapes of the port
 fields' widths: :data:`SqOpcode` (4 bits), :data:`CqStatus` (8 bits). The rest are
 internal: the per-connection context (:class:`TxContext`), an outstanding Read
-(:class:`ReadEntry`), a queued Read Request (:class:`RrEntry`), a row of the TX STag table (:class:`StagRow`), the plan of a queue head's
-next segment (:class:`SegmentPlan`), the kind of segment that starts (:class:`SegmentKind`)
-and what the emitter (:class:`EmitStart`) and the payload fetch (:class:`FetchStart`) load.
+(:class:`ReadEntry`), a queued Read Request (:class:`RrEntry`), a row of the TX STag table
+(:class:`StagRow`), the plan of a queue head's next segment (:class:`SegmentPlan`), the
+kind of segment that starts (:class:`SegmentKind`) and what the emitter
+(:class:`EmitStart`) and the payload fetch (:class:`FetchStart`) load.
 """
 
 import types
