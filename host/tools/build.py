@@ -38,6 +38,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -571,6 +572,12 @@ def _core_factory(name):
     raise BuildError(f"unknown core {name!r} ({', '.join(CORES)}, {', '.join(board_top.BLOCKS)})")
 
 
+#: Held while a design is elaborated and its build plan extracted: ``BuildPlan.extract``
+#: changes the process's working directory (best_seed builds seeds in threads; once the
+#: files are out, their tools run in parallel).
+_ELABORATION = threading.Lock()
+
+
 def build(config: BuildConfig, *, progress=None):
     """Run the flow for ``config``; returns a :class:`BuildReport`.
 
@@ -636,11 +643,12 @@ def build(config: BuildConfig, *, progress=None):
         + (f" connections={config.connections}" if config.has_core else "")
         + f" for {config.board} ({config.top} top)")
     t0 = time.monotonic()
-    try:
-        plan = platform.build(top, name=name, build_dir=str(out), do_build=False, **overrides)
-    except Exception as e:         # noqa: BLE001 - elaboration errors of the design
-        raise BuildError(f"elaboration failed: {type(e).__name__}: {e}") from e
-    plan.extract(str(out))
+    with _ELABORATION:
+        try:
+            plan = platform.build(top, name=name, build_dir=str(out), do_build=False, **overrides)
+        except Exception as e:         # noqa: BLE001 - elaboration errors of the design
+            raise BuildError(f"elaboration failed: {type(e).__name__}: {e}") from e
+        plan.extract(str(out))
     il = out / f"{name}.il"
     text, hinted = apply_no_rw_check(il.read_text())
     text, kept = apply_keep_copies(text)
