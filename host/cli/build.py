@@ -133,7 +133,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
       rnic build --sweep                               # benchmark table (takes a while)
     """
     from rnic.host.tools.build import (BuildConfig, BuildError, TimingFailure, ToolMissing, build,
-        sweep as run_sweep)
+        build_best_seed, sweep as run_sweep)
     say = _progress_printer()
     if sweep and place_only:
         raise click.BadParameter("--sweep builds bitstreams; it has no --place-only",
@@ -175,7 +175,8 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
                       allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts,
                       paths=paths, place_only=place_only)
     try:
-        report = _build_best(cfg, seeds, say) if seeds is not None else build(cfg, progress=say)
+        report = (build_best_seed(cfg, seeds, progress=say) if seeds is not None
+                  else build(cfg, progress=say))
     except TimingFailure as e:
         if as_json:
             emit(e.report.to_json(), sys.stdout)
@@ -194,24 +195,3 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
         click.echo("\n".join(report.summary_lines()))
     return EXIT_OK
 
-
-def _build_best(cfg, seeds, say):
-    """The seed sweep of ``--seeds``, then (unless ``--place-only``) the full build of the
-    best seed; the report carries the sweep's rows."""
-    import dataclasses
-
-    from rnic.host.tools.build import TimingFailure, best_seed, build
-    best, rows = best_seed(cfg, seeds, progress=say)
-    if cfg.place_only:
-        best.seeds = rows
-        return best
-    if say:
-        say(f"seed {best.seed} has the shortest placed wire ({best.wirelength}): "
-            "placing and routing it")
-    try:
-        report = build(dataclasses.replace(cfg, seed=best.seed), progress=say)
-    except TimingFailure as e:
-        e.report.seeds = rows
-        raise
-    report.seeds = rows
-    return report

@@ -44,7 +44,7 @@ from pathlib import Path
 
 __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
-    "tool_env", "build", "parse_seeds", "best_seed", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
+    "tool_env", "build", "parse_seeds", "best_seed", "build_best_seed", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
     "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS", "CORES", "TOPS",
     "DEFAULT_TOP",
     "DEFAULT_WIDTHS",
@@ -808,6 +808,26 @@ def best_seed(config, seeds, *, jobs=None, progress=None):
                      "seconds": rep.seconds["total"]})
     best = min(reports, key=lambda r: (r.wirelength is None, r.wirelength or 0))
     return best, rows
+
+
+def build_best_seed(config, seeds, *, progress=None):
+    """:func:`best_seed`, then (unless ``config.place_only``) :func:`build` at the best seed;
+    returns its report with the sweep's rows in ``seeds`` (a :class:`TimingFailure`'s
+    report carries them too)."""
+    best, rows = best_seed(config, seeds, progress=progress)
+    if config.place_only:
+        best.seeds = rows
+        return best
+    if progress:
+        progress(f"seed {best.seed} has the shortest placed wire ({best.wirelength}): "
+                 "placing and routing it")
+    try:
+        report = build(dataclasses.replace(config, seed=best.seed), progress=progress)
+    except TimingFailure as e:
+        e.report.seeds = rows
+        raise
+    report.seeds = rows
+    return report
 
 
 #: Blocks listed in the text report (the JSON report has them all).

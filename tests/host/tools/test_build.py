@@ -15,6 +15,7 @@ fields and that the bitstream exists. And ``rnic build --top ethernet``
 clocks, which meet 125 MHz. The sweep is a benchmark, not a test.
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -458,6 +459,46 @@ def test_parse_seeds():
                       ("1-2147483648", "is not a range"), (f"0-{flow.MAX_SEEDS}", "more than 64")):
         with pytest.raises(ValueError, match=re.escape(says)):
             flow.parse_seeds(bad)
+
+
+def test_build_best_seed_routes_the_shortest_placement(tmp_path, monkeypatch):
+    """``--seeds``: every seed placed (place-only, each in OUT/seed-N), then the full build at
+    the seed of the shortest wire; its report (also a timing failure's) lists every seed."""
+    wire = {3: 270_000, 5: 255_000, 8: 262_000}
+    calls = []
+
+    def fake_build(cfg, progress=None):
+        calls.append((cfg.seed, cfg.place_only, cfg.out_dir))
+        rep = flow.BuildReport(
+            board="versa_ecp5", device="LFE5UM-45F", package="BG381", speed="8", top="core",
+            core="RnicCore", width=8, connections=16, target_mhz=125.0,
+            clocks=[{"domain": "sync", "fmax_mhz": 70.0 + cfg.seed, "constraint_mhz": 125.0,
+                     "met": False, "critical_path": None}],
+            resources={}, timing_met=False, bitstream=None,
+            seconds={"elaboration": 1.0, "synthesis": 2.0, "pnr": 5.0, "bitstream": 2.0, "total": 10.0},
+            bitstream_bytes=None, out_dir=cfg.out_dir or "", pll={}, seed=cfg.seed,
+            wirelength=wire[cfg.seed], place_only=cfg.place_only)
+        if not cfg.place_only and not cfg.allow_timing_fail:
+            raise flow.TimingFailure("timing not met", rep)
+        return rep
+
+    monkeypatch.setattr(flow, "build", fake_build)
+    cfg = flow.BuildConfig(out_dir=str(tmp_path), allow_timing_fail=True)
+    rep = flow.build_best_seed(cfg, (3, 5, 8))
+    assert sorted(calls[:3]) == [(s, True, str(tmp_path / f"seed-{s}")) for s in (3, 5, 8)]
+    assert calls[3:] == [(5, False, str(tmp_path))]
+    assert (rep.seed, rep.place_only) == (5, False)
+    assert rep.seeds == [{"seed": s, "wirelength": wire[s], "fmax_mhz": 70.0 + s, "seconds": 10.0}
+                         for s in (3, 5, 8)]
+    assert "seed 5 has the shortest wire" in "\n".join(rep.summary_lines())
+    calls.clear()
+    only = flow.build_best_seed(dataclasses.replace(cfg, place_only=True), (8, 3))
+    assert (only.seed, only.place_only, len(calls)) == (8, True, 2)
+    with pytest.raises(flow.TimingFailure) as failed:
+        flow.build_best_seed(dataclasses.replace(cfg, allow_timing_fail=False), (3, 5))
+    assert [r["seed"] for r in failed.value.report.seeds] == [3, 5]
+    with pytest.raises(ValueError, match="at least one seed"):
+        flow.best_seed(cfg, ())
 
 
 def test_estimated_clocks():
