@@ -155,9 +155,7 @@ class RrEntry(data.StructLayout):
     def of(self, request):
         """The fields of ``request`` (a :class:`~rnic.hdl.ddp_rx.ReadRequestOut` view) as an
         :class:`RrEntry` value."""
-        return data.View(self, Cat(
-            request.msn, request.sink_stag, request.sink_to, request.size, request.src_stag,
-            request.src_to, request.src_addr[:self.addr_width]))
+        return data.View(self, Cat(request[name][:field.width] for name, field in self))
 
 
 class ReadEntry(data.StructLayout):

@@ -96,8 +96,7 @@ class TerminateQueue(wiring.Component):
             resp.valid.eq(dterm.valid & queued & ~tx_took), resp.payload.eq(p),
             rep.valid.eq(dterm.valid & queued & ~state_took),
             rep.payload.conn.eq(p.conn), rep.payload.received.eq(p.received),
-            rep.payload.info.ecode.eq(p.ecode), rep.payload.info.etype.eq(p.etype),
-            rep.payload.info.layer.eq(p.layer),
+            rep.payload.info.eq(err.payload.info),
             dterm.ready.eq(queued & (tx_took | resp.ready) & (state_took | rep.ready)),
         ]
         with m.If(dterm.valid & dterm.ready):

@@ -44,7 +44,8 @@ from pathlib import Path
 
 __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
-    "tool_env", "build", "parse_seeds", "best_seed", "build_best_seed", "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
+    "tool_env", "build", "parse_seeds", "best_seed", "build_best_seed", "MAX_SEEDS", "MAX_SEED",
+    "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
     "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS", "CORES", "TOPS",
     "DEFAULT_TOP",
     "DEFAULT_WIDTHS",
@@ -751,6 +752,8 @@ def build(config: BuildConfig, *, progress=None):
 
 #: Most seeds of one sweep (``parse_seeds``).
 MAX_SEEDS = 64
+#: The largest nextpnr seed (a signed 32-bit integer).
+MAX_SEED = 2**31 - 1
 
 
 def parse_seeds(text):
@@ -763,8 +766,8 @@ def parse_seeds(text):
         if not m:
             raise ValueError(f"seeds: {part!r} is not a seed or a range like 1-6")
         lo, hi = int(m[1]), int(m[2] or m[1])
-        if hi < lo or hi > 2**31 - 1:
-            raise ValueError(f"seeds: {part!r} is not a range of seeds 0 .. {2**31 - 1}")
+        if hi < lo or hi > MAX_SEED:
+            raise ValueError(f"seeds: {part!r} is not a range of seeds 0 .. {MAX_SEED}")
         if hi - lo + len(seeds) >= MAX_SEEDS:
             raise ValueError(f"seeds: more than {MAX_SEEDS} seeds")
         seeds += [v for v in range(lo, hi + 1) if v not in seeds]
