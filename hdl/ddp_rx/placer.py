@@ -11,7 +11,7 @@ from .completion_gate import COUNT_BITS
 from .control_buffer import ControlWrite
 from .header import SegmentView
 from .layouts import QN2_BASE
-from .sequencer import Step
+from .sequencer import Step, in_steps
 
 __all__ = ["PayloadRead", "PlaceCommand", "Placer"]
 
@@ -95,7 +95,10 @@ class Placer(wiring.Component):
 
     Hand-over: with ``place_go`` and the placer ``free``, the set-up's command starts at
     once (its first slot row is read in the check state); else the sequencer waits in
-    PLACE until the placer is free and the registered command starts then. A placement to
+    PLACE until the placer is free and the registered command starts then. A free placer
+    loads the command's address, lanes, octets and labels in every check state, whatever
+    the checks say; ``place_go`` only enables the word and read counters (the start), so
+    the verdict drives a few registers, not the whole command. A placement to
     memory runs on its own from there (the sequencer finishes the segment and takes the
     next one: its header comes from the ingest's header copy, not from the slot buffer);
     one to the control buffer keeps the sequencer in PLACE until its last word.
@@ -163,9 +166,18 @@ class Placer(wiring.Component):
             with m.Case(Step.CHECK_TAGGED, Step.CHECK_OFFSETS, Step.CHECK_INVALIDATE):
                 m.d.sync += cmd.eq(now)
         self._place(m, regs)
-        # the hand-over (after the placement's own updates: they are those of an idle placer)
+        # the hand-over (after the placement's own updates: they are those of an idle placer).
+        # A free placer loads the set-up's command in every check state, whatever the
+        # checks say (timing: the verdict only enables the few registers that start it)
+        in_setup = Signal(name="p_in_setup")
+        m.d.comb += in_setup.eq(in_steps(state, Step.CHECK_TAGGED, Step.CHECK_OFFSETS,
+                                         Step.CHECK_INVALIDATE))
         from_setup = self.place_go & self.free
         from_cmd = (state == Step.PLACE) & ~self.handed & self.free
+        with m.If(in_setup & self.free):
+            self._load(m, regs, now)
+        with m.Elif(from_cmd):
+            self._load(m, regs, cmd)
         with m.If(from_setup):
             self._start(m, regs, now)
         with m.Elif(from_cmd):
@@ -203,19 +215,23 @@ class Placer(wiring.Component):
             m.d.comb += [self.read.en.eq(1), self.read.row.eq(c.first_row[:-1]),
                          self.read.slot.eq(c.slot)]
 
-    def _start(self, m, regs, c):
-        """Load the placement registers from command ``c`` (its first slot row is read in
-        the same cycle, :meth:`_first_read`)."""
-        with m.If(c.axi):
-            m.d.sync += self.written.eq(self.written + c.words)
+    def _load(self, m, regs, c):
+        """Load the placement's registers that nothing reads while the placer is free from
+        command ``c``."""
         m.d.sync += [
             regs.axi.eq(c.axi), regs.addr.eq(c.addr), regs.lo.eq(c.lo), regs.r.eq(c.r),
             regs.rem.eq(c.rem), regs.first_word.eq(1), regs.row.eq(c.first_row + 1),
-            regs.reads.eq(c.words), regs.words.eq(c.words),
-            regs.rv.eq(1), regs.dv.eq(0), regs.load.eq(1),
             regs.conn.eq(c.conn), regs.tagged.eq(c.tagged), regs.slot.eq(c.slot),
             regs.start.eq(c.start), regs.end.eq(c.end), regs.n.eq(c.n),
         ]
+
+    def _start(self, m, regs, c):
+        """Start command ``c`` (loaded by :meth:`_load` in the same cycle; its first slot row
+        is read then too, :meth:`_first_read`)."""
+        with m.If(c.axi):
+            m.d.sync += self.written.eq(self.written + c.words)
+        m.d.sync += [regs.reads.eq(c.words), regs.words.eq(c.words),
+                     regs.rv.eq(1), regs.dv.eq(0), regs.load.eq(1)]
 
     def _setup(self, m):
         """The set-up sums, registered every cycle; returns the command of the check state
