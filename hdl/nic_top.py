@@ -192,8 +192,11 @@ class NicTop(wiring.Component):
             m.d.sync += [request.valid.eq(1), request.payload.eq(r.net_arp_ip.ip)]
         m.d.comb += r.net_arp_status.request_busy.eq(request.valid)
 
-        m.d.comb += [
-            net.arp_lookup_ip.eq(r.net_arp_lookup_ip.ip),
+        # the lookup's answer registered (timing: eight compares and the MAC multiplexer
+        # must not sit in front of the bank's read multiplexer); a host read comes many
+        # cycles after its write of the address
+        m.d.comb += net.arp_lookup_ip.eq(r.net_arp_lookup_ip.ip)
+        m.d.sync += [
             r.net_arp_lookup.hit.eq(net.arp_lookup_hit),
             r.net_arp_lookup_mac_hi.mac.eq(net.arp_lookup_mac[32:]),
             r.net_arp_lookup_mac_lo.mac.eq(net.arp_lookup_mac[:32]),

@@ -80,6 +80,11 @@ class Reporter(wiring.Component):
         conn = seg.entry.conn
         mb = [self.message[8 * k:8 * k + 8] for k in range(64)]
         cq, rr, tr = self.cq, self.rrq, self.term
+        # a received Terminate's octets within its length, registered every cycle (timing:
+        # 52 compares in front of the report register's enable); ``end`` holds from the
+        # cycle after DECODE to the segment's end, so MESSAGE_VERDICT sees the segment's
+        keep = Signal(TERM_BYTES, name="term_keep")
+        m.d.sync += keep.eq(Cat(*(seg.end[:7] > k for k in range(TERM_BYTES))))
 
         with m.Switch(state):
             with m.Case(Step.FINISH_TAGGED):
@@ -111,8 +116,7 @@ class Reporter(wiring.Component):
                         tr.tlen.eq(seg.end[:7]),
                         # the octets beyond the length zeroed here, where it is one more
                         # input of the register's multiplexer, not a stage of its own
-                        tr.term.eq(Cat(*(Mux(seg.end[:7] > k, mb[k], 0)
-                                         for k in range(TERM_BYTES)))),
+                        tr.term.eq(Cat(*(Mux(keep[k], mb[k], 0) for k in range(TERM_BYTES)))),
                     ]
             with m.Case(Step.WAIT_SOURCE_CHECKS):
                 m.d.sync += rr.src_addr.eq(rr.src_to + self.src_delta)
