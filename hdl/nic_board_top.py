@@ -18,7 +18,7 @@ __all__ = ["NicBoardTop"]
 class NicBoardTop(RgmiiBoard):
     """The design ``rnic build --top nic`` puts on an ECP5 board::
 
-        board clock -> EHXPLLL -> sync (core clock, 125 MHz) and eth_tx (125 MHz)
+        board clock -> EHXPLLL -> sync (core clock, 100 MHz) and eth_tx (125 MHz)
         PHY rx_clk  -> eth_rx
         RGMII pins <-> RgmiiRx / RgmiiTx <-> NicTop.gmii_rx / gmii_tx
                        (EthernetPort, NetworkLayer, RnicCore with its register bank)
@@ -41,12 +41,13 @@ class NicBoardTop(RgmiiBoard):
     board : rnic.hdl.board_top.Board
         An entry of ``BOARDS`` with an RGMII resource.
     width : int
-        The core's datapath width W in octets (default 4: 4 Gb/s at 125 MHz, room for a
+        The core's datapath width W in octets (default 4: 3.2 Gb/s at 100 MHz, room for a
         1 Gb/s line).
     connections : int
         The core's connection contexts (default 16).
     freq : float
-        Core clock (``sync``) in Hz (default 125 MHz; with ``eth_tx`` from one PLL).
+        Core clock (``sync``) in Hz (default 100 MHz; with ``eth_tx``, 125 MHz, from one
+        PLL).
     baud : int
         UART line rate (default 115200).
     port : int
@@ -56,7 +57,7 @@ class NicBoardTop(RgmiiBoard):
     LED_FUNCTIONS = ("heartbeat", "phy_up", "rx_clock", "rx_frame", "tx_frame", "dropped",
                      "uart", "irq")
 
-    def __init__(self, board, *, width=4, connections=16, freq=125e6, baud=115200, port=0):
+    def __init__(self, board, *, width=4, connections=16, freq=100e6, baud=115200, port=0):
         super().__init__(board, width=width, freq=freq, port=port)
         self.connections = connections
         self.baud = baud

@@ -61,8 +61,9 @@ def _progress_printer():
                    "else 8]")
 @click.option("--connections", type=click.IntRange(1, 65535), default=16, show_default=True,
               help="Connection contexts.")
-@click.option("--freq", type=click.FloatRange(10, 400), default=125.0, show_default=True,
-              help="Core clock target in MHz (made by the PLL; the timing constraint).")
+@click.option("--freq", type=click.FloatRange(10, 400), default=None,
+              help="Core clock target in MHz (made by the PLL; the timing constraint).  "
+                   "[default: 100 with --top nic, else 125]")
 @click.option("--baud", type=click.IntRange(1200, 12_000_000), default=115200, show_default=True,
               help="UART rate of the register bridge.")
 @click.option("--core", "core", type=click.Choice(_CORE_NAMES), default="rnic", show_default=True,
@@ -122,7 +123,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
     Examples:
       rnic build --board versa_ecp5                    # the core: W=8, 16 connections, 125 MHz
       rnic build --board ecpix5 --width 4 --json
-      rnic build --top nic --allow-timing-fail         # the NIC: RGMII, MAC, ARP/IP, core W=4
+      rnic build --top nic --allow-timing-fail         # the NIC: RGMII, MAC, ARP/IP, W=4, 100 MHz
       rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
       rnic build --top harness --width 16 --out /tmp/w16  # the core alone
       rnic build --top harness --core ddp_rx --allow-timing-fail  # one block alone
@@ -132,8 +133,8 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
       rnic build --seeds 1-6 --allow-timing-fail       # route the best placement of six
       rnic build --sweep                               # benchmark table (takes a while)
     """
-    from rnic.host.tools.build import (BuildConfig, BuildError, TimingFailure, ToolMissing, build,
-        build_best_seed, sweep as run_sweep)
+    from rnic.host.tools.build import (DEFAULT_FREQ_MHZ, BuildConfig, BuildError, TimingFailure,
+        ToolMissing, build, build_best_seed, sweep as run_sweep)
     say = _progress_printer()
     if sweep and place_only:
         raise click.BadParameter("--sweep builds bitstreams; it has no --place-only",
@@ -150,7 +151,8 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
                                      param_hint="--sweep-widths")
         try:
             rows, files = run_sweep(board=board, widths=sweep_widths,
-                                    connections=sweep_connections, freq_mhz=freq, core=core,
+                                    connections=sweep_connections,
+                                    freq_mhz=DEFAULT_FREQ_MHZ if freq is None else freq, core=core,
                                     seed=seed, out_dir=out_dir, progress=say,
                                     nextpnr_opts=nextpnr_opts)
         except BuildError as e:

@@ -48,7 +48,7 @@ __all__ = [
     "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
     "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS", "CORES", "TOPS",
     "DEFAULT_TOP",
-    "DEFAULT_WIDTHS",
+    "DEFAULT_WIDTHS", "DEFAULT_FREQS",
 ]
 
 #: The memory attribute of :func:`rnic.hdl.synth_hints.no_rw_collision` (Yosys's name).
@@ -76,6 +76,12 @@ TOPS = ("nic", "core", "harness", "ethernet")
 DEFAULT_TOP = "core"
 #: Datapath width of each top when ``BuildConfig.width`` is ``None``.
 DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
+#: Core clock (MHz) of each top when ``BuildConfig.freq_mhz`` is ``None``: the NIC's W = 4
+#: core at 100 MHz moves 3.2 Gb/s, more than three times its 1 Gb/s line, and the NIC
+#: (74 % of the 45F's LUTs) does not reach 125 MHz there (docs/build.md); the others at
+#: :data:`DEFAULT_FREQ_MHZ`.
+DEFAULT_FREQS = {"nic": 100.0, "core": DEFAULT_FREQ_MHZ, "harness": DEFAULT_FREQ_MHZ,
+                 "ethernet": DEFAULT_FREQ_MHZ}
 #: Tops that build a core (``core`` and ``connections`` apply; ``nic`` only with the
 #: RNIC core).
 _CORE_TOPS = ("nic", "core", "harness")
@@ -352,12 +358,13 @@ class BuildConfig:
     (:class:`~rnic.hdl.board_top.FramerCore`, small: it builds in minutes) or one block of
     the core (:data:`~rnic.hdl.board_top.BLOCKS`, with ``top="harness"``). ``width``
     ``None`` is the top's default (:data:`DEFAULT_WIDTHS`: 4 for ``nic`` and
-    ``ethernet``, else 8).
+    ``ethernet``, else 8), ``freq_mhz`` ``None`` too (:data:`DEFAULT_FREQS`: 100 for
+    ``nic``, else 125).
     """
     board: str = "versa_ecp5"
     width: int | None = None
     connections: int = 16
-    freq_mhz: float = DEFAULT_FREQ_MHZ
+    freq_mhz: float | None = None
     baud: int = 115200
     top: str = DEFAULT_TOP
     core: str = "rnic"
@@ -374,6 +381,8 @@ class BuildConfig:
             raise BuildError(f"top must be one of {', '.join(TOPS)}, not {self.top!r}")
         if self.width is None:
             self.width = DEFAULT_WIDTHS[self.top]
+        if self.freq_mhz is None:
+            self.freq_mhz = DEFAULT_FREQS[self.top]
 
     @property
     def has_core(self):
