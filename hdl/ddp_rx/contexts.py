@@ -138,6 +138,10 @@ class ContextTable(wiring.Component):
                      tm.to.eq(Mux(c.tm_v, c.tm_to, seg.to)),
                      tm.length.eq(Mux(c.tm_v, c.tm_len, 0) + seg.length)]
         rrc = Signal(14)           # the decremented count of an IRD release
+        # The write data are the segment's copy unless a host request writes (timing: with
+        # 0 in the other states, the whole row had a synchronous reset decoded from four
+        # states; RESTART's zeros are one state's, a bit of the one-hot state register)
+        m.d.comb += wr_data.eq(c)
 
         with m.Switch(state):
             # the host requests: latched in IDLE, then a restart resets the row, a post counts
@@ -145,10 +149,7 @@ class ContextTable(wiring.Component):
             with m.Case(Step.IDLE):
                 self._take(m)
             with m.Case(Step.RESTART):
-                reset = Signal(ctx_l, name="ctx_reset")
-                m.d.comb += [reset.ird.eq(lat.ird), reset.rbase.eq(1), reset.q1.msn.eq(1),
-                             reset.q2.msn.eq(1),
-                             wr_en.eq(1), wr_addr.eq(lat.post.conn), wr_data.eq(reset)]
+                m.d.comb += [wr_en.eq(1), wr_addr.eq(lat.post.conn)]
             with m.Case(Step.POST):
                 posted = Signal(ctx_l, name="post_ctx")
                 m.d.comb += [posted.eq(cc), posted.count.eq(cc.count + 1),
@@ -193,7 +194,11 @@ class ContextTable(wiring.Component):
                 with m.If(self.term_done):
                     m.d.sync += c.stopped.eq(1)
             with m.Case(Step.DONE):
-                m.d.comb += [wr_en.eq(1), wr_addr.eq(seg.entry.conn), wr_data.eq(c)]
+                m.d.comb += [wr_en.eq(1), wr_addr.eq(seg.entry.conn)]
+        with m.If(state == Step.RESTART):
+            reset = Signal(ctx_l, name="ctx_reset")
+            m.d.comb += [reset.ird.eq(lat.ird), reset.rbase.eq(1), reset.q1.msn.eq(1),
+                         reset.q2.msn.eq(1), wr_data.eq(reset)]
         if platform == "formal":
             self._formal(m)
         return m

@@ -108,9 +108,12 @@ class CompletionQueue(wiring.Component):
         # ---- writers
         inv = self.invalidate
         to_tx = Signal()
-        rx_rresp = Signal()                      # an RDMA Read Response's completion
-        m.d.comb += [rx_rresp.eq(rxc.payload.opcode == READ_RESPONSE),
-                     to_tx.eq(rx_rresp & ~self.host_reads)]
+        # an RDMA Read Response's completion: decoded as the slice takes it (timing: the
+        # decode fed the read-done slice's valid and load enable)
+        rx_rresp = Signal()
+        with m.If(self.rx.valid & self.rx.ready):
+            m.d.sync += rx_rresp.eq(self.rx.payload.opcode == READ_RESPONSE)
+        m.d.comb += to_tx.eq(rx_rresp & ~self.host_reads)
         tx_e = Signal(cq_l)
         m.d.comb += [
             tx_e.tx.eq(1), tx_e.status.eq(txc.payload.status), tx_e.rx.conn.eq(txc.payload.conn),
