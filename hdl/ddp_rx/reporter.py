@@ -80,11 +80,12 @@ class Reporter(wiring.Component):
         conn = seg.entry.conn
         mb = [self.message[8 * k:8 * k + 8] for k in range(64)]
         cq, rr, tr = self.cq, self.rrq, self.term
-        # a received Terminate's octets within its length, registered every cycle (timing:
-        # 52 compares in front of the report register's enable); ``end`` holds from the
-        # cycle after DECODE to the segment's end, so MESSAGE_VERDICT sees the segment's
-        keep = Signal(TERM_BYTES, name="term_keep")
-        m.d.sync += keep.eq(Cat(*(seg.end[:7] > k for k in range(TERM_BYTES))))
+        # a received Terminate's length, copied every cycle (timing: the header register's
+        # bits fan out across the processor; a copy next to the 52 compares of the octet
+        # mask); ``end`` holds from the cycle after DECODE to the segment's end, so
+        # MESSAGE_VERDICT sees the segment's
+        tlen = Signal(7, name="term_len")
+        m.d.sync += tlen.eq(seg.end[:7])
 
         with m.Switch(state):
             with m.Case(Step.FINISH_TAGGED):
@@ -113,10 +114,10 @@ class Reporter(wiring.Component):
                     m.d.sync += [
                         tr.conn.eq(conn), tr.received.eq(1),
                         tr.layer.eq(mb[0][4:8]), tr.etype.eq(mb[0][0:4]), tr.ecode.eq(mb[1]),
-                        tr.tlen.eq(seg.end[:7]),
+                        tr.tlen.eq(tlen),
                         # the octets beyond the length zeroed here, where it is one more
                         # input of the register's multiplexer, not a stage of its own
-                        tr.term.eq(Cat(*(Mux(keep[k], mb[k], 0) for k in range(TERM_BYTES)))),
+                        tr.term.eq(Cat(*(Mux(tlen > k, mb[k], 0) for k in range(TERM_BYTES)))),
                     ]
             with m.Case(Step.WAIT_SOURCE_CHECKS):
                 m.d.sync += rr.src_addr.eq(rr.src_to + self.src_delta)

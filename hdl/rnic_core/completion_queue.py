@@ -61,7 +61,8 @@ class CompletionQueue(wiring.Component):
     ``rx`` and ``tx`` pass half-rate register slices (completions are at most one per
     segment or work request, many cycles apart; half rate, so that the wide entries'
     load enable does not wait for the queue's ready); ``read_done`` a register slice
-    (its valid is a decode of the completion and ``host_reads``). The queue holds one
+    (its valid: whether the completion is a Read Response's, decoded as the ``rx`` slice
+    takes it, and ``host_reads``). The queue holds one
     entry more than ``depth``: the writers look at a registered room flag (timing: the
     FIFO's level compare fed both slices' ready), which is conservative by one entry.
     The queue is in distributed RAM (see :class:`~rnic.hdl.synth_hints.SyncFIFOBuffered`),
