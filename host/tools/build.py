@@ -78,7 +78,7 @@ DEFAULT_TOP = "core"
 DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
 #: Core clock (MHz) of each top when ``BuildConfig.freq_mhz`` is ``None``: the NIC's W = 4
 #: core at 100 MHz moves 3.2 Gb/s, more than three times its 1 Gb/s line, and the NIC
-#: (74 % of the 45F's LUTs) does not reach 125 MHz there (docs/build.md); the others at
+#: (76 % of the 45F's LUTs) does not reach 125 MHz there (docs/build.md); the others at
 #: :data:`DEFAULT_FREQ_MHZ`.
 DEFAULT_FREQS = {"nic": 100.0, "core": DEFAULT_FREQ_MHZ, "harness": DEFAULT_FREQ_MHZ,
                  "ethernet": DEFAULT_FREQ_MHZ}
