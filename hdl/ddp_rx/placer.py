@@ -162,16 +162,15 @@ class Placer(wiring.Component):
         state, regs, cmd = self.state, self._regs, self.cmd
         m.d.comb += self.free.eq(regs.words == 0)
         now = self._now = self._setup(m)
-        with m.Switch(state):
-            with m.Case(Step.CHECK_TAGGED, Step.CHECK_OFFSETS, Step.CHECK_INVALIDATE):
-                m.d.sync += cmd.eq(now)
+        in_setup = Signal(name="p_in_setup")
+        m.d.comb += in_setup.eq(in_steps(state, Step.CHECK_TAGGED, Step.CHECK_OFFSETS,
+                                         Step.CHECK_INVALIDATE))
+        with m.If(in_setup):
+            m.d.sync += cmd.eq(now)
         self._place(m, regs)
         # the hand-over (after the placement's own updates: they are those of an idle placer).
         # A free placer loads the set-up's command in every check state, whatever the
         # checks say (timing: the verdict only enables the few registers that start it)
-        in_setup = Signal(name="p_in_setup")
-        m.d.comb += in_setup.eq(in_steps(state, Step.CHECK_TAGGED, Step.CHECK_OFFSETS,
-                                         Step.CHECK_INVALIDATE))
         from_setup = self.place_go & self.free
         from_cmd = (state == Step.PLACE) & ~self.handed & self.free
         with m.If(in_setup & self.free):
@@ -185,12 +184,10 @@ class Placer(wiring.Component):
         # the first slot row of a placement about to start: read in every check state while
         # the placer is free (timing: the read enable waits for no check; a row read for a
         # segment that is not placed is not used)
-        with m.Switch(state):
-            with m.Case(Step.CHECK_TAGGED, Step.CHECK_OFFSETS, Step.CHECK_INVALIDATE):
-                self._first_read(m, now)
-            with m.Case(Step.PLACE):
-                with m.If(~self.handed):
-                    self._first_read(m, cmd)
+        with m.If(in_setup):
+            self._first_read(m, now)
+        with m.Elif((state == Step.PLACE) & ~self.handed):
+            self._first_read(m, cmd)
         with m.If(state == Step.IDLE):
             m.d.sync += self.handed.eq(0)
         with m.Elif(from_setup | from_cmd):

@@ -133,7 +133,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
       rnic build --seeds 1-6 --allow-timing-fail       # route the best placement of six
       rnic build --sweep                               # benchmark table (takes a while)
     """
-    from rnic.host.tools.build import (DEFAULT_FREQ_MHZ, BuildConfig, BuildError, TimingFailure,
+    from rnic.host.tools.build import (BuildConfig, BuildError, TimingFailure,
         ToolMissing, build, build_best_seed, sweep as run_sweep)
     say = _progress_printer()
     if sweep and place_only:
@@ -152,7 +152,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
         try:
             rows, files = run_sweep(board=board, widths=sweep_widths,
                                     connections=sweep_connections,
-                                    freq_mhz=DEFAULT_FREQ_MHZ if freq is None else freq, core=core,
+                                    freq_mhz=freq, core=core,
                                     seed=seed, out_dir=out_dir, progress=say,
                                     nextpnr_opts=nextpnr_opts)
         except BuildError as e:

@@ -950,14 +950,17 @@ def core_label(factory):
 # -- the sweep ------------------------------------------------------------------------------
 
 def sweep(*, board="versa_ecp5", widths=SWEEP_WIDTHS, connections=SWEEP_CONNECTIONS,
-          freq_mhz=DEFAULT_FREQ_MHZ, core="rnic", seed=1, out_dir=None, progress=None,
+          freq_mhz=None, core="rnic", seed=1, out_dir=None, progress=None,
           nextpnr_opts=""):
     """Build the core alone (:class:`~rnic.hdl.board_top.CoreHarness`) for every width x connections.
 
     Writes ``sweep.json`` and ``sweep.md`` into ``out_dir`` (default
     ``build/sweep-<board>``) and returns ``(rows, paths)``. A row that failed
-    to build carries ``error``; timing misses are rows, not failures.
+    to build carries ``error``; timing misses are rows, not failures. ``freq_mhz``
+    ``None`` is the harness's clock (:data:`DEFAULT_FREQS`).
     """
+    if freq_mhz is None:
+        freq_mhz = DEFAULT_FREQS["harness"]
     out = Path(out_dir) if out_dir else _build_root() / f"sweep-{board}"
     out.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -191,6 +191,23 @@ def test_tops_agree_with_cli():
         flow.BuildConfig(top="board")
 
 
+def test_sweep_builds_the_harness_at_its_clock(tmp_path, monkeypatch):
+    """``rnic build --sweep`` without ``--freq`` builds every row at the harness's clock
+    (125 MHz) and writes that clock into its table; a row whose build fails is a row with
+    its error, not a failed sweep."""
+    seen = []
+
+    def failing_build(cfg, progress=None):
+        seen.append((cfg.top, cfg.width, cfg.connections, cfg.freq_mhz))
+        raise flow.BuildError("nextpnr failed: no routing")
+
+    monkeypatch.setattr(flow, "build", failing_build)
+    rows, files = flow.sweep(widths=(4, 8), connections=(16,), out_dir=str(tmp_path))
+    assert seen == [("harness", 4, 16, 125.0), ("harness", 8, 16, 125.0)]
+    assert [r["error"] for r in rows] == ["nextpnr failed: no routing"] * 2
+    assert json.loads(open(files["json"]).read())["meta"]["freq_mhz"] == 125.0
+
+
 def test_summary_of_a_top_without_core(tmp_path):
     """The text report of an Ethernet build names the top, no connection count, and every
     clock with its fmax against its constraint."""
