@@ -28,8 +28,8 @@ class SegmentEmitter(wiring.Component):
     Ports
     -----
     start : In(stream(EmitStart))
-        Load a segment (always taken; only while ``busy`` is 0). One that comes while a
-        segment is going out waits in a register and follows it without a bubble.
+        Load a segment (always taken; only while ``busy`` is 0). It waits in a register
+        for a cycle at least, and follows a segment going out without a bubble.
     words : In(stream(unsigned(8 * W)))
         The payload's memory words in order, from the W-aligned address of its first
         octet (:class:`rnic.hdl.ddp_tx.fetch.PayloadFetch`): the emitter takes exactly
@@ -40,14 +40,16 @@ class SegmentEmitter(wiring.Component):
         The last beat of the newest segment (the last one started) is taken on ``o``
         (combinational; not for a segment that a waiting one follows).
     busy : Out(1)
-        A started segment waits behind the one going out (a register); a new ``start``
-        waits for 0.
+        A started segment waits in the register (behind the one going out, or for the
+        cycle after its ``start``); a new ``start`` waits for 0.
 
     Latency, throughput and packet boundaries
     -----------------------------------------
-    The first beat is offered in the cycle after ``start`` when the segment is header-only
-    or its header fills the first beat, else when the first memory word is there (``pre``:
-    the word that only starts the first beat is loaded first, one cycle). Then one beat per
+    The first beat is offered 2 cycles after ``start`` (the waiting register, then the
+    header registers) when the segment is header-only or its header fills the first beat,
+    else when the first memory word is there (``pre``: the word that only starts the first
+    beat is loaded first, one cycle). A start while a segment goes out is loaded with its
+    last beat. Then one beat per
     cycle, limited only by ``o.ready`` and ``words.valid``: the header is merged with the
     memory words by a byte rotator (no bubble at the header/payload seam). The per-beat
     conditions (a memory word is needed, last beat, header and length masks) are registers
@@ -135,28 +137,27 @@ class SegmentEmitter(wiring.Component):
             with m.If(last_beat):
                 m.d.sync += emitting.eq(0)
 
-        # A start while a segment is going out waits in ``nxt`` and is loaded with that
-        # segment's last beat, so that segments follow each other without a bubble.
+        # Every start waits in ``nxt`` first, and is loaded when the emitter is idle or with
+        # the last beat of the segment going out, so that segments follow each other
+        # without a bubble. (Area and timing: the header registers have one source, and the
+        # wide start payload, a multiplexer of every kind's header, goes into ``nxt`` only.)
         fire_last = Signal()
         m.d.comb += fire_last.eq(o.valid & o.ready & last_beat)
         nxt = Signal.like(self.start.payload, name="nxt")
         nxt_valid = Signal()
-        load_start = Signal()
         load_nxt = Signal()
         m.d.comb += [
-            load_start.eq(self.start.valid & (~emitting | (fire_last & ~nxt_valid))),
             load_nxt.eq(nxt_valid & (~emitting | fire_last)),
             # the newest segment's last beat (an older one's is followed by ``nxt``)
             self.done.eq(fire_last & ~nxt_valid),
             self.busy.eq(nxt_valid),
         ]
-        with m.If(self.start.valid & ~load_start):
+        with m.If(self.start.valid):
             m.d.sync += [nxt.eq(self.start.payload), nxt_valid.eq(1)]
         with m.Elif(load_nxt):
             m.d.sync += nxt_valid.eq(0)
-        s = Signal.like(self.start.payload, name="load")
-        m.d.comb += s.eq(Mux(load_nxt, nxt, self.start.payload))
-        with m.If(load_start | load_nxt):
+        s = nxt
+        with m.If(load_nxt):
             m.d.sync += [
                 hsh.eq(s.header), hrem.eq(s.header_len), e_first.eq(1), e_conn.eq(s.conn), emitting.eq(1),
                 hmask.eq(s.hmask), tot.eq(s.total), e_len.eq(s.total),
