@@ -73,7 +73,13 @@ class SegmentEmitter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W, LW = self.width, exact_log2(self.width)
-        hsh = Signal(8 * HEADER_MAX)   # header (+ inline payload) octets not yet sent, octet 0 first
+        # the header (+ inline payload) octets as words of W, loaded once per segment; the
+        # beat's word is selected by a counter (area and timing: a shift register would be
+        # a multiplexer per bit, enabled by every beat's handshake)
+        n_words = -(-HEADER_MAX // W)
+        hdr = Signal(8 * W * n_words)
+        hk = Signal(range(n_words))    # the header word of the current beat (stays at the last)
+        hword = Signal(8 * W)
         hrem = Signal(range(HEADER_MAX + 1))
         tot = Signal(17)               # octets of the ULPDU from the current beat on
         t = Signal(signed(20))         # index of the memory word that the current beat ends in
@@ -84,12 +90,12 @@ class SegmentEmitter(wiring.Component):
         e_conn = Signal(self._conn_bits)
         pre = Signal()                 # load memory word 0 into ``prev`` first (when lo >= header)
         # The following are registers kept in step with hrem/tot/t (registered for timing:
-        # they gate o.valid, whose handshake enables the wide hsh/prev/rotator registers, and
-        # would otherwise be wide compares in front of that enable).
+        # they gate o.valid, whose handshake enables the wide ``prev`` register and the
+        # counters, and would otherwise be wide compares in front of that enable).
         emitting = Signal()            # a ULPDU is being emitted
         need = Signal()                # the current beat takes a memory word: 0 <= t <= lastw
         last_beat = Signal()           # tot <= W
-        hmask = Signal(W)              # octet b of the beat comes from hsh: b < hrem
+        hmask = Signal(W)              # octet b of the beat comes from hdr: b < hrem
         tmask = Signal(W)              # octet b of the beat is in the ULPDU: b < tot
 
         words = self.words
@@ -108,10 +114,14 @@ class SegmentEmitter(wiring.Component):
                 for r in range(W):
                     with m.Case(r):
                         m.d.comb += rdat[8 * b:8 * b + 8].eq(win[8 * (r + b):8 * (r + b) + 8])
+        with m.Switch(hk):
+            for k in range(n_words):
+                with m.Case(k):
+                    m.d.comb += hword.eq(hdr[8 * W * k:8 * W * (k + 1)])
         outd = Signal(8 * W)
         for b in range(W):
             m.d.comb += outd[8 * b:8 * b + 8].eq(
-                Mux(tmask[b], Mux(hmask[b], hsh[8 * b:8 * b + 8], rdat[8 * b:8 * b + 8]), 0))
+                Mux(tmask[b], Mux(hmask[b], hword[8 * b:8 * b + 8], rdat[8 * b:8 * b + 8]), 0))
         o = self.o
         m.d.comb += [
             o.payload.data.eq(outd), o.payload.n.eq(Mux(last_beat, tot[:LW + 1], W)),
@@ -124,8 +134,8 @@ class SegmentEmitter(wiring.Component):
             m.d.sync += [prev.eq(words.payload), pre.eq(0)]
         with m.If(o.valid & o.ready):
             m.d.sync += [
-                hsh.eq(hsh >> (8 * W)), hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
-                t.eq(t + 1), e_first.eq(0),
+                hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
+                t.eq(t + 1), e_first.eq(0), hk.eq(Mux(hk == n_words - 1, hk, hk + 1)),
                 # the same flags for the next beat (hrem - W, tot - W, t + 1)
                 need.eq((t >= -1) & (t < lastw)), last_beat.eq(tot <= 2 * W),
                 hmask.eq(Cat(*[hrem > b + W for b in range(W)])),
@@ -156,13 +166,12 @@ class SegmentEmitter(wiring.Component):
             m.d.sync += [nxt.eq(self.start.payload), nxt_valid.eq(1)]
         with m.Elif(load_nxt):
             m.d.sync += nxt_valid.eq(0)
-        s = nxt
         with m.If(load_nxt):
             m.d.sync += [
-                hsh.eq(s.header), hrem.eq(s.header_len), e_first.eq(1), e_conn.eq(s.conn), emitting.eq(1),
-                hmask.eq(s.hmask), tot.eq(s.total), e_len.eq(s.total),
-                *[rc.eq(s.rot) for rc in rot_c],
-                t.eq(s.t), lastw.eq(s.lastw), pre.eq(s.pre), need.eq(s.need), last_beat.eq(s.last_beat),
-                tmask.eq(s.tmask),
+                hdr.eq(nxt.header), hk.eq(0), hrem.eq(nxt.header_len), hmask.eq(nxt.hmask),
+                e_first.eq(1), e_conn.eq(nxt.conn), e_len.eq(nxt.total), emitting.eq(1),
+                tot.eq(nxt.total), tmask.eq(nxt.tmask), last_beat.eq(nxt.last_beat),
+                *[rc.eq(nxt.rot) for rc in rot_c],
+                t.eq(nxt.t), lastw.eq(nxt.lastw), pre.eq(nxt.pre), need.eq(nxt.need),
             ]
         return m
