@@ -7,6 +7,7 @@ from amaranth.utils import exact_log2
 
 from ..axi import AXI4ReadSignature
 from ..beat import check_width
+from ..stream_slice import StreamSlice
 from ..synth_hints import SyncFIFOBuffered
 from .layouts import FetchStart
 
@@ -47,7 +48,9 @@ class PayloadFetch(wiring.Component):
     ``arvalid`` rises in the cycle after ``start`` and stays high, burst after burst, until
     the segment's words are all requested (the AR side keeps bursts in flight for the whole
     segment, limited by ``arready`` and, through ``rready``, the FIFO's room). A word is on
-    ``words`` 2 cycles after it is taken on R (the FIFO's storage, then its output register). The burst length and the address step are
+    ``words`` 3 cycles after it is taken on R (the FIFO's storage, its output register, then
+    a register slice: timing, the FIFO's valid fanned out into the consumer's handshake
+    from where the FIFO sits, next to R). The burst length and the address step are
     conditions on registers (the words left, the words to the next 4 KiB boundary), each
     register's next value for each case computed beside them and selected late. Segments
     are not delimited on ``words``: the consumer knows their word counts.
@@ -70,9 +73,10 @@ class PayloadFetch(wiring.Component):
         axi = self.m_axi
         rf = SyncFIFOBuffered(width=8 * W, depth=R_FIFO_DEPTH)
         m.submodules.rfifo = rf
+        m.submodules.words_slice = ws = StreamSlice(8 * W)
         m.d.comb += [rf.w_data.eq(axi.rdata), rf.w_en.eq(axi.rvalid), axi.rready.eq(rf.w_rdy),
-                     self.words.payload.eq(rf.r_data), self.words.valid.eq(rf.r_rdy),
-                     rf.r_en.eq(self.words.ready)]
+                     ws.i.payload.eq(rf.r_data), ws.i.valid.eq(rf.r_rdy), rf.r_en.eq(ws.i.ready)]
+        wiring.connect(m, ws.o, wiring.flipped(self.words))
         ar_addr = Signal(AW)
         ar_left = Signal(18)           # words still to request
         # words from ar_addr to the next 4 KiB boundary, a register kept in step with ar_addr
