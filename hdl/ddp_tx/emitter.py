@@ -49,12 +49,11 @@ class SegmentEmitter(wiring.Component):
     header registers) when the segment is header-only or its header fills the first beat,
     else when the first memory word is there (``pre``: the word that only starts the first
     beat is loaded first, one cycle). A start while a segment goes out is loaded with its
-    last beat. Then one beat per
-    cycle, limited only by ``o.ready`` and ``words.valid``: the header is merged with the
-    memory words by a byte rotator (no bubble at the header/payload seam). The per-beat
-    conditions (a memory word is needed, last beat, header and length masks) are registers
-    computed one beat ahead, so that ``o.valid`` is one gate of registers. One ULPDU at a
-    time; ``first``/``last`` delimit it.
+    last beat. Then one beat per cycle, limited only by ``o.ready`` and ``words.valid``:
+    the header is merged with the memory words by a byte rotator (no bubble at the
+    header/payload seam). The per-beat conditions (a memory word is needed, last beat,
+    header and length masks) are registers computed one beat ahead, so that ``o.valid`` is
+    one gate of registers. One ULPDU at a time; ``first``/``last`` delimit it.
     """
 
     def __init__(self, *, width, connections):
