@@ -170,8 +170,9 @@ class DdpTx(wiring.Component):
     (the emitter's and the AR side's start values computed from those, per head, and
     registered), then the START_* state that loads the emitter and the AR side (register
     copies only); a segment's first beat is offered 2 cycles after it (the emitter's
-    waiting register, then its header registers), 8 cycles after the turn starts, when it is header-only or its header fills the first beat, else when
-    the first memory word arrives (AR issued in the same cycle). The first segment of a
+    waiting register, then its header registers), 8 cycles after the turn starts, when it
+    is header-only or its header fills the first beat, else when the first memory word
+    arrives (AR issued in the same cycle). The first segment of a
     Read Response takes 3 more cycles for the source check (STag row registered in
     PLAN_RR_SEGMENT, the region's end and the row's compares, the in-region compare, then
     the decision); a failed check starts its Terminate one cycle after the decision. A
