@@ -144,7 +144,7 @@ class SegmentProcessor(wiring.Component):
             seq.header_last.eq(hdr.last_cycle),
             seq.decode.eq(val.decode), seq.msn_in_range.eq(val.msn_in_range),
             seq.qn_msn_mismatch.eq(val.qn_msn_mismatch), seq.offsets_bad.eq(val.offsets_bad),
-            seq.invalidate_bad.eq(val.invalidate_bad), seq.tagged_bad.eq(val.tagged_bad),
+            seq.offsets_invalidate.eq(val.offsets_invalidate), seq.invalidate_bad.eq(val.invalidate_bad), seq.tagged_bad.eq(val.tagged_bad),
             seq.placed.eq(self.placer.placed), seq.drain_go.eq(self.reporter.drain_go),
             seq.read_back_last.eq(self.control_buffer.read_last),
             seq.message_bad.eq(val.message_bad), seq.read_size_nz.eq(val.read_size_nz),

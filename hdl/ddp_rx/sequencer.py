@@ -106,7 +106,8 @@ class Sequencer(wiring.Component):
     The verdicts (In(1) each): ``clear_last`` (last control-buffer row to zero),
     ``header_last`` (last HEADER cycle), ``decode`` (DECODE's, :class:`DecodeVerdict`),
     ``msn_in_range`` (QN 0 MSN inside the posted buffers), ``qn_msn_mismatch`` (QN 1 / 2
-    MSN), ``offsets_bad``, ``invalidate_bad``, ``tagged_bad``, ``placed`` (the placer's last
+    MSN), ``offsets_bad``, ``offsets_invalidate`` (a QN 0 Send with Invalidate's last
+    segment goes on to CHECK_INVALIDATE), ``invalidate_bad``, ``tagged_bad``, ``placed`` (the placer's last
     word went), ``drain_go`` (the head receive buffer completes), ``read_back_last``,
     ``message_bad``, ``read_size_nz``, ``source_bad``.
     at_head, later_done : In(1)
@@ -142,7 +143,7 @@ class Sequencer(wiring.Component):
             "tagged": In(1), "last": In(1), "opcode": In(Opcode), "length_nz": In(1), "qn": In(2),
             "clear_last": In(1), "header_last": In(1), "decode": In(DecodeVerdict()),
             "msn_in_range": In(1), "qn_msn_mismatch": In(1), "offsets_bad": In(1),
-            "invalidate_bad": In(1), "tagged_bad": In(1), "placed": In(1), "drain_go": In(1),
+            "offsets_invalidate": In(1), "invalidate_bad": In(1), "tagged_bad": In(1), "placed": In(1), "drain_go": In(1),
             "read_back_last": In(1), "message_bad": In(1), "read_size_nz": In(1),
             "source_bad": In(1),
             "place_go": Out(1), "place_free": In(1),
@@ -215,11 +216,9 @@ class Sequencer(wiring.Component):
             with m.Else():
                 m.next = "CHECK_OFFSETS"
         with m.State("CHECK_OFFSETS"):
-            invalidates = ((self.opcode == Opcode.SEND_INVALIDATE)
-                           | (self.opcode == Opcode.SEND_SE_INVALIDATE))
             with m.If(self.offsets_bad):
                 m.next = "BUILD_ERROR_REPORT"
-            with m.Elif((self.qn == 0) & self.last & invalidates):
+            with m.Elif(self.offsets_invalidate):
                 m.next = "CHECK_INVALIDATE"
             with m.Elif(self.length_nz):
                 self._place(m, memory=self.qn == 0, finish="FINISH_UNTAGGED")

@@ -64,9 +64,11 @@ class Validator(wiring.Component):
         The receive-queue row read in DECODE (on the port in LOAD_RECV_BUFFER).
     message : In(8 * 64)
         The QN 1 / QN 2 message read back (from CHECK_MESSAGE on).
-    decode, msn_in_range, qn_msn_mismatch, offsets_bad, invalidate_bad, tagged_bad,
-    message_bad, read_size_nz, source_bad : Out
-        The verdicts the sequencer acts on (see :class:`~rnic.hdl.ddp_rx.sequencer.Sequencer`).
+    decode, msn_in_range, qn_msn_mismatch, offsets_bad, offsets_invalidate, invalidate_bad,
+    tagged_bad, message_bad, read_size_nz, source_bad : Out
+        The verdicts the sequencer acts on (see :class:`~rnic.hdl.ddp_rx.sequencer.Sequencer`);
+        ``offsets_invalidate``: a QN 0 segment that passes the offset checks goes on to
+        CHECK_INVALIDATE (the last segment of a Send with Invalidate).
     error : Out(ErrorVerdict)
         The error of the last check state (registered in it).
     qn : Out(2)
@@ -99,8 +101,9 @@ class Validator(wiring.Component):
       the first two and the row's REMOTE_INV right in CHECK_INVALIDATE (the Invalidate
       STag's row: an invalid row is RDMAP 2/9, another connection's or one without the
       right 1/9).
-    * The untagged offset checks (six compares against the message state loaded in DECODE
-      or LOAD_RECV_BUFFER): registered in CHECK_QN_MSN, acted on in CHECK_OFFSETS.
+    * The untagged offset checks (seven compares against the message state loaded in DECODE
+      or LOAD_RECV_BUFFER, and their verdict): registered in CHECK_QN_MSN, acted on in
+      CHECK_OFFSETS.
     * A Read Request's or Terminate's message: registered in CHECK_MESSAGE, acted on in
       MESSAGE_VERDICT; the source STag's checks registered in WAIT_SOURCE_CHECKS (the sum
       a cycle earlier), acted on in CHECK_SOURCE_STAG.
@@ -129,7 +132,7 @@ class Validator(wiring.Component):
             "rq_entry": In(RecvEntry()),
             "message": In(8 * 64),
             "decode": Out(DecodeVerdict()), "msn_in_range": Out(1), "qn_msn_mismatch": Out(1),
-            "offsets_bad": Out(1), "invalidate_bad": Out(1), "tagged_bad": Out(1),
+            "offsets_bad": Out(1), "offsets_invalidate": Out(1), "invalidate_bad": Out(1), "tagged_bad": Out(1),
             "message_bad": Out(1), "read_size_nz": Out(1), "source_bad": Out(1),
             "error": Out(ErrorVerdict()),
             "qn": Out(2),
@@ -328,20 +331,29 @@ class Validator(wiring.Component):
         # front of the next state); the operands stay put until the segment ends, so
         # FINISH_UNTAGGED uses two of the flags for the new message state too
         n_nz = seg.length_nz
-        uflag = self._registered(m, dict(
+
+        def offsets_bad(f):
+            return ((f["when_nz"] & (f["mo_ge_cap"] | f["end_gt_cap"]))
+                    | (f["when_z_l"] & f["mo_gt_cap"])
+                    | (f["when_lv"] & (f["mo_gt_lmo"] | f["end_gt_lend"]))
+                    | (f["when_l_many"] & f["maxmo_gt"])
+                    | (f["when_l"] & f["maxend_gt"]))
+        inv = (opcode == Opcode.SEND_INVALIDATE) | (opcode == Opcode.SEND_SE_INVALIDATE)
+        uconds = dict(
             mo_ge_cap=h_mo >= mcap, end_gt_cap=endv > mcap, mo_gt_cap=h_mo > mcap,
             mo_gt_lmo=h_mo > mlmo, end_gt_lend=endv > mlend, maxmo_gt=mmaxmo > h_mo,
             maxend_gt=mmaxend > endv,
             # which compares count, registered too (timing: ``length_nz`` fans out far)
             when_nz=n_nz, when_z_l=~n_nz & Lb, when_lv=(n_nz | Lb) & mlv, when_l_many=Lb & many,
-            when_l=Lb), "uchk")
+            when_l=Lb)
+        # the verdict itself and the next state's other condition, registered as well
+        # (timing: CHECK_OFFSETS's hand-over to the placer sees single registers, not the
+        # compares' priority)
+        uconds.update(bad=offsets_bad(uconds), to_invalidate=(self.qn == 0) & Lb & inv)
+        uflag = self._registered(m, uconds, "uchk")
         uchk_bad = Signal(16)
-        m.d.comb += self.offsets_bad.eq(
-            (uflag["when_nz"] & (uflag["mo_ge_cap"] | uflag["end_gt_cap"]))
-            | (uflag["when_z_l"] & uflag["mo_gt_cap"])
-            | (uflag["when_lv"] & (uflag["mo_gt_lmo"] | uflag["end_gt_lend"]))
-            | (uflag["when_l_many"] & uflag["maxmo_gt"])
-            | (uflag["when_l"] & uflag["maxend_gt"]))
+        m.d.comb += [self.offsets_bad.eq(uflag["bad"]),
+                     self.offsets_invalidate.eq(uflag["to_invalidate"])]
         with m.If(uflag["when_nz"] & uflag["mo_ge_cap"]):
             m.d.comb += uchk_bad.eq(E_DDP_U_MO)
         with m.Elif(uflag["when_nz"] & uflag["end_gt_cap"]):
@@ -361,7 +373,6 @@ class Validator(wiring.Component):
         note = n_nz | Lb
         nmaxmo = Mux(many & uflag["maxmo_gt"], mmaxmo, h_mo)
         nmaxend = Mux(uflag["maxend_gt"], mmaxend, endv)
-        inv = (opcode == Opcode.SEND_INVALIDATE) | (opcode == Opcode.SEND_SE_INVALIDATE)
         new_e = Signal(RecvEntry())
         m.d.comb += new_e.eq(e)
         with m.If(note):
