@@ -77,7 +77,9 @@ class SegmentEmitter(wiring.Component):
         # a multiplexer per bit, enabled by every beat's handshake)
         n_words = -(-HEADER_MAX // W)
         hdr = Signal(8 * W * n_words)
-        hk = Signal(range(n_words))    # the header word of the current beat (stays at the last)
+        # the header word of the current beat (past the header it wraps or runs out of range:
+        # ``hmask`` is 0 from there on and the word is not used)
+        hk = Signal(range(n_words))
         hword = Signal(8 * W)
         hrem = Signal(range(HEADER_MAX + 1))
         tot = Signal(17)               # octets of the ULPDU from the current beat on
@@ -113,7 +115,7 @@ class SegmentEmitter(wiring.Component):
                 for r in range(W):
                     with m.Case(r):
                         m.d.comb += rdat[8 * b:8 * b + 8].eq(win[8 * (r + b):8 * (r + b) + 8])
-        with m.Switch(hk):
+        with m.Switch(hk):     # (a multiplexer tree: ``word_select`` takes more LUTs here)
             for k in range(n_words):
                 with m.Case(k):
                     m.d.comb += hword.eq(hdr[8 * W * k:8 * W * (k + 1)])
@@ -134,7 +136,7 @@ class SegmentEmitter(wiring.Component):
         with m.If(o.valid & o.ready):
             m.d.sync += [
                 hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
-                t.eq(t + 1), e_first.eq(0), hk.eq(Mux(hk == n_words - 1, hk, hk + 1)),
+                t.eq(t + 1), e_first.eq(0), hk.eq(hk + 1),
                 # the same flags for the next beat (hrem - W, tot - W, t + 1)
                 need.eq((t >= -1) & (t < lastw)), last_beat.eq(tot <= 2 * W),
                 hmask.eq(Cat(*[hrem > b + W for b in range(W)])),
