@@ -270,20 +270,24 @@ class Validator(wiring.Component):
         m.d.sync += [endt_q.eq(h_to + seg.length), to_q.eq(h_to)]
         self._endt = endt_q
         self._to_q = to_q
-        tflag = self._registered(m, dict(
+        tconds = dict(
             invalid=~row.valid | (row.stag != seg.stag), other_conn=row.conn != seg.entry.conn,
             no_write=~row.rw, wrap=endt_q[64],
             bounds=wide_less(to_q, row.base) | wide_less(row.end, endt_q),
-            no_inv=~row.ri), "tchk")
+            no_inv=~row.ri)
+        placement = ("invalid", "other_conn", "no_write", "wrap", "bounds")
+        # the verdicts registered as well (timing: CHECK_TAGGED's hand-over to the placer
+        # and CHECK_INVALIDATE's next state see single registers)
+        tconds.update(bad=Cat(*(tconds[k] for k in placement)).any(),
+                      # the Invalidate STag's row (the same header field): valid, the
+                      # connection's, and the peer may invalidate it
+                      inv_bad=tconds["invalid"] | tconds["other_conn"] | tconds["no_inv"])
+        tflag = self._registered(m, tconds, "tchk")
         tchk_code = _first_code(m, "tchk_code", (
             (tflag["invalid"], E_DDP_T_INVALID_STAG), (tflag["other_conn"], E_DDP_T_NOT_ASSOC),
             (tflag["no_write"], E_RP_ACCESS), (tflag["wrap"], E_DDP_T_TO_WRAP),
             (tflag["bounds"], E_DDP_T_BOUNDS)))
-        placement = ("invalid", "other_conn", "no_write", "wrap", "bounds")
-        m.d.comb += [self.tagged_bad.eq(Cat(*(tflag[k] for k in placement)).any()),
-                     # the Invalidate STag's row (the same header field): valid, the
-                     # connection's, and the peer may invalidate it
-                     self.invalidate_bad.eq(tflag["invalid"] | tflag["other_conn"] | tflag["no_inv"])]
+        m.d.comb += [self.tagged_bad.eq(tflag["bad"]), self.invalidate_bad.eq(tflag["inv_bad"])]
         errors[Step.CHECK_TAGGED] = (tchk_code, 1)
         errors[Step.CHECK_INVALIDATE] = (Mux(tflag["invalid"], E_RO_CANNOT_INV, E_RP_CANNOT_INV), 1)
 
