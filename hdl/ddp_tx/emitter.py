@@ -77,10 +77,13 @@ class SegmentEmitter(wiring.Component):
         # a multiplexer per bit, enabled by every beat's handshake)
         n_words = -(-HEADER_MAX // W)
         hdr = Signal(8 * W * n_words)
-        # the header word of the current beat (past the header it wraps or runs out of range:
-        # ``hmask`` is 0 from there on and the word is not used)
-        hk = Signal(range(n_words))
+        # the header word of the current beat, registered (timing: the word multiplexer is
+        # in front of this register, not of the output), and the index of the next beat's
+        # (past the header it wraps or runs out of range: ``hmask`` is 0 from there on and
+        # the word is not used)
         hword = Signal(8 * W)
+        hk = Signal(range(n_words + 1))
+        next_hword = Signal(8 * W)
         hrem = Signal(range(HEADER_MAX + 1))
         tot = Signal(17)               # octets of the ULPDU from the current beat on
         t = Signal(signed(20))         # index of the memory word that the current beat ends in
@@ -118,7 +121,7 @@ class SegmentEmitter(wiring.Component):
         with m.Switch(hk):     # (a multiplexer tree: ``word_select`` takes more LUTs here)
             for k in range(n_words):
                 with m.Case(k):
-                    m.d.comb += hword.eq(hdr[8 * W * k:8 * W * (k + 1)])
+                    m.d.comb += next_hword.eq(hdr[8 * W * k:8 * W * (k + 1)])
         outd = Signal(8 * W)
         for b in range(W):
             m.d.comb += outd[8 * b:8 * b + 8].eq(
@@ -136,7 +139,7 @@ class SegmentEmitter(wiring.Component):
         with m.If(o.valid & o.ready):
             m.d.sync += [
                 hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
-                t.eq(t + 1), e_first.eq(0), hk.eq(hk + 1),
+                t.eq(t + 1), e_first.eq(0), hk.eq(hk + 1), hword.eq(next_hword),
                 # the same flags for the next beat (hrem - W, tot - W, t + 1)
                 need.eq((t >= -1) & (t < lastw)), last_beat.eq(tot <= 2 * W),
                 hmask.eq(Cat(*[hrem > b + W for b in range(W)])),
@@ -169,7 +172,7 @@ class SegmentEmitter(wiring.Component):
             m.d.sync += nxt_valid.eq(0)
         with m.If(load_nxt):
             m.d.sync += [
-                hdr.eq(nxt.header), hk.eq(0), hrem.eq(nxt.header_len), hmask.eq(nxt.hmask),
+                hdr.eq(nxt.header), hword.eq(nxt.header[:8 * W]), hk.eq(1), hrem.eq(nxt.header_len), hmask.eq(nxt.hmask),
                 e_first.eq(1), e_conn.eq(nxt.conn), e_len.eq(nxt.total), emitting.eq(1),
                 tot.eq(nxt.total), tmask.eq(nxt.tmask), last_beat.eq(nxt.last_beat),
                 *[rc.eq(nxt.rot) for rc in rot_c],
