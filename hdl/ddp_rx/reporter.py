@@ -83,9 +83,13 @@ class Reporter(wiring.Component):
         # a received Terminate's length, copied every cycle (timing: the header register's
         # bits fan out across the processor; a copy next to the 52 compares of the octet
         # mask); ``end`` holds from the cycle after DECODE to the segment's end, so
-        # MESSAGE_VERDICT sees the segment's
+        # MESSAGE_VERDICT (at least five cycles after DECODE) sees the segment's
         tlen = Signal(7, name="term_len")
         m.d.sync += tlen.eq(seg.end[:7])
+        # and the octets within that length, registered a cycle later (timing: the 52
+        # compares are not in front of the report register's multiplexer)
+        keep = Signal(TERM_BYTES, name="term_keep")
+        m.d.sync += keep.eq(Cat(*(tlen > k for k in range(TERM_BYTES))))
 
         with m.Switch(state):
             with m.Case(Step.FINISH_TAGGED):
@@ -117,7 +121,7 @@ class Reporter(wiring.Component):
                         tr.tlen.eq(tlen),
                         # the octets beyond the length zeroed here, where it is one more
                         # input of the register's multiplexer, not a stage of its own
-                        tr.term.eq(Cat(*(Mux(tlen > k, mb[k], 0) for k in range(TERM_BYTES)))),
+                        tr.term.eq(Cat(*(Mux(keep[k], mb[k], 0) for k in range(TERM_BYTES)))),
                     ]
             with m.Case(Step.WAIT_SOURCE_CHECKS):
                 m.d.sync += rr.src_addr.eq(rr.src_to + self.src_delta)
