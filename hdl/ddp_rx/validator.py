@@ -421,19 +421,23 @@ class Validator(wiring.Component):
         """An inbound Read Request's source STag, TO and size (from the message read back)
         against the row in ``row``: worked out every cycle and registered one by one, valid
         in CHECK_SOURCE_STAG (the row is registered in WAIT_SOURCE_CHECKS). The message is
-        in place from CHECK_MESSAGE on, so the sum ``ends`` is valid from MESSAGE_VERDICT on."""
+        in place from CHECK_MESSAGE on, so the sum ``ends`` and the TO's copy are valid from
+        MESSAGE_VERDICT on."""
         row = self.row
         mb = [self.message[8 * k:8 * k + 8] for k in range(64)]
         src_to = big_endian(mb[20:28])
         src_stag = big_endian(mb[16:20])
         src_size = big_endian(mb[12:16])
         ends = Signal(65)
-        m.d.sync += ends.eq(src_to + src_size)
+        # a copy of the TO too (timing: the compare with the row's base starts next to it,
+        # not at the control buffer's read register)
+        src_to_q = Signal(64)
+        m.d.sync += [ends.eq(src_to + src_size), src_to_q.eq(src_to)]
         # TOs src_to .. ends - 1 inside the row's
         sflag = self._registered(m, dict(
             invalid=~row.valid | (row.stag != src_stag), other_conn=row.conn != self.seg.entry.conn,
             no_read=~row.rr, wrap=ends[64],
-            bounds=wide_less(src_to, row.base) | wide_less(row.end, ends)), "schk")
+            bounds=wide_less(src_to_q, row.base) | wide_less(row.end, ends)), "schk")
         m.d.comb += self.source_bad.eq(Cat(*sflag.values()).any())
         errors[Step.CHECK_SOURCE_STAG] = (_first_code(m, "schk_code", (
             (sflag["invalid"], E_RP_INVALID_STAG), (sflag["other_conn"], E_RP_NOT_ASSOC),
