@@ -27,6 +27,18 @@ def _lowest(bits, count):
     return found, index
 
 
+def _first_of(m, hits, values, count, name):
+    """The value of the lowest set bit of ``hits`` (0 if none): the lowest bit isolated,
+    then an AND-OR of the values (a chain of multiplexers by index takes several times the
+    LUTs)."""
+    first = Signal(count, name=f"{name}_first")
+    m.d.comb += first.eq(hits & ~(hits - 1))
+    value = 0
+    for k in range(count):
+        value = value | Mux(first[k], values[k], 0)
+    return value
+
+
 class ArpCache(wiring.Component):
     """ARP cache of ``entries`` slots, the gateware of
     :class:`rnic.host.model.arp.ArpCache`.
@@ -92,14 +104,15 @@ class ArpCache(wiring.Component):
         macs = Array(Signal(48, name=f"mac{k}") for k in range(n))
         pointer = Signal(range(max(n, 2)))
 
-        hits = Cat(*(valid[k] & (ips[k] == self.lookup_ip) for k in range(n)))
-        hit, hit_index = _lowest(hits, n)
-        m.d.comb += [self.lookup_hit.eq(hit), self.lookup_mac.eq(macs[hit_index])]
+        hits = Signal(n)
+        m.d.comb += hits.eq(Cat(*(valid[k] & (ips[k] == self.lookup_ip) for k in range(n))))
+        m.d.comb += [self.lookup_hit.eq(hits.any()),
+                     self.lookup_mac.eq(_first_of(m, hits, macs, n, "lookup"))]
         tx_hits = Signal(n)
         m.d.sync += tx_hits.eq(Cat(*(valid[k] & (ips[k] == self.tx_lookup_ip)
                                      for k in range(n))))
-        tx_hit, tx_hit_index = _lowest(tx_hits, n)
-        m.d.comb += [self.tx_lookup_hit.eq(tx_hit), self.tx_lookup_mac.eq(macs[tx_hit_index])]
+        m.d.comb += [self.tx_lookup_hit.eq(tx_hits.any()),
+                     self.tx_lookup_mac.eq(_first_of(m, tx_hits, macs, n, "tx_lookup"))]
 
         # Learning in three steps (timing: the slot search and the slots' write enables are
         # each a cycle's logic): take the pair; choose its slot from the slots as they are;
