@@ -107,9 +107,9 @@ class Sequencer(wiring.Component):
     ``header_last`` (last HEADER cycle), ``decode`` (DECODE's, :class:`DecodeVerdict`),
     ``msn_in_range`` (QN 0 MSN inside the posted buffers), ``qn_msn_mismatch`` (QN 1 / 2
     MSN), ``offsets_bad``, ``offsets_invalidate`` (a QN 0 Send with Invalidate's last
-    segment goes on to CHECK_INVALIDATE), ``invalidate_bad``, ``tagged_bad``, ``placed`` (the placer's last
-    word went), ``drain_go`` (the head receive buffer completes), ``read_back_last``,
-    ``message_bad``, ``read_size_nz``, ``source_bad``.
+    segment goes on to CHECK_INVALIDATE), ``invalidate_bad``, ``tagged_bad``, ``placed``
+    (the placer's last word went), ``drain_go`` (the head receive buffer completes),
+    ``read_back_last``, ``message_bad``, ``read_size_nz``, ``source_bad``.
     at_head, later_done : In(1)
         The QN 0 segment's buffer is the queue's head (a message it ends completes at
         once, else it waits, and no drain runs: the head is not done); a message may have
@@ -143,7 +143,8 @@ class Sequencer(wiring.Component):
             "tagged": In(1), "last": In(1), "opcode": In(Opcode), "length_nz": In(1), "qn": In(2),
             "clear_last": In(1), "header_last": In(1), "decode": In(DecodeVerdict()),
             "msn_in_range": In(1), "qn_msn_mismatch": In(1), "offsets_bad": In(1),
-            "offsets_invalidate": In(1), "invalidate_bad": In(1), "tagged_bad": In(1), "placed": In(1), "drain_go": In(1),
+            "offsets_invalidate": In(1), "invalidate_bad": In(1), "tagged_bad": In(1),
+            "placed": In(1), "drain_go": In(1),
             "read_back_last": In(1), "message_bad": In(1), "read_size_nz": In(1),
             "source_bad": In(1),
             "place_go": Out(1), "place_free": In(1),

@@ -172,7 +172,8 @@ class SegmentEmitter(wiring.Component):
             m.d.sync += nxt_valid.eq(0)
         with m.If(load_nxt):
             m.d.sync += [
-                hdr.eq(nxt.header), hword.eq(nxt.header[:8 * W]), hk.eq(1), hrem.eq(nxt.header_len), hmask.eq(nxt.hmask),
+                hdr.eq(nxt.header), hword.eq(nxt.header[:8 * W]), hk.eq(1),
+                hrem.eq(nxt.header_len), hmask.eq(nxt.hmask),
                 e_first.eq(1), e_conn.eq(nxt.conn), e_len.eq(nxt.total), emitting.eq(1),
                 tot.eq(nxt.total), tmask.eq(nxt.tmask), last_beat.eq(nxt.last_beat),
                 *[rc.eq(nxt.rot) for rc in rot_c],
