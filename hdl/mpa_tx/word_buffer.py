@@ -127,6 +127,10 @@ class MpaTxWordBuffer(wiring.Component):
         # else pushed word j - cnt (written at wr_ptr = rd_ptr + cnt); a position beyond
         # the pushed words is not valid and its value does not matter.
         window = self.window
+        # ``cnt`` as flags (bit c: cnt == c, for the counts the window's choice needs),
+        # registered with it (timing: Yosys computes ``cnt == c`` through the carry chain
+        # of ``cnt - c`` below, which put that chain in front of the window registers)
+        cnt_is = Signal(2 * L + 1, init=1)
         pos = []
         for j in range(2 * L + 1):
             v = Signal(entry, name=f"wpos{j}")
@@ -137,10 +141,9 @@ class MpaTxWordBuffer(wiring.Component):
                             m.d.comb += v.eq(buf[(e + j) % CAP])
             else:
                 m.d.comb += v.eq(window[j])
-            with m.Switch(cnt):
-                for c in range(max(0, j - L), j + 1):
-                    with m.Case(c):
-                        m.d.comb += v.eq(words[j - c])
+            for c in range(max(0, j - L), j + 1):
+                with m.If(cnt_is[c]):
+                    m.d.comb += v.eq(words[j - c])
             pos.append(v)
         with m.Switch(pop):
             for p_ in range(L + 1):
@@ -151,6 +154,8 @@ class MpaTxWordBuffer(wiring.Component):
                     grown = kept + g.cnt
                     m.d.sync += [self.have[k].eq(Mux(b_push, grown > k, kept > k))
                                  for k in range(L + 1)]
+                    m.d.sync += [cnt_is[c].eq(Mux(b_push, grown == c, kept == c))
+                                 for c in range(2 * L + 1)]
                     m.d.sync += b_fits.eq(Mux(b_push, grown <= self.next_room,
                                               kept <= self.next_room))
         with m.If(b_push):
