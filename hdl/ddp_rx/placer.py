@@ -125,7 +125,8 @@ class Placer(wiring.Component):
     ``lemma_rem``, ``lemma_words``; for tagged segments these names, for untagged ones with
     ``_untagged`` appended; for the waiting command with ``_cmd`` appended), and for every
     placement how many slot rows are in flight and that nothing moves while it is free
-    (``lemma_reads``, ``lemma_idle``).
+    (``lemma_reads``, ``lemma_idle``), and that ``free`` is the word count's being 0
+    (``lemma_free``).
     """
 
     def __init__(self, *, width, connections, slots, slot_bytes, addr_width):
@@ -160,7 +161,7 @@ class Placer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         state, regs, cmd = self.state, self._regs, self.cmd
-        m.d.comb += self.free.eq(regs.words == 0)
+        m.d.comb += self.free.eq(regs.free)
         now = self._now = self._setup(m)
         in_setup = Signal(name="p_in_setup")
         m.d.comb += in_setup.eq(in_steps(state, Step.CHECK_TAGGED, Step.CHECK_OFFSETS,
@@ -227,7 +228,8 @@ class Placer(wiring.Component):
         is read then too, :meth:`_first_read`)."""
         with m.If(c.axi):
             m.d.sync += self.written.eq(self.written + c.words)
-        m.d.sync += [regs.reads.eq(c.words), regs.words.eq(c.words),
+        # (``c.words`` is not 0: ``lemma_setup_words``, ``lemma_cmd_words``)
+        m.d.sync += [regs.reads.eq(c.words), regs.words.eq(c.words), regs.free.eq(0),
                      regs.rv.eq(1), regs.dv.eq(0), regs.load.eq(1)]
 
     def _setup(self, m):
@@ -359,7 +361,8 @@ class Placer(wiring.Component):
             m.d.sync += [regs.prev.eq(regs.cur), regs.load.eq(0)]
             with m.If(~regs.load):
                 m.d.sync += [regs.addr.eq(regs.addr + W), regs.rem.eq(regs.rem - W),
-                             regs.first_word.eq(0), regs.words.eq(regs.words - 1)]
+                             regs.first_word.eq(0), regs.words.eq(regs.words - 1),
+                             regs.free.eq(regs.words == 1)]
                 with m.If(regs.axi):
                     m.d.comb += self.push.valid.eq(1)
                 with m.Else():
@@ -367,7 +370,7 @@ class Placer(wiring.Component):
                         self.control.valid.eq(1), self.control.payload.row.eq(regs.addr[LW:7]),
                         self.control.payload.data.eq(word), self.control.payload.strb.eq(strb),
                     ]
-        with m.If(regs.words == 0):
+        with m.If(regs.free):
             m.d.sync += [regs.rv.eq(0), regs.dv.eq(0)]
 
     def _formal(self, m, regs):
@@ -414,6 +417,7 @@ class Placer(wiring.Component):
                         regs.first_word)
         # (every placement, to memory or not: the rows in flight, and nothing moves when free)
         m.d.comb += [
+            Assert(regs.free == (regs.words == 0), "lemma_free"),
             Assert(regs.reads + regs.rv + regs.dv == regs.words + regs.load, "lemma_reads"),
             Assert(~self.free | ((regs.reads == 0) & ~regs.rv & ~regs.dv & ~regs.load),
                    "lemma_idle"),
@@ -444,6 +448,9 @@ class _PlacerRegs:
         self.row = Signal(RB + 1, name="p_row")
         self.reads = Signal(bits_for(slot_rows + 2), name="p_reads")
         self.words = Signal(bits_for(slot_rows + 2), name="p_words")
+        # ``words == 0``, kept as a register of its own (timing: the slot buffer's read and
+        # the hand-over wait for no compare on the word count)
+        self.free = Signal(init=1, name="p_free")
         # slot rows in the two-stage read pipeline: ``rv`` the slot buffer's read port holds
         # a row not yet taken, ``dv`` ``cur`` holds a row not yet consumed. ``cur`` is
         # registered for timing: the block RAM's clock-to-out must not feed the byte rotator

@@ -473,7 +473,7 @@ REGION = {
     # the AW queue and the placement in progress
     "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_region", "lemma_queued_lanes",
     "lemma_writes_idle", "lemma_region", "lemma_region_cmd", "lemma_cmd_label", "lemma_cmd_n",
-    "lemma_reads", "lemma_idle", "lemma_setup_words", "lemma_cmd_words",
+    "lemma_reads", "lemma_idle", "lemma_free", "lemma_setup_words", "lemma_cmd_words",
     "lemma_end", "lemma_n", "lemma_aligned", "lemma_first", "lemma_later",
     "lemma_lo", "lemma_rem", "lemma_words", "lemma_place_sums",
     "lemma_end_cmd", "lemma_n_cmd", "lemma_aligned_cmd", "lemma_first_cmd", "lemma_later_cmd",
@@ -488,6 +488,7 @@ STOP = {
     "stop", "push_stop",
     "lemma_fifo_level", "lemma_fifo_ptrs", "lemma_queued_stop", "lemma_writes_idle",
     "lemma_aw_quiet", "lemma_not_stopped", "lemma_not_stopped_cmd", "lemma_cmd_label",
+    "lemma_free",
     "lemma_dec_verdict", "lemma_dec_early", "lemma_hk",
     # the context memory, its writes and reads against the shadow "stopped" flags
     "lemma_cx_wr", "lemma_rd_conn", "lemma_ctx_stopped", "lemma_cx_rd", "lemma_cx_rd_hdr",
