@@ -297,7 +297,7 @@ class UlpduSource(Elaboratable):
     ``n``, ``first``, ``last``, ``conn`` (LFSR & ``conn_mask``, below
     ``connections``), ``length`` (18..1041 octets, on every beat of the
     ULPDU); other fields are 0. A ULPDU, once started, is finished even if
-    ``enable`` drops. The output is registered.
+    ``enable`` drops; ``enable`` acts a cycle late. The output is registered.
     """
 
     MIN_LENGTH = 18              # an untagged DDP header
@@ -364,7 +364,11 @@ class UlpduSource(Elaboratable):
         out_valid = Signal()
         out_payload = Signal(layout)
         m.d.comb += [port.valid.eq(out_valid), port.payload.eq(out_payload)]
-        gen_valid = busy | self.enable
+        # the enable comes from the register bank across the die: registered here first
+        # (timing: it gates the clock enables of every register below)
+        enable = Signal()
+        m.d.sync += enable.eq(self.enable)
+        gen_valid = busy | enable
         load = ~out_valid | port.ready
         with m.If(port.valid & port.ready):
             m.d.sync += self.beats.eq(self.beats + 1)
