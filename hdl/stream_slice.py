@@ -64,14 +64,18 @@ class StreamSlice(wiring.Component):
         skid = Signal(self.shape)
         m.d.comb += i.ready.eq(~skid_valid)
         take = i.valid & i.ready
+        # The payload registers load whatever ``i.payload`` is while they are free, not only
+        # on ``take`` (timing: ``i.valid``, often the end of a long handshake path, then
+        # reaches only the two valid flags, not the clock enables of the wide payloads; a
+        # payload loaded without its valid is never offered).
+        with m.If(~skid_valid):
+            m.d.sync += skid.eq(i.payload)
         with m.If(~o.valid | o.ready):
             # the output register is free (or freed this cycle): the oldest beat goes there
             with m.If(skid_valid):
                 m.d.sync += [o.payload.eq(skid), o.valid.eq(1), skid_valid.eq(0)]
             with m.Else():
-                m.d.sync += o.valid.eq(take)
-                with m.If(take):
-                    m.d.sync += o.payload.eq(i.payload)
+                m.d.sync += [o.payload.eq(i.payload), o.valid.eq(take)]
         with m.Elif(take):
-            m.d.sync += [skid.eq(i.payload), skid_valid.eq(1)]
+            m.d.sync += skid_valid.eq(1)
         return m
