@@ -228,8 +228,10 @@ class Placer(wiring.Component):
         is read then too, :meth:`_first_read`)."""
         with m.If(c.axi):
             m.d.sync += self.written.eq(self.written + c.words)
-        # (``c.words`` is not 0: ``lemma_setup_words``, ``lemma_cmd_words``)
-        m.d.sync += [regs.reads.eq(c.words), regs.words.eq(c.words), regs.free.eq(0),
+        # (``c.words`` is not 0, ``lemma_setup_words`` and ``lemma_cmd_words``; the compare
+        # keeps ``lemma_free`` inductive on its own)
+        m.d.sync += [regs.reads.eq(c.words), regs.words.eq(c.words),
+                     regs.free.eq(c.words == 0),
                      regs.rv.eq(1), regs.dv.eq(0), regs.load.eq(1)]
 
     def _setup(self, m):
