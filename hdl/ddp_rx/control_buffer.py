@@ -45,7 +45,8 @@ class ControlBuffer(wiring.Component):
     message : Out(8 * 64)
         The message read back (octet 0 in bits 0..7), complete in CHECK_MESSAGE.
     read_last : Out(1)
-        In READ_MESSAGE: its last cycle.
+        In READ_MESSAGE: its last cycle (READ_MESSAGE lasts the message's rows + 2 cycles:
+        the read port, then a register).
     last : In(1)
         The segment's L bit: FINISH_UNTAGGED of the last segment of a QN 1 / QN 2 message
         starts the read back (READ_MESSAGE follows).
@@ -105,8 +106,13 @@ class ControlBuffer(wiring.Component):
         m.d.comb += self.clear_last.eq(clear + 1 >= clear_rows)
         message_base = Signal(range(C * CROWS + 1))
         m.d.sync += message_base.eq(conn_base + Mux(self.qn == 1, 0, QN2_BASE // W))
-        count = Signal(range(64 // W + 2))
-        m.d.comb += self.read_last.eq(count == Mux(self.qn == 1, 32 // W, 64 // W))
+        # the rows read back pass a register on their way to the message (timing: the block
+        # RAM's clock-to-out and the wires to the 512 message registers did not fit in one
+        # cycle): row ``count - 2`` is on it, one cycle more per message
+        count = Signal(range(64 // W + 3))
+        row = Signal(8 * W)
+        m.d.sync += row.eq(rd.data)
+        m.d.comb += self.read_last.eq(count == Mux(self.qn == 1, 32 // W + 1, 64 // W + 1))
 
         with m.Switch(state):
             with m.Case(Step.PLACE):
@@ -132,9 +138,9 @@ class ControlBuffer(wiring.Component):
                     m.d.sync += count.eq(0)
             with m.Case(Step.READ_MESSAGE):
                 m.d.comb += [rd.en.eq(1), rd.addr.eq(message_base + count)]
-                # the row read in the previous cycle is on the port
+                # the row read two cycles before is on ``row``
                 for k in range(64 // W):
-                    with m.If(count == k + 1):
-                        m.d.sync += self.message[8 * W * k:8 * W * (k + 1)].eq(rd.data)
+                    with m.If(count == k + 2):
+                        m.d.sync += self.message[8 * W * k:8 * W * (k + 1)].eq(row)
                 m.d.sync += count.eq(count + 1)
         return m
