@@ -76,7 +76,14 @@ class SegmentEmitter(wiring.Component):
         # beat's word is selected by a counter (area and timing: a shift register would be
         # a multiplexer per bit, enabled by every beat's handshake)
         n_words = -(-HEADER_MAX // W)
-        hdr = Signal(8 * W * n_words)
+        # (words 0 and 1 go from ``nxt`` straight to ``hword`` and ``hword1``; ``hdr``, words
+        # 2 on, is loaded a cycle after the segment starts, when ``hdr_load``: timing, its
+        # clock enable is a register, not the output handshake; word 2 is selected two
+        # cycles after the start at the earliest, when ``hdr`` holds it)
+        assert n_words > 2
+        hdr = Signal(8 * W * (n_words - 2))
+        hword1 = Signal(8 * W)
+        hdr_load = Signal()
         # the header word of the current beat, registered (timing: the word multiplexer is
         # in front of this register, not of the output), and the index of the next beat's
         # (past the header it wraps or runs out of range: ``hmask`` is 0 from there on and
@@ -119,9 +126,11 @@ class SegmentEmitter(wiring.Component):
                     with m.Case(r):
                         m.d.comb += rdat[8 * b:8 * b + 8].eq(win[8 * (r + b):8 * (r + b) + 8])
         with m.Switch(hk):     # (a multiplexer tree: ``word_select`` takes more LUTs here)
-            for k in range(n_words):
+            with m.Case(1):
+                m.d.comb += next_hword.eq(hword1)
+            for k in range(2, n_words):
                 with m.Case(k):
-                    m.d.comb += next_hword.eq(hdr[8 * W * k:8 * W * (k + 1)])
+                    m.d.comb += next_hword.eq(hdr[8 * W * (k - 2):8 * W * (k - 1)])
         outd = Signal(8 * W)
         for b in range(W):
             m.d.comb += outd[8 * b:8 * b + 8].eq(
@@ -170,9 +179,14 @@ class SegmentEmitter(wiring.Component):
             m.d.sync += [nxt.eq(self.start.payload), nxt_valid.eq(1)]
         with m.Elif(load_nxt):
             m.d.sync += nxt_valid.eq(0)
+        # (``nxt`` holds the segment's header in the cycle after ``load_nxt``: a new start
+        # is taken only while ``busy`` is 0, and written at the end of that cycle)
+        m.d.sync += hdr_load.eq(load_nxt)
+        with m.If(hdr_load):
+            m.d.sync += hdr.eq(nxt.header[16 * W:])
         with m.If(load_nxt):
             m.d.sync += [
-                hdr.eq(nxt.header), hword.eq(nxt.header[:8 * W]), hk.eq(1),
+                hword.eq(nxt.header[:8 * W]), hword1.eq(nxt.header[8 * W:16 * W]), hk.eq(1),
                 hrem.eq(nxt.header_len), hmask.eq(nxt.hmask),
                 e_first.eq(1), e_conn.eq(nxt.conn), e_len.eq(nxt.total), emitting.eq(1),
                 tot.eq(nxt.total), tmask.eq(nxt.tmask), last_beat.eq(nxt.last_beat),
