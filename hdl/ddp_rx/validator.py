@@ -111,7 +111,7 @@ class Validator(wiring.Component):
     For checkers: with ``platform == "formal"`` it asserts that each registered check holds
     its operands' value in the state that acts on it (``lemma_dec_early``,
     ``lemma_dec_verdict``, ``lemma_dec_msn``, ``lemma_msn``, ``lemma_endt``,
-    ``lemma_tchk_verdict``, ``lemma_uchk_verdict``), and what DECODE's verdict implies in
+    ``lemma_tchk_verdict``, ``lemma_uchk_verdict``, with the MO's copy ``lemma_mo_q``), and what DECODE's verdict implies in
     the states that follow it: the kind of segment (``lemma_tagged``, ``lemma_untagged``),
     a length that fits (``lemma_len``), a payload for CHECK_TAGGED (``lemma_tchk_read``),
     the receive-queue row of the segment's connection (``lemma_ridx``), its buffer's
@@ -336,6 +336,12 @@ class Validator(wiring.Component):
         # front of the next state); the operands stay put until the segment ends, so
         # FINISH_UNTAGGED uses two of the flags for the new message state too
         n_nz = seg.length_nz
+        # a copy of the MO next to the compares (timing: the header register's bits fan out
+        # across the processor); the MO holds from DECODE on, so the copy is the segment's
+        # from the cycle after DECODE on (``lemma_mo_q``)
+        mo_q = Signal(32, name="uchk_mo_q")
+        m.d.sync += mo_q.eq(h_mo)
+        self._mo_q = mo_q
 
         def offsets_bad(f):
             return ((f["when_nz"] & (f["mo_ge_cap"] | f["end_gt_cap"]))
@@ -345,8 +351,8 @@ class Validator(wiring.Component):
                     | (f["when_l"] & f["maxend_gt"]))
         inv = (opcode == Opcode.SEND_INVALIDATE) | (opcode == Opcode.SEND_SE_INVALIDATE)
         uconds = dict(
-            mo_ge_cap=h_mo >= mcap, end_gt_cap=endv > mcap, mo_gt_cap=h_mo > mcap,
-            mo_gt_lmo=h_mo > mlmo, end_gt_lend=endv > mlend, maxmo_gt=mmaxmo > h_mo,
+            mo_ge_cap=mo_q >= mcap, end_gt_cap=endv > mcap, mo_gt_cap=mo_q > mcap,
+            mo_gt_lmo=mo_q > mlmo, end_gt_lend=endv > mlend, maxmo_gt=mmaxmo > mo_q,
             maxend_gt=mmaxend > endv,
             # which compares count, registered too (timing: ``length_nz`` fans out far)
             when_nz=n_nz, when_z_l=~n_nz & Lb, when_lv=(n_nz | Lb) & mlv, when_l_many=Lb & many,
@@ -493,6 +499,8 @@ class Validator(wiring.Component):
                                    "lemma_ichk")
         with m.If(in_steps(state, Step.DECODE, Step.CHECK_TAGGED)):
             m.d.comb += Assert((endt_q == seg.to + n) & (self._to_q == seg.to), "lemma_endt")
+        with m.If(in_steps(state, Step.LOAD_RECV_BUFFER, Step.CHECK_QN_MSN, Step.CHECK_OFFSETS)):
+            m.d.comb += Assert(self._mo_q == seg.mo, "lemma_mo_q")
         # the segment's kind and length in the states of its kind (DECODE's verdict)
         with m.If(in_steps(state, Step.LOAD_RECV_BUFFER, Step.CHECK_QN_MSN, Step.CHECK_OFFSETS,
                       Step.CHECK_INVALIDATE, Step.FINISH_UNTAGGED)):

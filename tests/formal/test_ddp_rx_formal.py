@@ -480,7 +480,7 @@ REGION = {
     "lemma_lo_cmd", "lemma_rem_cmd", "lemma_words_cmd",
     # the checks that lead to a tagged placement
     "lemma_dec_verdict", "lemma_dec_early", "lemma_n_nz", "lemma_n_q", "lemma_endt",
-    "lemma_uchk_verdict", "lemma_endv", "lemma_hdr_read", "lemma_dec_row", "lemma_dec_read",
+    "lemma_uchk_verdict", "lemma_mo_q", "lemma_endv", "lemma_hdr_read", "lemma_dec_row", "lemma_dec_read",
     "lemma_tchk_read", "lemma_tchk_verdict", "lemma_tagged", "lemma_untagged", "lemma_len",
 }
 #: assertions of the unbounded proof of ``stop`` and its lemmas
