@@ -111,7 +111,10 @@ class SegmentEmitter(wiring.Component):
 
         words = self.words
         cur = Signal(8 * W)
-        m.d.comb += cur.eq(Mux(need, words.payload, 0))
+        # (not zeroed when the beat takes no word: its octets from ``cur`` are then past the
+        # ULPDU's end or under the header, masked by ``tmask``/``hmask``; timing, the output
+        # data's path is a level shorter)
+        m.d.comb += cur.eq(words.payload)
         win = Signal(16 * W)
         m.d.comb += win.eq(Cat(prev, cur))
         rdat = Signal(8 * W)
