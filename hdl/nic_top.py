@@ -4,13 +4,13 @@ register bank.
 See :class:`NicTop`.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rnic.host.spec.regmap import NET_RX_COUNTERS
+from rnic.host.spec.regmap import NET_RX_COUNTERS, REGMAP
 
-from .net.drop_counters import DropCounters
+from .counter_memory import CounterMemory
 from .net.ethernet_port import EthernetPort
 from .net.gmii import GmiiRx, GmiiTx
 from .net.layouts import RX_COUNTERS
@@ -18,6 +18,14 @@ from .net.network_layer import NetworkLayer
 from .rnic_core import RnicCore
 
 __all__ = ["NicTop"]
+
+#: Words of the counter memory: a counter register's word address modulo it is its word.
+COUNTER_WORDS = 32
+
+
+def counter_word(name):
+    """The counter memory's word of register ``name``."""
+    return (REGMAP[name].addr >> 2) % COUNTER_WORDS
 
 
 class NicTop(wiring.Component):
@@ -71,11 +79,16 @@ class NicTop(wiring.Component):
     NET_MAC_HI/LO, NET_IP, NET_PREFIX drive the MAC's address filter and the network
     layer's addresses, NET_MAX_LEN the MAC's size limit (change them while no frame
     moves).
-    NET_RX_GOOD .. NET_RX_OVERFLOW are the MAC's receive counters (``EthernetPort.rx_counts``),
-    NET_RX_ETHERTYPE .. NET_RX_ICMP_OTHER count the network layer's ``drop`` events by
-    reason (:class:`~rnic.hdl.net.drop_counters.DropCounters`), NET_RX_TCP the TCP packets
-    dropped here, NET_TX_FRAMES/NET_TX_DROPPED the MAC's transmit counters; all of them
-    count from ``rst`` (not cleared by CTRL.CLEAR_COUNTERS or SOFT_RESET). NET_ARP_CMD.WRITE
+    NET_RX_GOOD .. NET_RX_OVERFLOW count the MAC's receive verdicts
+    (``EthernetPort.rx_events``), NET_RX_ETHERTYPE .. NET_RX_ICMP_OTHER the network layer's
+    ``drop`` events by reason, NET_RX_TCP the TCP packets dropped here,
+    NET_TX_FRAMES/NET_TX_DROPPED the MAC's transmit events (``EthernetPort.tx_events``);
+    all of them count from ``rst`` (not cleared by CTRL.CLEAR_COUNTERS or SOFT_RESET).
+    They are kept in a block RAM (:class:`~rnic.hdl.counter_memory.CounterMemory`, area:
+    a few pending bits per counter instead of 32 flip-flops, an adder and 32 inputs of
+    the bank's read multiplexer), whose read port follows the bus's read address: the
+    bank samples its read-only inputs in the cycle after it accepts the address, when the
+    memory's word for that address is there. NET_ARP_CMD.WRITE
     writes one ARP cache slot from NET_ARP_ENTRY, NET_ARP_IP and NET_ARP_MAC_HI/LO in the
     cycle of its pulse; NET_ARP_CMD.REQUEST (while NET_ARP_STATUS.REQUEST_BUSY is 0) hands
     NET_ARP_IP to the ARP block, which broadcasts a request (REQUEST_BUSY until it took it).
@@ -85,7 +98,8 @@ class NicTop(wiring.Component):
 
     Latency and throughput: those of the blocks (EthernetPort, NetworkLayer, RnicCore); the
     register bank adds none to the data paths. A counter shows an event a few cycles after
-    it (the MAC's cross from the Ethernet domains through a FIFO).
+    it (the MAC's cross from the Ethernet domains through a FIFO), and up to
+    ``COUNTER_WORDS + 2`` cycles more (the counter memory's sweep).
     """
 
     def __init__(self, *, width=4, connections=16, stags=256, addr_width=32, dp_depth=512,
@@ -113,7 +127,7 @@ class NicTop(wiring.Component):
         m.submodules.core = core = self.core
         m.submodules.eth = port = self.eth
         m.submodules.net = net = self.net
-        m.submodules.net_drops = drops = DropCounters()
+        m.submodules.net_counters = counters = CounterMemory(counters=COUNTER_WORDS)
 
         for name, member in core.signature.members.items():
             if name == "net":
@@ -130,11 +144,13 @@ class NicTop(wiring.Component):
         wiring.connect(m, port.gmii_tx, wiring.flipped(self.gmii_tx))
         wiring.connect(m, port.rx, net.rx)
         wiring.connect(m, net.tx, port.tx)
-        wiring.connect(m, net.drop, drops.drop)
 
         r = core.net
         self._configure(m, r, port, net)
-        self._count(m, r, port, net, drops)
+        self._count(m, r, port, net, counters)
+        # (the bus's read address straight to the memory's read port: its word is on
+        # ``counters.data`` in the cycle after the bank accepted the address)
+        m.d.comb += counters.addr.eq(self.s_axil.araddr[2:][:len(counters.addr)])
         self._arp(m, r, net)
         return m
 
@@ -151,25 +167,24 @@ class NicTop(wiring.Component):
         ]
 
     @staticmethod
-    def _count(m, r, port, net, drops):
-        """The counters into the RO registers; TCP packets are counted and dropped."""
+    def _count(m, r, port, net, counters):
+        """The counted events into the counter memory, its read data into the RO registers;
+        TCP packets are counted and dropped."""
         mac_reasons = [int(reason.value) for reason in RX_COUNTERS]
-        net_reasons = [int(reason.value) for reason in drops.reasons]
+        events = {}
         for reason, name in NET_RX_COUNTERS:
-            reg = getattr(r, name.lower())
             if int(reason) in mac_reasons:
-                m.d.comb += reg.count.eq(port.rx_counts[mac_reasons.index(int(reason))])
+                events[name] = port.rx_events[mac_reasons.index(int(reason))]
             else:
-                m.d.comb += reg.count.eq(drops.counts[net_reasons.index(int(reason))])
-        tcp_frames = Signal(32)
+                events[name] = net.drop.valid & (net.drop.reason == reason)
         m.d.comb += net.tcp.ready.eq(1)
-        with m.If(net.tcp.valid & net.tcp.payload.last):
-            m.d.sync += tcp_frames.eq(tcp_frames + 1)
-        m.d.comb += [
-            r.net_rx_tcp.count.eq(tcp_frames),
-            r.net_tx_frames.count.eq(port.tx_frames),
-            r.net_tx_dropped.count.eq(port.tx_dropped),
-        ]
+        events["NET_RX_TCP"] = net.tcp.valid & net.tcp.payload.last
+        events["NET_TX_FRAMES"] = port.tx_events[0]
+        events["NET_TX_DROPPED"] = port.tx_events[1]
+        assert len({counter_word(name) for name in events}) == len(events)
+        for name, event in events.items():
+            m.d.comb += [counters.events[counter_word(name)].eq(event),
+                         getattr(r, name.lower()).count.eq(counters.data)]
 
     @staticmethod
     def _arp(m, r, net):

@@ -3,18 +3,16 @@
 :class:`EthernetPort` is the whole port; its parts, one block a module:
 :mod:`.gmii` (signatures), :mod:`.layouts` (:class:`FrameBeat`, :class:`RxOctet`,
 :data:`RxDrop`), :class:`MacRx`, :class:`MacTx`, :class:`FrameBuffer`,
-:class:`OctetsToBeats` and :class:`BeatsToOctets`; :class:`DropCounters` counts the
-network layer's drops.
+:class:`OctetsToBeats` and :class:`BeatsToOctets`.
 """
 
-from .drop_counters import NETWORK_DROPS, DropCounters
 from .ethernet_port import EthernetPort
 from .frame_buffer import FrameBuffer
 from .gmii import GmiiRx, GmiiTx
-from .layouts import RX_COUNTERS, FrameBeat, RxDrop, RxOctet
+from .layouts import NETWORK_DROPS, RX_COUNTERS, FrameBeat, RxDrop, RxOctet
 from .mac_rx import MacRx
 from .mac_tx import MacTx
 from .width import BeatsToOctets, OctetsToBeats
 
-__all__ = ["DropCounters", "NETWORK_DROPS", "EthernetPort", "FrameBuffer", "GmiiRx", "GmiiTx",
+__all__ = ["NETWORK_DROPS", "EthernetPort", "FrameBuffer", "GmiiRx", "GmiiTx",
            "RX_COUNTERS", "FrameBeat", "RxDrop", "RxOctet", "MacRx", "MacTx", "BeatsToOctets", "OctetsToBeats"]

@@ -17,7 +17,7 @@ from rnic.host.spec.limits import check_width
 
 from ..shapes import shaped_enum
 
-__all__ = ["FrameBeat", "RxDrop", "TxDrop", "RxOctet", "RX_COUNTERS"]
+__all__ = ["FrameBeat", "RxDrop", "TxDrop", "RxOctet", "RX_COUNTERS", "NETWORK_DROPS"]
 
 
 #: :class:`rnic.host.spec.net.RxDrop` (same members and values) as a 4-bit field shape.
@@ -29,6 +29,10 @@ TxDrop = shaped_enum(net.TxDrop, 2, module=__name__)
 #: frames, the others each drop reason the MAC itself decides.
 RX_COUNTERS = (RxDrop.NONE, RxDrop.FCS, RxDrop.RUNT, RxDrop.GIANT, RxDrop.OTHER_MAC,
                RxDrop.OVERFLOW)
+
+#: The reasons the network layer decides (every :class:`RxDrop` the MAC's counters leave out),
+#: in value order: ``ETHERTYPE`` .. ``ICMP_OTHER``.
+NETWORK_DROPS = tuple(reason for reason in RxDrop if reason not in RX_COUNTERS)
 
 
 class FrameBeat(data.StructLayout):

@@ -14,9 +14,9 @@ import pytest
 from amaranth.lib import wiring
 
 from rnic.hdl.axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignature
-from rnic.hdl.net.drop_counters import NETWORK_DROPS, DropCounters
+from rnic.hdl.net.layouts import NETWORK_DROPS
 from rnic.hdl.net.gmii import GmiiRx, GmiiTx
-from rnic.hdl.nic_top import NicTop
+from rnic.hdl.nic_top import COUNTER_WORDS, NicTop, counter_word
 from rnic.hdl.regbank import NETWORK_BLOCK, block_signature
 from rnic.hdl.rnic_core import RnicCore
 from rnic.host.spec.net import RxDrop
@@ -46,12 +46,13 @@ def test_core_net_port_only_with_network():
         RnicCore(width=4, network=True, arp_entries=65)
 
 
-def test_drop_counters_params():
+def test_counters():
+    """The network layer's drop reasons, and one word of the counter memory per NET_*
+    counter register."""
     assert [r.value for r in NETWORK_DROPS] == list(range(RxDrop.ETHERTYPE, RxDrop.ICMP_OTHER + 1))
-    with pytest.raises(ValueError, match="reasons"):
-        DropCounters(reasons=(NETWORK_DROPS[0], NETWORK_DROPS[0]))
-    with pytest.raises(ValueError, match="reasons"):
-        DropCounters(reasons=())
+    names = [r.name for r in NET_BLOCK.registers if r.name.startswith(("NET_RX_", "NET_TX_"))]
+    words = [counter_word(name) for name in names]
+    assert len(set(words)) == len(names) and max(words) < COUNTER_WORDS
 
 
 def test_nic_top_cocotb():

@@ -1,0 +1,95 @@
+"""Event counters kept in a block RAM, read one at a time. See :class:`CounterMemory`."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import bits_for
+
+__all__ = ["CounterMemory"]
+
+
+class CounterMemory(wiring.Component):
+    """``counters`` 32-bit event counters in one block RAM, for a register bank's read-only
+    counters: each counter costs a few pending bits in registers, not 32 flip-flops, an
+    adder and 32 inputs of the bank's read multiplexer.
+
+    Parameters
+    ----------
+    counters : int
+        Counters (2 .. 512).
+
+    Ports
+    -----
+    events : In(counters)
+        Bit ``k``: one event of counter ``k`` in this cycle (any number of counters at once).
+    addr : In(range(counters)), data : Out(32)
+        A read port: ``data`` is counter ``addr`` as it was in the memory in the cycle before
+        (the count of the events up to its last sweep; read the next cycle).
+    clear : In(1)
+        Zero every counter: the events from the cycle after ``clear`` on are counted (the
+        memory is zeroed by the next sweep, ``counters`` cycles, during which ``data`` may
+        still show old counts). The ``sync`` reset clears them the same way.
+
+    Latency and throughput
+    ----------------------
+    Every counter has ``bits_for(counters)`` pending bits, its events since its last
+    sweep; a sweep visits one counter a cycle, round robin: it reads the counter's word
+    and takes its pending count (the events of that cycle included), and writes their sum
+    back in the next cycle. A counter so shows an event at most ``counters + 2`` cycles
+    after it. Every counter takes one event a cycle; the counts wrap at ``2**32``.
+    """
+
+    def __init__(self, *, counters):
+        if isinstance(counters, bool) or not isinstance(counters, int) or not 2 <= counters <= 512:
+            raise ValueError(f"counters must be an integer in 2 .. 512, not {counters!r}")
+        self.counters = counters
+        super().__init__({"events": In(counters), "addr": In(range(counters)), "data": Out(32),
+                          "clear": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        N = self.counters
+        # (block RAM: one word per counter, whatever its depth; a sweep port and a read port)
+        m.submodules.memory = mem = Memory(shape=32, depth=N, init=[])
+        mem.attrs["ram_style"] = "block"
+        sweep_rd = mem.read_port()
+        bus_rd = mem.read_port()
+        wr = mem.write_port()
+        m.d.comb += [bus_rd.addr.eq(self.addr), self.data.eq(bus_rd.data)]
+
+        # Pending counts: between two sweeps of a counter pass N cycles, N events at most.
+        pending = [Signal(bits_for(N), name=f"pending{k}") for k in range(N)]
+        at = Signal(range(N))               # the counter this cycle's sweep reads
+        taken = Signal(bits_for(N))         # its pending count, with this cycle's event
+        m.d.sync += at.eq(Mux(at == N - 1, 0, at + 1))
+        m.d.comb += sweep_rd.addr.eq(at)
+        with m.Switch(at):
+            for k in range(N):
+                with m.Case(k):
+                    m.d.comb += taken.eq(pending[k] + self.events[k])
+        for k in range(N):
+            with m.If(at == k):
+                m.d.sync += pending[k].eq(0)
+            with m.Else():
+                m.d.sync += pending[k].eq(pending[k] + self.events[k])
+
+        # the write-back, a cycle later: zero (clearing) or the word read, plus the count
+        # (the word is written N cycles before it is read again: no read of a pending write)
+        back_at = Signal(range(N))
+        back_add = Signal(bits_for(N))
+        back_en = Signal()
+        m.d.sync += [back_at.eq(at), back_add.eq(taken), back_en.eq(1)]
+        clearing = Signal(init=1)           # a sweep that zeroes the words it writes
+        clear_left = Signal(range(N + 1), init=N)
+        word = Mux(clearing, 0, sweep_rd.data)
+        m.d.comb += [wr.addr.eq(back_at), wr.data.eq(word + back_add), wr.en.eq(back_en)]
+        with m.If(self.clear):
+            m.d.sync += [clearing.eq(1), clear_left.eq(N)]
+            m.d.sync += [p.eq(0) for p in pending]
+            m.d.sync += back_en.eq(0)
+        with m.Elif(back_en & clearing):
+            m.d.sync += clear_left.eq(clear_left - 1)
+            with m.If(clear_left == 1):
+                m.d.sync += clearing.eq(0)
+        return m
