@@ -27,9 +27,9 @@ class CounterMemory(wiring.Component):
         A read port: ``data`` is counter ``addr`` as it was in the memory in the cycle before
         (the count of the events up to its last sweep; read the next cycle).
     clear : In(1)
-        Zero every counter: the events from the cycle after ``clear`` on are counted (the
-        memory is zeroed by the next sweep, ``counters`` cycles, during which ``data`` may
-        still show old counts). The ``sync`` reset clears them the same way.
+        Zero every counter: the events from the cycle after ``clear`` on are counted. The
+        next sweep zeroes the memory (``counters`` cycles); until a counter's word is
+        zeroed it reads 0. The ``sync`` reset clears them the same way.
 
     Latency and throughput
     ----------------------
@@ -56,7 +56,12 @@ class CounterMemory(wiring.Component):
         sweep_rd = mem.read_port()
         bus_rd = mem.read_port()
         wr = mem.write_port()
-        m.d.comb += [bus_rd.addr.eq(self.addr), self.data.eq(bus_rd.data)]
+        # a counter whose word the clearing sweep has not zeroed yet reads 0
+        stale = Signal(N, init=(1 << N) - 1)
+        read_at = Signal(range(N))
+        m.d.sync += read_at.eq(self.addr)
+        m.d.comb += [bus_rd.addr.eq(self.addr),
+                     self.data.eq(Mux(stale.bit_select(read_at, 1), 0, bus_rd.data))]
 
         # Pending counts: between two sweeps of a counter pass N cycles, N events at most.
         pending = [Signal(bits_for(N), name=f"pending{k}") for k in range(N)]
@@ -84,8 +89,10 @@ class CounterMemory(wiring.Component):
         clear_left = Signal(range(N + 1), init=N)
         word = Mux(clearing, 0, sweep_rd.data)
         m.d.comb += [wr.addr.eq(back_at), wr.data.eq(word + back_add), wr.en.eq(back_en)]
+        with m.If(back_en & clearing):
+            m.d.sync += stale.bit_select(back_at, 1).eq(0)
         with m.If(self.clear):
-            m.d.sync += [clearing.eq(1), clear_left.eq(N)]
+            m.d.sync += [clearing.eq(1), clear_left.eq(N), stale.eq((1 << N) - 1)]
             m.d.sync += [p.eq(0) for p in pending]
             m.d.sync += back_en.eq(0)
         with m.Elif(back_en & clearing):

@@ -42,14 +42,14 @@ class TB:
         return data
 
     def check(self, addr, data):
-        """A read is between the count a sweep and two cycles ago and the count now (no
-        clear in between)."""
+        """A read is between the count a sweep and two cycles ago and the count now, or
+        since the last clear (0 at first)."""
         t = len(self.history) - 1
         lag = self.n + 2
         window = self.history[max(0, t - lag - 1):t + 1]
-        if any(cleared for _, cleared in window) or t < lag + 1:
-            return
-        low, high = window[0][0][addr], window[-1][0][addr]
+        cleared = [k for k, (_, c) in enumerate(window) if c]
+        low = 0 if cleared or t < lag + 1 else window[0][0][addr]
+        high = window[-1][0][addr]
         assert low <= data <= high, (addr, data, low, high)
         self.reads += 1
 
