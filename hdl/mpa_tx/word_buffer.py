@@ -145,6 +145,11 @@ class MpaTxWordBuffer(wiring.Component):
                 with m.If(cnt_is[c]):
                     m.d.comb += v.eq(words[j - c])
             pos.append(v)
+        # the count after the push, and ``kept <= room`` / ``grown <= room`` below as
+        # compares with ``room + p`` (timing: a subtract, an add and a compare in a row were
+        # the longest path into ``b_fits``; the pop is at most ``cnt``)
+        push_cnt = Signal(range(CAP + L + 2))
+        m.d.comb += push_cnt.eq(cnt + g.cnt)
         with m.Switch(pop):
             for p_ in range(L + 1):
                 with m.Case(p_):
@@ -156,8 +161,8 @@ class MpaTxWordBuffer(wiring.Component):
                                  for k in range(L + 1)]
                     m.d.sync += [cnt_is[c].eq(Mux(b_push, grown == c, kept == c))
                                  for c in range(2 * L + 1)]
-                    m.d.sync += b_fits.eq(Mux(b_push, grown <= self.next_room,
-                                              kept <= self.next_room))
+                    room_p = self.next_room + p_
+                    m.d.sync += b_fits.eq(Mux(b_push, push_cnt <= room_p, cnt <= room_p))
         with m.If(b_push):
             m.d.sync += wr_ptr.eq(wr_ptr + g.cnt)
         for e in range(CAP):
