@@ -474,7 +474,6 @@ class RnicCore(wiring.Component):
             counters.tx_octets.eq(tx_output.octets),
             counters.rx_octets.eq(Mux(deframer.i.valid & deframer.i.ready, deframer.i.payload.n, 0)),
             counters.error.eq(errors.captured),
-            counters.araddr.eq(self.s_axil.araddr),
         ]
 
     def _connect_host_side(self, d, ddp, dtx, *, control, setup, state, errors, stag_writer, sq_post,
