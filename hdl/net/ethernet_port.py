@@ -1,6 +1,6 @@
 """One Ethernet port: GMII in the PHY clock domains, W-octet frame streams in the core's."""
 
-from amaranth.hdl import Array, Cat, DomainRenamer, Module, Mux
+from amaranth.hdl import Cat, DomainRenamer, Module, Mux
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
@@ -139,13 +139,15 @@ class EthernetPort(wiring.Component):
 
         m.d.comb += [verdicts.w_data.eq(buffer.verdict.payload),
                      verdicts.w_en.eq(buffer.verdict.valid), verdicts.r_en.eq(1)]
-        counts = Array(self.rx_counts[k] for k in range(len(RX_COUNTERS)))
         with m.If(verdicts.r_rdy):
-            m.d.sync += counts[verdicts.r_data].eq(counts[verdicts.r_data] + 1)
             with m.Switch(verdicts.r_data):
                 for k in range(len(RX_COUNTERS)):
                     with m.Case(k):
                         m.d.comb += self.rx_events[k].eq(1)
+        # (the counters count the strobes: one decode of the verdict for both)
+        for k in range(len(RX_COUNTERS)):
+            with m.If(self.rx_events[k]):
+                m.d.sync += self.rx_counts[k].eq(self.rx_counts[k] + 1)
 
     def _transmit(self, m):
         tx_domain = DomainRenamer("eth_tx")
@@ -184,7 +186,7 @@ class EthernetPort(wiring.Component):
         m.d.comb += [done.w_en.eq(mac_tx.sent | too_long),
                      done.w_data.eq(Cat(mac_tx.sent, too_long)), done.r_en.eq(1)]
         m.d.comb += self.tx_events.eq(Mux(done.r_rdy, done.r_data, 0))
-        with m.If(done.r_rdy & done.r_data[0]):
+        with m.If(self.tx_events[0]):
             m.d.sync += self.tx_frames.eq(self.tx_frames + 1)
-        with m.If(done.r_rdy & done.r_data[1]):
+        with m.If(self.tx_events[1]):
             m.d.sync += self.tx_dropped.eq(self.tx_dropped + 1)
