@@ -23,6 +23,8 @@ class CounterMemory(wiring.Component):
     -----
     events : In(counters)
         Bit ``k``: one event of counter ``k`` in this cycle (any number of counters at once).
+        The events pass a register first (the event logic of the blocks around is not in
+        series with the sweep's adder and multiplexer).
     addr : In(range(counters)), data : Out(32)
         A read port: ``data`` is counter ``addr`` as it was in the memory in the cycle before
         (the count of the events up to its last sweep; read the next cycle).
@@ -36,7 +38,7 @@ class CounterMemory(wiring.Component):
     Every counter has ``bits_for(counters)`` pending bits, its events since its last
     sweep; a sweep visits one counter a cycle, round robin: it reads the counter's word
     and takes its pending count (the events of that cycle included), and writes their sum
-    back in the next cycle. A counter so shows an event at most ``counters + 2`` cycles
+    back in the next cycle. A counter so shows an event at most ``counters + 3`` cycles
     after it. Every counter takes one event a cycle; the counts wrap at ``2**32``.
     """
 
@@ -58,13 +60,17 @@ class CounterMemory(wiring.Component):
         wr = mem.write_port()
         # a counter whose word the clearing sweep has not zeroed yet reads 0
         stale = Signal(N, init=(1 << N) - 1)
-        read_at = Signal(range(N))
-        m.d.sync += read_at.eq(self.addr)
+        # (the stale bit as in the cycle of the read, as the word read is: a word zeroed in
+        # that very cycle still reads its old value, and must read 0)
+        read_stale = Signal()
+        m.d.sync += read_stale.eq(self.clear | stale.bit_select(self.addr, 1))
         m.d.comb += [bus_rd.addr.eq(self.addr),
-                     self.data.eq(Mux(stale.bit_select(read_at, 1), 0, bus_rd.data))]
+                     self.data.eq(Mux(read_stale, 0, bus_rd.data))]
 
         # Pending counts: between two sweeps of a counter pass N cycles, N events at most.
         pending = [Signal(bits_for(N), name=f"pending{k}") for k in range(N)]
+        events = Signal(N)
+        m.d.sync += events.eq(Mux(self.clear, 0, self.events))
         at = Signal(range(N))               # the counter this cycle's sweep reads
         taken = Signal(bits_for(N))         # its pending count, with this cycle's event
         m.d.sync += at.eq(Mux(at == N - 1, 0, at + 1))
@@ -72,12 +78,12 @@ class CounterMemory(wiring.Component):
         with m.Switch(at):
             for k in range(N):
                 with m.Case(k):
-                    m.d.comb += taken.eq(pending[k] + self.events[k])
+                    m.d.comb += taken.eq(pending[k] + events[k])
         for k in range(N):
             with m.If(at == k):
                 m.d.sync += pending[k].eq(0)
             with m.Else():
-                m.d.sync += pending[k].eq(pending[k] + self.events[k])
+                m.d.sync += pending[k].eq(pending[k] + events[k])
 
         # the write-back, a cycle later: zero (clearing) or the word read, plus the count
         # (the word is written N cycles before it is read again: no read of a pending write)

@@ -42,10 +42,10 @@ class TB:
         return data
 
     def check(self, addr, data):
-        """A read is between the count a sweep and two cycles ago and the count now, or
+        """A read is between the count a sweep and three cycles ago and the count now, or
         since the last clear (0 at first)."""
         t = len(self.history) - 1
-        lag = self.n + 2
+        lag = self.n + 3
         window = self.history[max(0, t - lag - 1):t + 1]
         cleared = [k for k, (_, c) in enumerate(window) if c]
         low = 0 if cleared or t < lag + 1 else window[0][0][addr]
@@ -55,7 +55,7 @@ class TB:
 
     async def settle(self):
         """A sweep without events; then every counter reads exactly its count."""
-        for _ in range(self.n + 3):
+        for _ in range(self.n + 4):
             await self.cycle()
         for k in range(self.n):
             await self.cycle(addr=k)
