@@ -43,8 +43,9 @@ class CompletionGate(wiring.Component):
         No completion held (registered): error reports wait for it, so that they never
         overtake an earlier completion.
 
-    Latency: a completion whose writes are all acknowledged is on ``o`` two cycles after
-    its handshake on ``i`` (the queue's output register); one per cycle. The completions
+    Latency: a completion whose writes are all acknowledged is on ``o`` three cycles after
+    its handshake on ``i`` (the queue's output register, the registered fence compare);
+    one every two cycles (a new head waits a cycle for its compare). The completions
     wait with their fences in one queue in distributed RAM (why not block RAM:
     :class:`~rnic.hdl.synth_hints.SyncFIFOBuffered`).
     """
@@ -68,15 +69,21 @@ class CompletionGate(wiring.Component):
         head = self._entry(q.r_data)
         # the head's writes are acknowledged: ``acked`` has reached its fence (the wrapping
         # difference is below half the counters' range)
+        # difference is below half the counters' range). Registered, so that the compare is
+        # not in series with the queue's read enable: it holds for a head that stayed (the
+        # counter only moves on), and a new head waits a cycle for it.
         due = Signal(COUNT_BITS)
         head_acked = Signal()
+        pop = Signal()
         m.d.comb += [
             q.w_data.eq(Cat(self.i.payload.as_value(), self.written)),
             q.w_en.eq(self.i.valid), self.i.ready.eq(q.w_rdy),
-            due.eq(self.acked - head.fence), head_acked.eq(~due[-1]),
+            due.eq(self.acked - head.fence),
             self.o.payload.eq(head.cq),
             self.o.valid.eq(q.r_rdy & head_acked),
             q.r_en.eq(self.o.ready & head_acked),
+            pop.eq(q.r_en & q.r_rdy),
         ]
+        m.d.sync += head_acked.eq(q.r_rdy & ~pop & ~due[-1])
         m.d.sync += self.empty.eq((q.level == 0) & ~(self.i.valid & self.i.ready))
         return m
