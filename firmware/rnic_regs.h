@@ -1758,11 +1758,11 @@
 #define RNIC_NET_ARP_STATUS_REQUEST_BUSY_MASK 0x00000001u
 #define RNIC_NET_ARP_STATUS_REQUEST_BUSY_RESET 0x00000000u
 
-/* NET_ARP_LOOKUP_IP (0x4e0, rw): IPv4 address looked up in the ARP cache: NET_ARP_LOOKUP and NET_ARP_LOOKUP_MAC show the result (a read after the write sees it). */
+/* NET_ARP_LOOKUP_IP (0x4e0, rw): IPv4 address looked up in the ARP cache: NET_ARP_LOOKUP and NET_ARP_LOOKUP_MAC show the result once NET_ARP_LOOKUP.DONE (the cache is searched one slot a cycle, continuously). */
 #define RNIC_NET_ARP_LOOKUP_IP_ADDR 0x000004e0u
 #define RNIC_NET_ARP_LOOKUP_IP_RESET 0x00000000u
 #define RNIC_NET_ARP_LOOKUP_IP_RW_MASK 0xffffffffu
-/*   IP [31:0] rw: IPv4 address looked up in the ARP cache: NET_ARP_LOOKUP and NET_ARP_LOOKUP_MAC show the result (a read after the write sees it). */
+/*   IP [31:0] rw: IPv4 address looked up in the ARP cache: NET_ARP_LOOKUP and NET_ARP_LOOKUP_MAC show the result once NET_ARP_LOOKUP.DONE (the cache is searched one slot a cycle, continuously). */
 #define RNIC_NET_ARP_LOOKUP_IP_IP_SHIFT 0u
 #define RNIC_NET_ARP_LOOKUP_IP_IP_WIDTH 32u
 #define RNIC_NET_ARP_LOOKUP_IP_IP_MASK 0xffffffffu
@@ -1777,6 +1777,11 @@
 #define RNIC_NET_ARP_LOOKUP_HIT_WIDTH 1u
 #define RNIC_NET_ARP_LOOKUP_HIT_MASK 0x00000001u
 #define RNIC_NET_ARP_LOOKUP_HIT_RESET 0x00000000u
+/*   DONE [1] ro: HIT and NET_ARP_LOOKUP_MAC are those of NET_ARP_LOOKUP_IP (0 for up to 2 * NET_CAPS.ARP_ENTRIES + 1 cycles after it is written: poll). */
+#define RNIC_NET_ARP_LOOKUP_DONE_SHIFT 1u
+#define RNIC_NET_ARP_LOOKUP_DONE_WIDTH 1u
+#define RNIC_NET_ARP_LOOKUP_DONE_MASK 0x00000002u
+#define RNIC_NET_ARP_LOOKUP_DONE_RESET 0x00000000u
 
 /* NET_ARP_LOOKUP_MAC_HI (0x4e8, ro): MAC address NET_ARP_LOOKUP_IP maps to (0 without a HIT), bits 47..32 (octets 0 and 1 on the wire: octet 0 in bits 15..8). */
 #define RNIC_NET_ARP_LOOKUP_MAC_HI_ADDR 0x000004e8u
@@ -1938,7 +1943,7 @@
     X(NET_ARP_CMD, 0x000004d0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u, 0x00000000u) \
     X(NET_ARP_STATUS, 0x000004d4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
     X(NET_ARP_LOOKUP_IP, 0x000004e0u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
-    X(NET_ARP_LOOKUP, 0x000004e4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
+    X(NET_ARP_LOOKUP, 0x000004e4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u) \
     X(NET_ARP_LOOKUP_MAC_HI, 0x000004e8u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x0000ffffu) \
     X(NET_ARP_LOOKUP_MAC_LO, 0x000004ecu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu)
 

@@ -92,9 +92,9 @@ class NicTop(wiring.Component):
     writes one ARP cache slot from NET_ARP_ENTRY, NET_ARP_IP and NET_ARP_MAC_HI/LO in the
     cycle of its pulse; NET_ARP_CMD.REQUEST (while NET_ARP_STATUS.REQUEST_BUSY is 0) hands
     NET_ARP_IP to the ARP block, which broadcasts a request (REQUEST_BUSY until it took it).
-    NET_ARP_LOOKUP_IP is looked up in the cache continuously (NET_ARP_LOOKUP,
-    NET_ARP_LOOKUP_MAC_HI/LO); the cache's lookup port is the register window's until a send
-    path needs it.
+    NET_ARP_LOOKUP_IP is looked up in the cache continuously, one slot a cycle
+    (NET_ARP_LOOKUP.DONE once NET_ARP_LOOKUP.HIT and NET_ARP_LOOKUP_MAC_HI/LO are those of
+    the address, at most ``2 * arp_entries + 1`` cycles after it was written).
 
     Latency and throughput: those of the blocks (EthernetPort, NetworkLayer, RnicCore); the
     register bank adds none to the data paths. A counter shows an event a few cycles after
@@ -207,11 +207,11 @@ class NicTop(wiring.Component):
             m.d.sync += [request.valid.eq(1), request.payload.eq(r.net_arp_ip.ip)]
         m.d.comb += r.net_arp_status.request_busy.eq(request.valid)
 
-        # the lookup's answer registered (timing: eight compares and the MAC multiplexer
-        # must not sit in front of the bank's read multiplexer); a host read comes many
-        # cycles after its write of the address
-        m.d.comb += net.arp_lookup_ip.eq(r.net_arp_lookup_ip.ip)
-        m.d.sync += [
+        # (the lookup's hit and MAC are registers of the cache's; DONE compares the
+        # address they are for with the window's, so that it drops with a new address)
+        m.d.comb += [
+            net.arp_lookup_ip.eq(r.net_arp_lookup_ip.ip),
+            r.net_arp_lookup.done.eq(net.arp_lookup_done),
             r.net_arp_lookup.hit.eq(net.arp_lookup_hit),
             r.net_arp_lookup_mac_hi.mac.eq(net.arp_lookup_mac[32:]),
             r.net_arp_lookup_mac_lo.mac.eq(net.arp_lookup_mac[:32]),

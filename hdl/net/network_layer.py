@@ -87,10 +87,13 @@ class NetworkLayer(wiring.Component):
         An IPv4 address to send a broadcast ARP request for (the host's; the send path's
         own requests go first).
     arp_lookup_ip : In(32)
+    arp_lookup_done : Out(1)
     arp_lookup_hit : Out(1)
     arp_lookup_mac : Out(48)
-        ARP cache lookup for the register window, combinational (the send path has a
-        lookup port of its own).
+        ARP cache lookup for the register window: hit and MAC are those of
+        ``arp_lookup_ip`` while ``arp_lookup_done``, a few cycles after it changed
+        (:class:`~rnic.hdl.net.arp_cache.ArpCache`; the send path has a lookup port of its
+        own).
     ident : Out(16)
         The IPv4 identification counter (the next value a sent packet takes; echo replies
         and ``ip_tx`` packets take from it).
@@ -128,6 +131,7 @@ class NetworkLayer(wiring.Component):
             "arp_write": In(stream.Signature(ArpWrite(entries=arp_entries))),
             "arp_request": In(stream.Signature(32)),
             "arp_lookup_ip": In(32),
+            "arp_lookup_done": Out(1),
             "arp_lookup_hit": Out(1),
             "arp_lookup_mac": Out(48),
             "ident": Out(16),
@@ -153,6 +157,7 @@ class NetworkLayer(wiring.Component):
         m.d.comb += [classify.ip.eq(self.ip), arp.mac.eq(self.mac), arp.ip.eq(self.ip),
                      echo.mac.eq(self.mac), echo.ip.eq(self.ip), echo.ident.eq(self.ident),
                      cache.lookup_ip.eq(self.arp_lookup_ip),
+                     self.arp_lookup_done.eq(cache.lookup_done),
                      self.arp_lookup_hit.eq(cache.lookup_hit),
                      self.arp_lookup_mac.eq(cache.lookup_mac)]
         sources = {"arp": arp.o, "echo": echo.o}

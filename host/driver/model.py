@@ -188,6 +188,7 @@ class ModelCore:
             want = bank.out("net_arp_lookup_ip", "ip")
             mac = next((m for ip, m, _ in self.arp.values() if ip == want), None)
             si("NET_ARP_LOOKUP", "HIT", int(mac is not None))
+            si("NET_ARP_LOOKUP", "DONE", 1)
             si("NET_ARP_LOOKUP_MAC_HI", "MAC", (mac or 0) >> 32)
             si("NET_ARP_LOOKUP_MAC_LO", "MAC", (mac or 0) & 0xFFFFFFFF)
         for name, value in self.counters.items():

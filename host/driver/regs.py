@@ -617,6 +617,7 @@ class Registers:
     def arp_lookup(self, ip):
         """The MAC the ARP cache holds for ``ip`` (bytes), or None."""
         self.write("NET_ARP_LOOKUP_IP", ip=int(ipv4(ip)))
+        self._wait("NET_ARP_LOOKUP", "DONE", 1)
         if not self.field("NET_ARP_LOOKUP", "HIT"):
             return None
         return self._read_mac("NET_ARP_LOOKUP_MAC")

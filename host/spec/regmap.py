@@ -650,10 +650,13 @@ NET_BLOCK = Block(
         _reg("NET_ARP_STATUS", 0x4D4, RO, "ARP status.",
              _f("REQUEST_BUSY", 0, 1, "A REQUEST is waiting for the ARP block (wait for 0).")),
         _word("NET_ARP_LOOKUP_IP", 0x4E0, RW, "IP", "IPv4 address looked up in the ARP cache: "
-              "NET_ARP_LOOKUP and NET_ARP_LOOKUP_MAC show the result (a read after the write "
-              "sees it)."),
+              "NET_ARP_LOOKUP and NET_ARP_LOOKUP_MAC show the result once NET_ARP_LOOKUP.DONE "
+              "(the cache is searched one slot a cycle, continuously)."),
         _reg("NET_ARP_LOOKUP", 0x4E4, RO, "ARP cache lookup of NET_ARP_LOOKUP_IP.",
-             _f("HIT", 0, 1, "A valid entry holds NET_ARP_LOOKUP_IP (NET_ARP_LOOKUP_MAC is its MAC).")),
+             _f("HIT", 0, 1, "A valid entry holds NET_ARP_LOOKUP_IP (NET_ARP_LOOKUP_MAC is its MAC)."),
+             _f("DONE", 1, 1, "HIT and NET_ARP_LOOKUP_MAC are those of NET_ARP_LOOKUP_IP (0 for "
+                              "up to 2 * NET_CAPS.ARP_ENTRIES + 1 cycles after it is written: "
+                              "poll).")),
         *_mac_regs("NET_ARP_LOOKUP_MAC", 0x4E8, RO, "MAC address NET_ARP_LOOKUP_IP maps to (0 "
                    "without a HIT)"),
     ))

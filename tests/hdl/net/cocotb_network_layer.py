@@ -101,7 +101,12 @@ class NetTB(TB):
         for ip in probes:
             self.dut.arp_lookup_ip.value = int(ip)
             await self.cycles(1)
-            await ReadOnly()
+            for _ in range(2 * self.params["arp_entries"] + 1):
+                await ReadOnly()
+                if self.dut.arp_lookup_done.value:
+                    break
+                await RisingEdge(self.clk)
+            assert self.dut.arp_lookup_done.value, f"the lookup of {ip} never got done"
             want = model.arp_cache.lookup(ip)
             assert int(self.dut.arp_lookup_hit.value) == (want is not None), ip
             if want is not None:

@@ -90,7 +90,12 @@ class NicTB(TB):
 
     async def lookup(self, ip):
         await self.wr("NET_ARP_LOOKUP_IP", ip=int(ipaddress.IPv4Address(ip)))
-        if not (await self.fields("NET_ARP_LOOKUP"))["hit"]:
+        for _ in range(20):             # (the cache is searched one slot a cycle)
+            fields = await self.fields("NET_ARP_LOOKUP")
+            if fields["done"]:
+                break
+        assert fields["done"], f"the lookup of {ip} never got DONE"
+        if not fields["hit"]:
             return None
         return await self.mac("NET_ARP_LOOKUP_MAC")
 

@@ -242,7 +242,8 @@ def test_checksum_adder(width):
 
 def test_arp_cache_against_model():
     """Random learns (repeats, new addresses, the static one) and lookups, 5 slots with a
-    static entry in slot 2: every lookup as the model's."""
+    static entry in slot 2: every lookup as the model's once done, and not done before
+    the cache was searched for the new address."""
     entries = 5
     dut = ArpCache(entries=entries)
     rng = random.Random(3)
@@ -262,6 +263,7 @@ def test_arp_cache_against_model():
         ctx.set(dut.write.valid, 1)
         await ctx.tick()
         ctx.set(dut.write.valid, 0)
+        last = None
         for step in range(300):
             ip = rng.choice(ips)
             if rng.random() < 0.5:
@@ -270,6 +272,14 @@ def test_arp_cache_against_model():
                 await learn(ctx, ip, mac)
             for probe in ips:
                 ctx.set(dut.lookup_ip, int(ipaddress.IPv4Address(probe)))
+                # (one slot a cycle: done within 2 * entries + 1 cycles, not at once)
+                assert not ctx.get(dut.lookup_done) or probe == last, (step, probe)
+                for _ in range(2 * entries + 1):
+                    if ctx.get(dut.lookup_done):
+                        break
+                    await ctx.tick()
+                assert ctx.get(dut.lookup_done), (step, probe)
+                last = probe
                 want = model.lookup(probe)
                 assert ctx.get(dut.lookup_hit) == (want is not None), (step, probe)
                 if want is not None:
