@@ -4,6 +4,7 @@ from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..compare import above
 from .contexts import ReadResponseTotals
 from .header import SegmentView, big_endian
 from .layouts import (
@@ -89,7 +90,7 @@ class Reporter(wiring.Component):
         # and the octets within that length, registered a cycle later (timing: the 52
         # compares are not in front of the report register's multiplexer)
         keep = Signal(TERM_BYTES, name="term_keep")
-        m.d.sync += keep.eq(Cat(*(tlen > k for k in range(TERM_BYTES))))
+        m.d.sync += keep.eq(Cat(*(above(tlen, k) for k in range(TERM_BYTES))))
 
         with m.Switch(state):
             with m.Case(Step.FINISH_TAGGED):

@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..beat import check_width, conn_bits
+from ..compare import above
 from ..mpa_tx import MpaTxBeat
 from ..synth_hints import register_copies
 from .layouts import HEADER_MAX, EmitStart
@@ -153,9 +154,9 @@ class SegmentEmitter(wiring.Component):
                 hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
                 t.eq(t + 1), e_first.eq(0), hk.eq(hk + 1), hword.eq(next_hword),
                 # the same flags for the next beat (hrem - W, tot - W, t + 1)
-                need.eq((t >= -1) & (t < lastw)), last_beat.eq(tot <= 2 * W),
-                hmask.eq(Cat(*[hrem > b + W for b in range(W)])),
-                tmask.eq(Cat(*[tot > b + W for b in range(W)])),
+                need.eq((t >= -1) & (t < lastw)), last_beat.eq(~above(tot, 2 * W)),
+                hmask.eq(Cat(*[above(hrem, b + W) for b in range(W)])),
+                tmask.eq(Cat(*[above(tot, b + W) for b in range(W)])),
             ]
             with m.If(need):
                 m.d.comb += words.ready.eq(1)

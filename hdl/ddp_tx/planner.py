@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..beat import check_width
+from ..compare import above
 from .layouts import PlanHead, SegmentPlan
 
 __all__ = ["SegmentPlanner"]
@@ -117,8 +118,8 @@ class SegmentPlanner(wiring.Component):
             p.pre.eq((k == 0) & nz),
             # need = 0 <= t <= endw with t = 1 - k
             p.need.eq(nz & ((k == 1) | ((k == 0) & (n > w_lo)))),
-            p.last_beat.eq(by_hl(lambda v: n <= W - v)),
-            p.tmask.eq(by_hl(lambda v: Cat(*[n > b - v for b in range(W)]))),
+            p.last_beat.eq(by_hl(lambda v: ~above(n, W - v))),
+            p.tmask.eq(by_hl(lambda v: Cat(*[above(n, b - v) for b in range(W)]))),
             p.hmask.eq(by_hl(lambda v: Const(sum(1 << b for b in range(W) if v > b), W))),
             p.words.eq(Mux(nz, (n + lo_w) >> LW, 0)),
             p.to4k.eq((4096 - Cat(Const(0, LW), p.addr[LW:12])) >> LW),

@@ -8,6 +8,7 @@ from rnic.host.spec.errors import Layer, RdmapErrorType, RdmapProtectionCode
 from rnic.host.spec.regmap import SqOpcode
 
 from ..beat import check_width, conn_bits
+from ..compare import above
 from ..ddp_rx import TERM_BYTES, TermReport
 from .headers import (OP_TERMINATE, QN_READ_REQUEST, QN_TERMINATE, READ_REQUEST_SEGMENT_LEN, UNTAGGED_HEADER_LEN, octets,
                       padded, untagged_header)
@@ -99,6 +100,6 @@ class TerminateBuilder(wiring.Component):
         m.d.comb += [out.report.eq(Cat(*padded(report))), out.check.eq(Cat(*padded(check)))]
         report_len = UNTAGGED_HEADER_LEN + rep.tlen
         m.d.sync += [out.report_len.eq(report_len),
-                     out.report_hmask.eq(Cat(*[report_len > b for b in range(W)])),
-                     out.report_last_beat.eq(report_len <= W)]
+                     out.report_hmask.eq(Cat(*[above(report_len, b) for b in range(W)])),
+                     out.report_last_beat.eq(~above(report_len, W))]
         return m
