@@ -2,7 +2,7 @@
 headers in the reference model's order and routes it whole to the ARP block, the echo
 block or the TCP layer, or drops it with its reason."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -12,6 +12,7 @@ from rnic.host.spec.net import (ARP_LEN, ETH_ADDR_LEN, ETH_HEADER_LEN, ICMP_HEAD
                                 IPV4_HEADER_LEN, IPV4_VERSION, ArpOp, EtherType, IcmpType,
                                 IpProto, RxDrop as SpecRxDrop)
 
+from ..compare import above
 from .checksum import SUM_BITS, beat_sum, folds_to_ones
 from .l3_layouts import DropEvent, Route
 from .layouts import FrameBeat, RxDrop
@@ -152,10 +153,15 @@ class RxClassify(wiring.Component):
         wp = buf.write_port()
         m.d.comb += [wp.addr.eq(wr_ptr[:abits]), wp.data.eq(beat.data), wp.en.eq(take)]
 
-        lanes = [offset + j for j in range(W)]
-        ip_keep = Cat(*((p >= _IP) & (p < _ICMP) for p in lanes))
-        icmp_keep = Cat(*((p >= _ICMP) & (p < ip_end) & (j < beat.n)
-                          for j, p in enumerate(lanes)))
+        # (area: compares with constants as LUT logic, and one subtract for the IP end in
+        # place of a compare per lane: carry chains otherwise; a lane's offset is the beat's
+        # with its index in the low bits, which are 0 in the beat's)
+        lanes = [Cat(Const(j, ceil_log2(W)), index)[:_LEN_BITS] for j in range(W)]
+        to_end = Signal(signed(_LEN_BITS + 1))      # octets of the IP packet from the beat on
+        m.d.comb += to_end.eq(ip_end - offset)
+        ip_keep = Cat(*(above(p, _IP - 1) & ~above(p, _ICMP - 1) for p in lanes))
+        icmp_keep = Cat(*(above(p, _ICMP - 1) & ~to_end[-1] & above(to_end[:-1], j)
+                          & (j < beat.n) for j, p in enumerate(lanes)))
 
         # The checksums run one cycle behind the beats: a beat and its lanes' keep flags
         # are taken into registers and added in the next cycle.
