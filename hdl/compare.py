@@ -19,25 +19,23 @@ def wide_less(a, b):
 
 def above(value, c):
     """``value > c`` (unsigned) for a constant ``c``, as LUT logic: Yosys builds a compare
-    with a constant as a carry chain, two COMB cells per two bits, however many compares
-    share the value; here the low four bits are compared by equality terms (one LUT4 for
-    any constant) and the high bits by an OR or one compare per distinct high part, which
-    Yosys shares among the constants (a thermometer mask of 52 octets of a 7-bit length
-    was 129 CCU2C, it is about 80 LUT4)."""
+    with a constant as a carry chain (two COMB cells per two bits), however many compares
+    share the value. Here the bits above ``c``'s highest set bit are ORed, that bit ANDed
+    with the compare of the bits below it, down to four bits, one LUT4 (a thermometer
+    mask of 52 octets of a 7-bit length was 129 CCU2C, now about 80 LUT4; Yosys shares
+    the ORs among the constants). Its depth grows with the set bits of ``c``: for
+    constants with more than four, above eight bits, it is Amaranth's compare."""
     value = value.as_unsigned()
     n = len(value)
     if c < 0:
         return Const(1, 1)
     if c >= (1 << n) - 1:
         return Const(0, 1)
-    low = min(4, n)
-    lo, lo_c, hi_c = value[:low], c & ((1 << low) - 1), c >> low
-    lo_gt = Cat(*(lo == v for v in range(lo_c + 1, 1 << low))).any()
-    if n == low:
-        return lo_gt
-    hi = value[low:]
-    if hi_c == 0:
-        return hi.any() | lo_gt
-    hi_gt = Cat(*(hi == v for v in range(hi_c + 1, 1 << len(hi)))).any() if len(hi) <= 4 \
-        else hi > hi_c
-    return hi_gt | ((hi == hi_c) & lo_gt)
+    if n <= 4:
+        return Cat(*(value == v for v in range(c + 1, 1 << n))).any()
+    if bin(c).count("1") > 4 and c.bit_length() > 8:
+        return value > c
+    k = max(c.bit_length(), 4)
+    rest = above(value[:4], c) if k == 4 else \
+        value[k - 1] & above(value[:k - 1], c - (1 << (k - 1)))
+    return value[k:].any() | rest if k < n else rest

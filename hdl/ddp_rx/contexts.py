@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..beat import conn_bits
+from ..compare import above
 from ..synth_hints import no_rw_collision
 from .header import SegmentView, header_rows
 from .layouts import ConnContext, ConnCtl, QueueState, RqPost, RrDone
@@ -126,7 +127,7 @@ class ContextTable(wiring.Component):
         post_end = Signal(65)
         m.d.comb += post_end.eq(lat.post.addr + lat.post.length)
         post_fit = Signal()
-        m.d.sync += post_fit.eq((post_end <= (1 << AW)) & (lat.post.addr < (1 << AW)))
+        m.d.sync += post_fit.eq(~above(post_end, 1 << AW) & ~above(lat.post.addr, (1 << AW) - 1))
         m.d.comb += [
             # a buffer that wraps the 64-bit address space is refused like a full queue
             self.post_ok.eq((cc.count < D) & post_fit),

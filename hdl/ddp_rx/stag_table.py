@@ -5,6 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..compare import above
 from ..synth_hints import no_rw_collision
 from .layouts import StagRow, StagWrite
 from .sequencer import Step
@@ -94,7 +95,7 @@ class StagTable(wiring.Component):
         m.d.comb += [
             new_row.stag.eq(lat.stag), new_row.base.eq(lat.base), new_row.end.eq(lat_end),
             new_row.delta.eq(lat_delta),
-            new_row.valid.eq(lat.valid & (lat_aend <= (1 << AW)) & (lat_end <= (1 << 64))),
+            new_row.valid.eq(lat.valid & ~above(lat_aend, 1 << AW) & ~above(lat_end, 1 << 64)),
             new_row.rr.eq(lat.remote_read), new_row.rw.eq(lat.remote_write),
             new_row.ri.eq(lat.remote_inv),
             new_row.conn.eq(lat.conn),

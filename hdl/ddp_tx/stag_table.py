@@ -6,6 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from ..compare import above
 from ..ddp_rx import StagWrite
 from ..synth_hints import no_rw_collision
 from .layouts import StagRow
@@ -92,6 +93,6 @@ class TxStagTable(wiring.Component):
                 wrow.rr.eq(sw.remote_read), wrow.conn.eq(sw.conn),
                 wrow_i.eq(sw.index[:SB]), wrow_v.eq(sw_v),
             ]
-        m.d.comb += [wrow.valid.eq(wrow_ok & (wrow_aend <= (1 << AW)) & (wrow_end <= (1 << 64))),
+        m.d.comb += [wrow.valid.eq(wrow_ok & ~above(wrow_aend, 1 << AW) & ~above(wrow_end, 1 << 64)),
                      st_wr.addr.eq(wrow_i), st_wr.data.eq(wrow), st_wr.en.eq(wrow_v & ~self.hold)]
         return m

@@ -45,6 +45,19 @@ def test_above_wide():
     _check([v], [above(v, c) for c in constants], [((x,), [int(x > c) for c in constants]) for x in xs])
 
 
+@pytest.mark.parametrize("n", [17, 33, 65])
+def test_above_powers_and_dense_constants(n):
+    """Powers of two (a bus's address space), their neighbours, and constants with many set
+    bits (Amaranth's compare), on values around them."""
+    v = Signal(n)
+    constants = sorted({c for k in (8, 16, 32, n - 1) if k < n for c in ((1 << k) - 1, 1 << k, (1 << k) + 1)}
+                       | {0x5A5A & ((1 << n) - 1), (1 << n) - 2, 0xF0F1 & ((1 << n) - 1)})
+    rng = random.Random(n)
+    xs = {c + d for c in constants for d in (-2, -1, 0, 1, 2)} | {rng.randrange(1 << n) for _ in range(100)}
+    xs = sorted(x for x in xs if 0 <= x < 1 << n)
+    _check([v], [above(v, c) for c in constants], [((x,), [int(x > c) for c in constants]) for x in xs])
+
+
 def test_wide_less():
     a, b = Signal(64), Signal(64)
     rng = random.Random(2)
