@@ -153,8 +153,11 @@ class SegmentEmitter(wiring.Component):
             m.d.sync += [
                 hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
                 t.eq(t + 1), e_first.eq(0), hk.eq(hk + 1), hword.eq(next_hword),
-                # the same flags for the next beat (hrem - W, tot - W, t + 1)
-                need.eq((t >= -1) & (t < lastw)), last_beat.eq(~above(tot, 2 * W)),
+                # the same flags for the next beat (hrem - W, tot - W, t + 1; ``t >= -1`` is
+                # "not negative, or all ones", and the compares with constants are LUTs:
+                # area, no carry chains)
+                need.eq((~t[-1] | t.as_unsigned().all()) & (t < lastw)),
+                last_beat.eq(~above(tot, 2 * W)),
                 hmask.eq(Cat(*[above(hrem, b + W) for b in range(W)])),
                 tmask.eq(Cat(*[above(tot, b + W) for b in range(W)])),
             ]

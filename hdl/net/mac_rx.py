@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec.net import FCS_LEN, MAX_FRAME_LEN, MIN_FRAME_LEN, PREAMBLE, SFD
 
+from ..compare import above
 from .gmii import GmiiRx
 from .layouts import RxDrop, RxOctet
 
@@ -107,10 +108,10 @@ class MacRx(wiring.Component):
                     with m.If(count != (1 << _COUNT_BITS) - 1):
                         m.d.sync += count.eq(count + 1)
                     m.d.sync += phy_error.eq(phy_error | er)
-                    with m.If(count < 6):
+                    with m.If(~above(count, 5)):
                         m.d.sync += [ours.eq(ours & (rxd == mac_octets[count[:3]])),
                                      broadcast.eq(broadcast & (rxd == 0xFF))]
-                    with m.If(count >= RX_DELAY):
+                    with m.If(above(count, RX_DELAY - 1)):
                         m.d.sync += [self.o.valid.eq(1),
                                      self.o.payload.eq(Cat(held[RX_DELAY - 1],
                                                            count == RX_DELAY, Const(0, 1),
@@ -118,7 +119,7 @@ class MacRx(wiring.Component):
                 with m.Else():
                     m.d.sync += [self.o.valid.eq(1), self.verdict.valid.eq(1),
                                  self.o.payload.data.eq(held[RX_DELAY - 1]),
-                                 self.o.payload.first.eq(count <= RX_DELAY),
+                                 self.o.payload.first.eq(~above(count, RX_DELAY)),
                                  self.o.payload.last.eq(1)]
                     drop = self._verdict(m, count, phy_error | ~fcs.match_detected,
                                          ours | broadcast)
@@ -128,7 +129,7 @@ class MacRx(wiring.Component):
 
     def _verdict(self, m, count, bad_fcs, for_us):
         drop = Signal(RxDrop)
-        with m.If(count < MIN_FRAME_LEN + FCS_LEN):
+        with m.If(~above(count, MIN_FRAME_LEN + FCS_LEN - 1)):
             m.d.comb += drop.eq(RxDrop.RUNT)
         with m.Elif(count > self.max_len + FCS_LEN):
             m.d.comb += drop.eq(RxDrop.GIANT)
