@@ -20,6 +20,11 @@ _CORE_NAMES = ("rnic", "framer", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx")
 #: Tops of ``--top`` (rnic.host.tools.build.TOPS, kept here for the same reason).
 _TOP_NAMES = ("nic", "core", "harness", "ethernet")
 
+#: Placers of ``--placer`` and the default (rnic.host.tools.build.PLACERS and DEFAULT_PLACER,
+#: kept here for the same reason).
+_PLACER_NAMES = ("static", "heap")
+_DEFAULT_PLACER = "heap"
+
 
 def _int_list(ctx, param, value):
     try:
@@ -98,6 +103,10 @@ def _progress_printer():
                    "routing, no bitstream; report the placement's wire length, in all and by "
                    "block, and nextpnr's fmax estimate before routing. For comparing seeds "
                    "and changes by how well they will route.")
+@click.option("--placer", type=click.Choice(_PLACER_NAMES), default=_DEFAULT_PLACER, show_default=True,
+              help="nextpnr's placer: static (electrostatic, then annealing) or heap "
+                   "(analytic, then annealing; nextpnr's own default). Compare them with "
+                   "--place-only: the wire length says which will route.")
 @click.option("--nextpnr-opts", default="", metavar="OPTS",
               help="Extra nextpnr-ecp5 options (e.g. \"--router router2 --tmg-ripup\").")
 @click.option("--sweep", is_flag=True,
@@ -108,7 +117,7 @@ def _progress_printer():
 @click.option("--sweep-connections", default="16,1024", show_default=True, callback=_int_list,
               help="Connection counts of --sweep.")
 def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out_dir, as_json,
-              allow_timing_fail, paths, place_only, nextpnr_opts, sweep, sweep_widths,
+              allow_timing_fail, paths, place_only, placer, nextpnr_opts, sweep, sweep_widths,
               sweep_connections):
     """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
 
@@ -175,7 +184,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
                       connections=connections, freq_mhz=freq,
                       baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
                       allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts,
-                      paths=paths, place_only=place_only)
+                      placer=placer, paths=paths, place_only=place_only)
     try:
         report = (build_best_seed(cfg, seeds, progress=say) if seeds is not None
                   else build(cfg, progress=say))

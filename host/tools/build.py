@@ -74,6 +74,12 @@ TOPS = ("nic", "core", "harness", "ethernet")
 #: carries RDMA traffic (TCP) and routes on the Versa's LFE5UM-45F (docs/build.md); then
 #: the NIC, what a board user expects.
 DEFAULT_TOP = "core"
+#: nextpnr-ecp5's placers ``rnic build`` offers: ``static`` (the electrostatic placer, then
+#: the annealer's refinement) and ``heap`` (nextpnr's default, analytic then annealing).
+PLACERS = ("static", "heap")
+#: The placer ``rnic build`` uses unless told (docs/build.md, stop 36: on the NIC top the
+#: static placer's wire is a quarter shorter than the heap placer's).
+DEFAULT_PLACER = "heap"
 #: Datapath width of each top when ``BuildConfig.width`` is ``None``.
 DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
 #: Core clock (MHz) of each top when ``BuildConfig.freq_mhz`` is ``None``: the NIC's W = 4
@@ -373,12 +379,15 @@ class BuildConfig:
     allow_timing_fail: bool = False
     synth_opts: str = ""
     nextpnr_opts: str = ""
+    placer: str = DEFAULT_PLACER
     paths: int = 10                  # failing path groups kept in the report (rnic.host.tools.sta)
     place_only: bool = False         # stop after placement (no routing, no bitstream)
 
     def __post_init__(self):
         if self.top not in TOPS:
             raise BuildError(f"top must be one of {', '.join(TOPS)}, not {self.top!r}")
+        if self.placer not in PLACERS:
+            raise BuildError(f"placer must be one of {', '.join(PLACERS)}, not {self.placer!r}")
         if self.width is None:
             self.width = DEFAULT_WIDTHS[self.top]
         if self.freq_mhz is None:
@@ -418,6 +427,7 @@ class BuildReport:
     pll: dict
     harness_ffs: int | None = None
     seed: int = 1
+    placer: str = DEFAULT_PLACER       # nextpnr's placer (PLACERS)
     wirelength: int | None = None      # the placement's wire length (placed_wirelength)
     # place_only: no routing, no bitstream; the clocks' fmax are nextpnr's estimates before
     # routing, and wire_blocks the placement's wire length by block (wire_by_block)
@@ -639,7 +649,7 @@ def build(config: BuildConfig, *, progress=None):
     overrides = {
         "synth_opts": config.synth_opts,
         "nextpnr_opts": f"--report {name}.report.json --sdf {name}.sdf --timing-allow-fail "
-                        f"--seed {config.seed} " + config.nextpnr_opts,
+                        f"--seed {config.seed} --placer {config.placer} " + config.nextpnr_opts,
     }
     if config.place_only:
         # nextpnr writes the placed netlist and stops; the script's ecppack becomes the
@@ -740,7 +750,7 @@ def build(config: BuildConfig, *, progress=None):
              "f_aux_mhz": cfg.f_aux / 1e6 if cfg.f_aux else None, "f_vco_mhz": cfg.f_vco / 1e6,
              "clki_div": cfg.clki_div, "clkfb_div": cfg.clkfb_div, "clkop_div": cfg.clkop_div,
              "clkos_div": cfg.clkos_div},
-        harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed,
+        harness_ffs=getattr(top, "harness_ffs", None), seed=config.seed, placer=config.placer,
         wirelength=placed_wirelength(pnr_log),
         place_only=config.place_only,
         wire_blocks=wire_by_block(out / f"{name}.placed.json") if config.place_only else [],

@@ -191,6 +191,17 @@ def test_tops_agree_with_cli():
         flow.BuildConfig(top="board")
 
 
+def test_placers_agree_with_cli():
+    """``--placer`` offers the flow's placers with its default; a config names its placer
+    in the report and refuses an unknown one."""
+    from rnic.host.cli.build import _DEFAULT_PLACER, _PLACER_NAMES
+    assert _PLACER_NAMES == flow.PLACERS == ("static", "heap")
+    assert _DEFAULT_PLACER == flow.DEFAULT_PLACER == flow.BuildConfig().placer
+    assert flow.BuildConfig(placer="heap").placer == "heap"
+    with pytest.raises(flow.BuildError, match="placer must be one of static, heap, not 'sa'"):
+        flow.BuildConfig(placer="sa")
+
+
 def test_sweep_builds_the_harness_at_its_clock(tmp_path, monkeypatch):
     """``rnic build --sweep`` without ``--freq`` builds every row at the harness's clock
     (125 MHz) and writes that clock into its table; a row whose build fails is a row with
@@ -240,6 +251,8 @@ def test_cli_usage_errors():
     assert r.exit_code == 2
     r = CliRunner().invoke(cli, ["build", "--top", "board"])        # renamed: core
     assert r.exit_code == 2 and "'board' is not one of 'nic', 'core', 'harness'" in r.output
+    r = CliRunner().invoke(cli, ["build", "--placer", "sa"])
+    assert r.exit_code == 2 and "'sa' is not one of 'static', 'heap'" in r.output
     r = CliRunner().invoke(cli, ["build", "--sweep", "--place-only"])  # sweeps make bitstreams
     assert r.exit_code == 2 and "--place-only" in r.output
     for args, says in ((["--seeds", "4-2"], "'4-2' is not a range"),
