@@ -113,8 +113,11 @@ class FrameBuffer(wiring.Component):
         full = Signal()
         whole_ring = Signal()
         discarding = Signal()               # the rest of this frame is thrown away
-        m.d.comb += [full.eq((write - read)[:addr_bits + 1] == depth),
-                     whole_ring.eq((write - committed)[:addr_bits + 1] == depth)]
+        # (``a - b == depth``: the same ring position one lap apart; compares, not
+        # subtracts: timing, no carry chain in front of the write side's decisions)
+        def lap_apart(a, b):
+            return (a[:addr_bits] == b[:addr_bits]) & (a[addr_bits] != b[addr_bits])
+        m.d.comb += [full.eq(lap_apart(write, read)), whole_ring.eq(lap_apart(write, committed))]
         self._write_side(m, wp, lengths, committed, write, full, whole_ring, discarding)
         self._read_side(m, rp, lengths, read)
         return m
