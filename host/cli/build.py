@@ -23,7 +23,7 @@ _TOP_NAMES = ("nic", "core", "harness", "ethernet")
 #: Placers of ``--placer`` and the default (rnic.host.tools.build.PLACERS and DEFAULT_PLACER,
 #: kept here for the same reason).
 _PLACER_NAMES = ("static", "heap")
-_DEFAULT_PLACER = "heap"
+_DEFAULT_PLACER = "static"
 
 
 def _int_list(ctx, param, value):

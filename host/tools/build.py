@@ -77,9 +77,11 @@ DEFAULT_TOP = "core"
 #: nextpnr-ecp5's placers ``rnic build`` offers: ``static`` (the electrostatic placer, then
 #: the annealer's refinement) and ``heap`` (nextpnr's default, analytic then annealing).
 PLACERS = ("static", "heap")
-#: The placer ``rnic build`` uses unless told (docs/build.md, stop 36: on the NIC top the
-#: static placer's wire is a quarter shorter than the heap placer's).
-DEFAULT_PLACER = "heap"
+#: The placer ``rnic build`` uses unless told: on the 45F the static placer's wire is a
+#: quarter shorter than the heap placer's on the NIC top (233 000 against 313 000; it
+#: routes, the heap placement did not) and 6-13 % on the W = 8 core top (docs/build.md,
+#: stop 36).
+DEFAULT_PLACER = "static"
 #: Datapath width of each top when ``BuildConfig.width`` is ``None``.
 DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
 #: Core clock (MHz) of each top when ``BuildConfig.freq_mhz`` is ``None``: the NIC's W = 4
