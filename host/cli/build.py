@@ -20,10 +20,8 @@ _CORE_NAMES = ("rnic", "framer", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx")
 #: Tops of ``--top`` (rnic.host.tools.build.TOPS, kept here for the same reason).
 _TOP_NAMES = ("nic", "core", "harness", "ethernet")
 
-#: Placers of ``--placer`` and the default (rnic.host.tools.build.PLACERS and DEFAULT_PLACER,
-#: kept here for the same reason).
+#: Placers of ``--placer`` (rnic.host.tools.build.PLACERS, kept here for the same reason).
 _PLACER_NAMES = ("static", "heap")
-_DEFAULT_PLACER = "static"
 
 
 def _int_list(ctx, param, value):
@@ -103,10 +101,11 @@ def _progress_printer():
                    "routing, no bitstream; report the placement's wire length, in all and by "
                    "block, and nextpnr's fmax estimate before routing. For comparing seeds "
                    "and changes by how well they will route.")
-@click.option("--placer", type=click.Choice(_PLACER_NAMES), default=_DEFAULT_PLACER, show_default=True,
+@click.option("--placer", type=click.Choice(_PLACER_NAMES), default=None,
               help="nextpnr's placer: static (electrostatic, then annealing) or heap "
                    "(analytic, then annealing; nextpnr's own default). Compare them with "
-                   "--place-only: the wire length says which will route.")
+                   "--place-only: the wire length says which will route.  [default: static "
+                   "with --top nic, else heap]")
 @click.option("--nextpnr-opts", default="", metavar="OPTS",
               help="Extra nextpnr-ecp5 options (e.g. \"--router router2 --tmg-ripup\").")
 @click.option("--sweep", is_flag=True,

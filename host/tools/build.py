@@ -77,11 +77,11 @@ DEFAULT_TOP = "core"
 #: nextpnr-ecp5's placers ``rnic build`` offers: ``static`` (the electrostatic placer, then
 #: the annealer's refinement) and ``heap`` (nextpnr's default, analytic then annealing).
 PLACERS = ("static", "heap")
-#: The placer ``rnic build`` uses unless told: on the 45F the static placer's wire is a
-#: quarter shorter than the heap placer's on the NIC top (233 000 against 313 000; it
-#: routes, the heap placement did not) and 6-13 % on the W = 8 core top (docs/build.md,
-#: stop 36).
-DEFAULT_PLACER = "static"
+#: The placer of each top when ``BuildConfig.placer`` is ``None``: on the 45F the static
+#: placer's wire is a quarter shorter than the heap placer's on the NIC top (233 000
+#: against 313 000; it routes, the heap placements did not), while on the W = 8 core top
+#: the heap placer's placements routed and the static one's stalled (docs/build.md).
+DEFAULT_PLACERS = {"nic": "static", "core": "heap", "harness": "heap", "ethernet": "heap"}
 #: Datapath width of each top when ``BuildConfig.width`` is ``None``.
 DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
 #: Core clock (MHz) of each top when ``BuildConfig.freq_mhz`` is ``None``: the NIC's W = 4
@@ -381,13 +381,15 @@ class BuildConfig:
     allow_timing_fail: bool = False
     synth_opts: str = ""
     nextpnr_opts: str = ""
-    placer: str = DEFAULT_PLACER
+    placer: str | None = None        # nextpnr's placer (PLACERS); None: DEFAULT_PLACERS[top]
     paths: int = 10                  # failing path groups kept in the report (rnic.host.tools.sta)
     place_only: bool = False         # stop after placement (no routing, no bitstream)
 
     def __post_init__(self):
         if self.top not in TOPS:
             raise BuildError(f"top must be one of {', '.join(TOPS)}, not {self.top!r}")
+        if self.placer is None:
+            self.placer = DEFAULT_PLACERS[self.top]
         if self.placer not in PLACERS:
             raise BuildError(f"placer must be one of {', '.join(PLACERS)}, not {self.placer!r}")
         if self.width is None:
@@ -429,7 +431,7 @@ class BuildReport:
     pll: dict
     harness_ffs: int | None = None
     seed: int = 1
-    placer: str = DEFAULT_PLACER       # nextpnr's placer (PLACERS)
+    placer: str = "heap"               # nextpnr's placer (PLACERS)
     wirelength: int | None = None      # the placement's wire length (placed_wirelength)
     # place_only: no routing, no bitstream; the clocks' fmax are nextpnr's estimates before
     # routing, and wire_blocks the placement's wire length by block (wire_by_block)
