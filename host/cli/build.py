@@ -138,6 +138,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
       rnic build --top ethernet --json --allow-timing-fail     # RGMII + MAC + ARP/ping, W=4
       rnic build --freq 156.25 --paths 30 --allow-timing-fail  # what fails at the goal
       rnic build --place-only --seed 2                 # will it route? wire length by block
+      rnic build --place-only --placer static          # the other placer's wire length
       rnic build --seeds 1-6 --allow-timing-fail       # route the best placement of six
       rnic build --sweep                               # benchmark table (takes a while)
     """
