@@ -140,7 +140,9 @@ class RxClassify(wiring.Component):
         W = self._width
         beat = self.i.payload
         index = Signal(16)                      # beats of the frame before this one
-        offset = Cat(Signal(ceil_log2(W)), index)[:_LEN_BITS]
+        # a lane's offset in the frame: the beat's index above the lane's number
+        lanes = [Cat(Const(j, ceil_log2(W)), index)[:_LEN_BITS] for j in range(W)]
+        offset = lanes[0]
         head = Signal(8 * HEAD_LEN)
         total_length = field(head, _IP + 2, 2)
         ip_end = _IP + total_length
@@ -154,9 +156,7 @@ class RxClassify(wiring.Component):
         m.d.comb += [wp.addr.eq(wr_ptr[:abits]), wp.data.eq(beat.data), wp.en.eq(take)]
 
         # (area: compares with constants as LUT logic, and one subtract for the IP end in
-        # place of a compare per lane: carry chains otherwise; a lane's offset is the beat's
-        # with its index in the low bits, which are 0 in the beat's)
-        lanes = [Cat(Const(j, ceil_log2(W)), index)[:_LEN_BITS] for j in range(W)]
+        # place of a compare per lane: carry chains otherwise)
         to_end = Signal(signed(_LEN_BITS + 1))      # octets of the IP packet from the beat on
         m.d.comb += to_end.eq(ip_end - offset)
         ip_keep = Cat(*(above(p, _IP - 1) & ~above(p, _ICMP - 1) for p in lanes))
