@@ -25,7 +25,8 @@ REWRITTEN_LEN = _ICMP + 4
 
 class IcmpEcho(wiring.Component):
     """Answers ICMP echo requests: the request is stored in a memory as it arrives and the
-    reply is read back out of it with its first 38 octets rewritten.
+    reply is read back out of it with its first 38 octets rewritten, while the next
+    request is stored in the memory's other bank.
 
     The reply, byte for byte :class:`rnic.host.model.network_layer.NicNetModel`'s: to the
     request's source MAC and IP from ``mac`` and ``ip``; IPv4 header of IHL 5, TOS 0, the
@@ -40,7 +41,8 @@ class IcmpEcho(wiring.Component):
     width : int
         Octets per beat, one of :data:`rnic.host.spec.limits.WIDTHS`.
     max_len : int
-        Longest request frame stored (the memory holds ``max_len`` octets); default 1514,
+        Longest request frame stored (each bank of the memory holds ``max_len`` octets,
+        rounded up to a power of two rows); default 1514,
         an IPv4 packet of the MTU. A longer request is taken and dropped without a reply.
 
     Ports
@@ -61,9 +63,12 @@ class IcmpEcho(wiring.Component):
 
     Latency: the reply's first beat is valid 5 cycles after the request's last beat was
     taken (the checksums take two cycles, sums then folds; ``o`` is registered by a
-    :class:`~rnic.hdl.stream_slice.StreamSlice`). Throughput: one request at a
-    time: ``i`` waits while the reply is sent, so a ping of B beats takes about 2 B + 5
-    cycles. ``ident_take`` pulses in the cycle after the request's last beat.
+    :class:`~rnic.hdl.stream_slice.StreamSlice`) when no reply is being sent. Throughput:
+    one beat per cycle in and out; the memory has two banks, so a request is taken while
+    the reply to the one before is sent (at the pace of ``o``: the line's, behind the
+    transmit path) and ``i`` waits only after it, for that reply to end. Pings back to back
+    at line rate are answered at line rate. ``ident_take`` pulses in the cycle after the
+    request's last beat.
     """
 
     def __init__(self, *, width, max_len=MAX_FRAME_LEN):
@@ -88,9 +93,13 @@ class IcmpEcho(wiring.Component):
         W = self._width
         rows = (self._max_len + W - 1) // W
         abits = max(1, ceil_log2(rows))
-        m.submodules.store = store = memory.Memory(shape=8 * W, depth=rows, init=[])
+        # two banks: a request is received into one while the reply to the one before is
+        # read out of the other
+        m.submodules.store = store = memory.Memory(shape=8 * W, depth=2 << abits, init=[])
         wp = store.write_port()
         rp = store.read_port()
+        write_bank = Signal()
+        read_bank = Signal()
 
         beat = self.i.payload
         head = Signal(8 * _ICMP)
@@ -100,7 +109,6 @@ class IcmpEcho(wiring.Component):
         too_long = Signal()
         offset = Cat(Signal(ceil_log2(W)), index)
         keep = Cat(*((offset + j >= REWRITTEN_LEN) & (j < beat.n) for j in range(W)))
-        header = Signal(8 * REWRITTEN_LEN)
 
         # The sum of octets 38 onwards runs one cycle behind the beats: each beat is taken
         # into a register (with its lanes' keep flags) and added in the next cycle, so
@@ -115,8 +123,13 @@ class IcmpEcho(wiring.Component):
             m.d.sync += rest_sum.eq(Mux(sum_first, 0, rest_sum)
                                     + beat_sum(sum_data, sum_keep, W))
 
-        m.d.comb += [wp.addr.eq(index[:abits]), wp.data.eq(beat.data)]
+        m.d.comb += [wp.addr.eq(Cat(index[:abits], write_bank)), wp.data.eq(beat.data)]
 
+        # the reply being sent: its header, length and position
+        header = Signal(8 * REWRITTEN_LEN)
+        reply_beats = Signal(16)
+        reply_last_n = Signal(range(W + 1))
+        sending = Signal()
         remaining = Signal(16)
         out_valid = Signal()
         out_index = Signal(16)
@@ -126,8 +139,16 @@ class IcmpEcho(wiring.Component):
         m.submodules.out = out = StreamSlice(FrameBeat(width=W))
         wiring.connect(m, out.o, wiring.flipped(self.o))
         advance = ~out_valid | out.i.ready
-        self._reply_beat(m, rp, header, out.i, out_valid, out_index, beats, last_n)
-        m.d.comb += [rp.addr.eq(read_index[:abits]), rp.en.eq(advance & (remaining != 0))]
+        self._reply_beat(m, rp, header, out.i, out_valid, out_index, reply_beats,
+                         reply_last_n)
+        m.d.comb += [rp.addr.eq(Cat(read_index[:abits], read_bank)),
+                     rp.en.eq(advance & (remaining != 0))]
+        with m.If(sending & advance):
+            with m.If(remaining != 0):
+                m.d.sync += [out_valid.eq(1), out_index.eq(read_index),
+                             read_index.eq(read_index + 1), remaining.eq(remaining - 1)]
+            with m.Else():
+                m.d.sync += [out_valid.eq(0), sending.eq(0)]
 
         ident = Signal(16)
         ip_sum = Signal(SUM_BITS)
@@ -150,20 +171,15 @@ class IcmpEcho(wiring.Component):
                 # the identification it uses.
                 m.d.comb += self.ident_take.eq(1)
                 m.d.sync += [ident.eq(self.ident), ip_sum.eq(self._ip_sum(head, self.ident))]
-                m.next = "PREPARE"
-            with m.State("PREPARE"):
-                m.d.sync += [header.eq(self._header(head, ident, ip_sum, rest_sum)),
-                             remaining.eq(beats), read_index.eq(0), out_valid.eq(0)]
-                m.next = "SEND"
-            with m.State("SEND"):
-                with m.If(advance):
-                    with m.If(remaining != 0):
-                        m.d.sync += [out_valid.eq(1), out_index.eq(read_index),
-                                     read_index.eq(read_index + 1),
-                                     remaining.eq(remaining - 1)]
-                    with m.Else():
-                        m.d.sync += out_valid.eq(0)
-                        m.next = "RECEIVE"
+                m.next = "HAND_OVER"
+            with m.State("HAND_OVER"):
+                # the stored request becomes the reply once the one before has been sent
+                with m.If(~sending):
+                    m.d.sync += [header.eq(self._header(head, ident, ip_sum, rest_sum)),
+                                 reply_beats.eq(beats), reply_last_n.eq(last_n),
+                                 remaining.eq(beats), read_index.eq(0), sending.eq(1),
+                                 read_bank.eq(write_bank), write_bank.eq(~write_bank)]
+                    m.next = "RECEIVE"
         return m
 
     def _ip_sum(self, head, ident):

@@ -104,8 +104,9 @@ class NetworkLayer(wiring.Component):
     14 + total length octets (34 at W = 4, 22 at W = 8 for a 56-octet ping); a TCP frame's
     first beat is on ``tcp`` 4 cycles after its last came in. Throughput: ``rx`` takes one
     beat per cycle while the buffer has room; the classifier routes one beat per cycle
-    with one idle cycle between frames (a dropped frame takes one cycle); echo requests
-    are answered one at a time (about 2 B + 6 cycles each), ARP requests in
+    with one idle cycle between frames (a dropped frame takes one cycle); an echo request
+    is taken while the reply to the one before is sent (two in the echo's memory), so
+    pings back to back at line rate are answered at line rate; ARP requests in
     ``2 * ceil(42 / W) + 2`` cycles.
     """
 
