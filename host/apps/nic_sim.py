@@ -148,7 +148,8 @@ class NicSim:
     Parameters (keyword-only)
     ----------
     listen_port, peer_port : int
-        The cable: datagrams in on ``127.0.0.1:listen_port``, out to ``127.0.0.1:peer_port``.
+        The cable: datagrams in on ``127.0.0.1:listen_port`` (0: a free port, then
+        :attr:`listen_port`), out to ``127.0.0.1:peer_port``.
     ip, prefix, mac
         The NIC's addresses (defaults 169.254.7.2/24 and 02:00:0a:07:00:02), programmed
         through the registers at start.
@@ -172,6 +173,7 @@ class NicSim:
         self.device = self.server = self._udp = self._rx_thread = None
         try:
             self._udp = self._bind_udp(listen_port)
+            self.listen_port = self._udp.getsockname()[1]      # (0 binds a free port)
             try:
                 self.server = TransportServer(self._late, control_port, HOST)
             except OSError as e:
