@@ -33,3 +33,27 @@ def progress_only():
         other = [line for line in text.splitlines() if not PROGRESS_LINE.match(line)]
         assert not other, f"stderr has more than build progress: {other}"
     return check
+
+
+@pytest.fixture
+def rnic_in_process():
+    """``run(*args)``: ``rnic ARGS`` in this process (click's isolated streams), returning
+    (exit status, stdout text, stderr text)."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from rnic.host.cli import main
+
+    def run(*args):
+        code = 0
+        with CliRunner().isolation() as streams:
+            out, err = streams[0], streams[1]
+            try:
+                main([str(a) for a in args])
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            return code, out.getvalue().decode(), err.getvalue().decode()
+    return run

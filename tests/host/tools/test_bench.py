@@ -1,35 +1,18 @@
 """``rnic bench ddp``: the report's shape, goodput against the protocol limit, and failure.
 
-Runs in-process (``rnic.host.cli.main``) at W = 8 with few messages per size (the hidden
-``--messages``), on the Verilated :class:`rnic.hdl.ddp_b2b.DdpBenchTop` (built once, then
+Runs in-process (the ``rnic_in_process`` fixture) at W = 8 with few messages per size (the
+hidden ``--messages``), on the Verilated :class:`rnic.hdl.ddp_b2b.DdpBenchTop` (built once, then
 cached in the simulation build cache). The model side (:func:`rnic.host.tools.bench.ddp_wire_model`) is checked
 against hand-computed wire octets. A run whose placement is wrong (messages read one
 octet off) must exit 1, not be timed.
 """
 
 import json
-import sys
 
 import pytest
-from click.testing import CliRunner
 
 from rnic.host.tools import bench
-from rnic.host.cli import main
 
-
-def rnic(*args):
-    """Run ``rnic ARGS`` in this process: (exit status, stdout text, stderr text)."""
-    runner = CliRunner()
-    code = 0
-    with runner.isolation() as streams:
-        out, err = streams[0], streams[1]
-        try:
-            main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return code, out.getvalue().decode(), err.getvalue().decode()
 
 
 def test_wire_model_by_hand():
@@ -49,8 +32,8 @@ def test_wire_model_by_hand():
     assert 0.97 < big["payload_octets"] / big["wire_octets"] < 0.99
 
 
-def test_bench_ddp_json(progress_only):
-    code, out, err = rnic("bench", "ddp", "--width", "8", "--messages", "3", "--json")
+def test_bench_ddp_json(progress_only, rnic_in_process):
+    code, out, err = rnic_in_process("bench", "ddp", "--width", "8", "--messages", "3", "--json")
     assert code == 0, err
     progress_only(err)                                 # not a terminal: quiet but for a build
     report = json.loads(out)
@@ -91,17 +74,18 @@ def test_bench_ddp_json(progress_only):
         assert r["gbps"]["125MHz"] == pytest.approx(r["goodput"] * 8 * 8 * 0.125, rel=1e-3)
 
 
-def test_bench_ddp_text_and_op():
-    code, out, err = rnic("bench", "ddp", "--width", "8", "--op", "write", "--messages", "2")
+def test_bench_ddp_text_and_op(rnic_in_process):
+    code, out, err = rnic_in_process("bench", "ddp", "--width", "8", "--op", "write", "--messages", "2")
     assert code == 0, err
     assert "| 8 | write | 65536 | 2 |" in out and "| send |" not in out and "NO" not in out
 
 
-def test_bench_ddp_fails_on_bad_placement(monkeypatch, tmp_path):
+def test_bench_ddp_fails_on_bad_placement(monkeypatch, tmp_path, rnic_in_process):
     import tempfile
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))       # the kept simulator log
     monkeypatch.setattr(bench, "_DDP_SKEW", 1)
-    code, out, err = rnic("bench", "ddp", "--width", "8", "--op", "write", "--messages", "2", "--json")
+    code, out, err = rnic_in_process("bench", "ddp", "--width", "8", "--op", "write", "--messages",
+                                     "2", "--json")
     assert code == 1 and out == ""
     assert "rnic bench ddp: error: bench ddp W=8:" in err and "placement errors" in err
     assert "(write 64)" in err and str(tmp_path) in err

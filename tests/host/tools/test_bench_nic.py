@@ -12,32 +12,15 @@
 
 import json
 import random
-import sys
 
 import pytest
-from click.testing import CliRunner
 from scapy.layers.inet import ICMP, IP
 from scapy.layers.l2 import Ether
 
-from rnic.host.cli import main
 from rnic.host.model.network_layer import NicNetModel
 from rnic.host.spec.net import DEFAULT_NIC_IP
 from rnic.host.tools import bench_nic
 
-
-def rnic(*args):
-    """Run ``rnic ARGS`` in this process: (exit status, stdout text, stderr text)."""
-    runner = CliRunner()
-    code = 0
-    with runner.isolation() as streams:
-        out, err = streams[0], streams[1]
-        try:
-            main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return code, out.getvalue().decode(), err.getvalue().decode()
 
 
 # -- (a) frames ------------------------------------------------------------------------------
@@ -84,23 +67,23 @@ def test_full_size_pings_at_line_rate():
 
 # -- (c) the CLI ------------------------------------------------------------------------------
 
-def test_cli_json_and_text(progress_only):
-    code, out, err = rnic("bench", "nic", "--size", "56", "--pings", "20", "--window", "4",
-                          "--json")
+def test_cli_json_and_text(progress_only, rnic_in_process):
+    code, out, err = rnic_in_process("bench", "nic", "--size", "56", "--pings", "20",
+                                     "--window", "4", "--json")
     assert code == 0, err
     progress_only(err)
     report = json.loads(out)
     assert report["bench"] == "nic" and report["window"] == 4 and report["verified"]
     assert [(r["size"], r["pings"]) for r in report["results"]] == [(56, 20)]
-    code, out, err = rnic("bench", "nic", "--size", "0", "--pings", "5")
+    code, out, err = rnic_in_process("bench", "nic", "--size", "0", "--pings", "5")
     assert code == 0, err
     assert "| 0 | 60 | 5 |" in out
 
 
 @pytest.mark.parametrize("args", [["--size", "1473"], ["--size", "-1"], ["--pings", "0"],
                                   ["--window", "0"], ["--size", "x"]])
-def test_cli_usage_errors(args):
-    code, out, err = rnic("bench", "nic", *args)
+def test_cli_usage_errors(args, rnic_in_process):
+    code, out, err = rnic_in_process("bench", "nic", *args)
     assert code == 2 and out == ""
     assert err.startswith("rnic bench nic: error: Invalid value for '--") and err.count("\n") == 1
 
