@@ -7,7 +7,7 @@ import click
 
 from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK, emit, fail
 from rnic.host.cli.progress import sim_build_progress
-from rnic.host.spec.net import ICMP_HEADER_LEN, IPV4_HEADER_LEN, MTU
+from rnic.host.spec.net import MAX_ECHO_DATA
 
 __all__ = ["bench"]
 
@@ -125,7 +125,7 @@ def bench_ddp(widths, ops, messages, as_json):
 
 @bench.command("nic")
 @click.option("--size", "sizes", multiple=True,
-              type=click.IntRange(0, MTU - IPV4_HEADER_LEN - ICMP_HEADER_LEN),
+              type=click.IntRange(0, MAX_ECHO_DATA),
               help="ICMP payload octets of the pings; repeatable (default 0, 56, 1472).")
 @click.option("--pings", type=click.IntRange(1, 1_000_000), default=None,
               help="Echo requests per size (default 400).")

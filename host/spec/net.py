@@ -12,7 +12,7 @@ __all__ = [
     "PREAMBLE", "SFD", "PREAMBLE_LEN", "FCS_LEN", "IFG_LEN", "MIN_FRAME_LEN", "MAX_FRAME_LEN",
     "ETH_HEADER_LEN", "ETH_ADDR_LEN", "BROADCAST_MAC", "EtherType", "VLAN_TAG_LEN",
     "ARP_LEN", "ArpOp", "IPV4_HEADER_LEN", "IPV4_VERSION", "IPV4_DF", "IpProto", "DEFAULT_TTL",
-    "ICMP_HEADER_LEN", "IcmpType", "MTU",
+    "ICMP_HEADER_LEN", "MAX_ECHO_DATA", "IcmpType", "MTU",
     "DEFAULT_NIC_MAC", "DEFAULT_NIC_IP", "DEFAULT_PREFIX", "DEFAULT_PEER_IP",
     "RxDrop", "TxDrop",
 ]
@@ -75,6 +75,8 @@ class IpProto(enum.IntEnum):
 
 #: Octets of an ICMP echo header: type, code, checksum, identifier, sequence (RFC 792).
 ICMP_HEADER_LEN = 8
+#: The most data an echo request carries in one unfragmented packet (``ping -s 1472``).
+MAX_ECHO_DATA = MTU - IPV4_HEADER_LEN - ICMP_HEADER_LEN
 
 
 class IcmpType(enum.IntEnum):

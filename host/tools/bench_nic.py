@@ -39,9 +39,9 @@ from rnic.host.apps.nic_sim import HOST, NicSim
 from rnic.host.driver.regs import Registers
 from rnic.host.model import arp, ethernet, icmp, ipv4
 from rnic.host.model.network_layer import NicNetModel
-from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, ETH_HEADER_LEN, FCS_LEN, ICMP_HEADER_LEN,
-                                IFG_LEN, IPV4_HEADER_LEN, MTU, PREAMBLE_LEN, EtherType,
-                                IcmpType, IpProto, RxDrop)
+from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, ETH_HEADER_LEN, FCS_LEN,
+                                IFG_LEN, IPV4_HEADER_LEN, MAX_ECHO_DATA, PREAMBLE_LEN,
+                                EtherType, IcmpType, IpProto, RxDrop)
 
 __all__ = ["NIC_SIZES", "DEFAULT_PINGS", "DEFAULT_WINDOW", "MAX_PING", "LINE_HZ",
            "NicBenchMismatch", "echo_request", "wire_octets", "run_nic_bench",
@@ -49,11 +49,11 @@ __all__ = ["NIC_SIZES", "DEFAULT_PINGS", "DEFAULT_WINDOW", "MAX_PING", "LINE_HZ"
 
 #: ICMP payload sizes of a default run: the issue's ping sizes (empty, ping's default,
 #: the largest that fits the MTU unfragmented).
-NIC_SIZES = (0, 56, 1472)
+NIC_SIZES = (0, 56, MAX_ECHO_DATA)
 #: Echo requests per size and most unanswered at once (the peer's window).
 DEFAULT_PINGS, DEFAULT_WINDOW = 400, 16
-#: Largest ICMP payload in one unfragmented IPv4 packet.
-MAX_PING = MTU - IPV4_HEADER_LEN - ICMP_HEADER_LEN
+#: Largest ICMP payload of ``--size`` (the spec's, for this module's users).
+MAX_PING = MAX_ECHO_DATA
 #: The octet clock of a 1 Gb/s line (GMII).
 LINE_HZ = 125e6
 #: The peer's addresses (the siw VM guest's on the same cable).
