@@ -1,6 +1,9 @@
 """Word buffer of the TX framer: data words between the input and the lane stage."""
 
-from amaranth.hdl import Module, Mux, Signal
+import operator
+from functools import reduce
+
+from amaranth.hdl import C, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -127,9 +130,12 @@ class MpaTxWordBuffer(wiring.Component):
         # else pushed word j - cnt (written at wr_ptr = rd_ptr + cnt); a position beyond
         # the pushed words is not valid and its value does not matter.
         window = self.window
-        # ``cnt`` as flags (bit c: cnt == c, for the counts the window's choice needs),
-        # registered with it (timing: Yosys computes ``cnt == c`` through the carry chain
-        # of ``cnt - c`` below, which put that chain in front of the window registers)
+        # ``cnt`` as a thermometer (bit c: cnt >= c), registered with it, and as flags
+        # (bit c: cnt == c, for the counts the window's choice needs). Timing: the next
+        # values are the thermometer shifted by the pop and the push, bits chosen by
+        # multiplexers; compares of ``cnt - pop + pushed`` with constants put carry
+        # chains in front of these registers.
+        cnt_ge = Signal(CAP + 1, init=1)
         cnt_is = Signal(2 * L + 1, init=1)
         pos = []
         for j in range(2 * L + 1):
@@ -150,17 +156,30 @@ class MpaTxWordBuffer(wiring.Component):
         # the longest path into ``b_fits``; the pop is at most ``cnt``)
         push_cnt = Signal(range(CAP + L + 2))
         m.d.comb += push_cnt.eq(cnt + g.cnt)
+        pushed_is = Signal(L + 2)        # bit n: the push appends n words
+        m.d.comb += [pushed_is[n].eq(Mux(b_push, g.cnt == n, n == 0)) for n in range(L + 2)]
+
+        def next_ge(c, p_):
+            """Bit c of the thermometer after popping ``p_`` words and the push: the
+            count kept, ``cnt - p_``, is at least ``c - n`` for the push of n words."""
+            terms = []
+            for n in range(L + 2):
+                i = c - n + p_           # kept >= c - n, as a bit of cnt_ge
+                if c - n <= 0:
+                    terms.append(pushed_is[n])
+                elif i <= CAP:
+                    terms.append(pushed_is[n] & cnt_ge[i])
+            return reduce(operator.or_, terms, C(0, 1))
+
         with m.Switch(pop):
             for p_ in range(L + 1):
                 with m.Case(p_):
                     m.d.sync += [window[k].eq(pos[p_ + k]) for k in range(L + 1)]
+                    ge = [next_ge(c, p_) for c in range(CAP + 2)]
+                    m.d.sync += [cnt_ge[c].eq(ge[c]) for c in range(CAP + 1)]
+                    m.d.sync += [self.have[k].eq(ge[k + 1]) for k in range(L + 1)]
+                    m.d.sync += [cnt_is[c].eq(ge[c] & ~ge[c + 1]) for c in range(2 * L + 1)]
                     # (with and without the push side by side: b_push is the later input)
-                    kept = cnt - p_
-                    grown = kept + g.cnt
-                    m.d.sync += [self.have[k].eq(Mux(b_push, grown > k, kept > k))
-                                 for k in range(L + 1)]
-                    m.d.sync += [cnt_is[c].eq(Mux(b_push, grown == c, kept == c))
-                                 for c in range(2 * L + 1)]
                     room_p = self.next_room + p_
                     m.d.sync += b_fits.eq(Mux(b_push, push_cnt <= room_p, cnt <= room_p))
         with m.If(b_push):
@@ -174,3 +193,4 @@ class MpaTxWordBuffer(wiring.Component):
                         with m.Case(k):
                             m.d.sync += buf[e].eq(words[k])
         return m
+
