@@ -39,21 +39,9 @@ def progress_only():
 def rnic_in_process():
     """``run(*args)``: ``rnic ARGS`` in this process (click's isolated streams), returning
     (exit status, stdout text, stderr text)."""
-    import sys
-
-    from click.testing import CliRunner
-
-    from rnic.host.cli import main
+    from tests.host.cli.in_process import run_rnic
 
     def run(*args):
-        code = 0
-        with CliRunner().isolation() as streams:
-            out, err = streams[0], streams[1]
-            try:
-                main([str(a) for a in args])
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            return code, out.getvalue().decode(), err.getvalue().decode()
+        code, out, err = run_rnic(*args)
+        return code, out.decode(), err.decode()
     return run

@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from rnic.host.cli import ENGINES, main
+from rnic.host.cli import ENGINES
 from rnic.host.cli.progress import PLAIN_LINE
 from rnic.host.model.crc import crc32c, crc_field
 from rnic.host.model.dissect import ulpdu_to_json
 from rnic.host.model.fpdu import FpduEncoder
+from tests.host.cli.in_process import run_rnic
 
 WIDTHS = [4, 8]
 
@@ -31,19 +31,10 @@ WIDTHS = [4, 8]
 def rnic(*args, stdin=b""):
     """Run ``rnic ARGS`` in this process: (exit status, stdout bytes, stderr text without the
     progress lines of a simulation build, which only a fresh cache prints)."""
-    runner = CliRunner()
-    code = 0
-    with runner.isolation(input=stdin) as streams:
-        out, err = streams[0], streams[1]
-        try:
-            main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        text = "".join(line for line in err.getvalue().decode().splitlines(keepends=True)
-                       if not PLAIN_LINE.match(line.rstrip("\n")))
-        return code, out.getvalue(), text
+    code, out, err = run_rnic(*args, stdin=stdin)
+    text = "".join(line for line in err.decode().splitlines(keepends=True)
+                   if not PLAIN_LINE.match(line.rstrip("\n")))
+    return code, out, text
 
 
 def ulpdu(rng, i, size):
