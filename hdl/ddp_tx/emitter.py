@@ -149,32 +149,39 @@ class SegmentEmitter(wiring.Component):
         with m.If(emitting & pre & words.valid):
             m.d.comb += words.ready.eq(1)
             m.d.sync += [prev.eq(words.payload), pre.eq(0)]
+        with m.If(o.valid & o.ready):
+            m.d.sync += [
+                hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
+                t.eq(t + 1), e_first.eq(0), hk.eq(hk + 1), hword.eq(next_hword),
+                # the same flags for the next beat (hrem - W, tot - W, t + 1; ``t >= -1`` is
+                # "not negative, or all ones", and the compares with constants are LUTs:
+                # area, no carry chains)
+                need.eq((~t[-1] | t.as_unsigned().all()) & (t < lastw)),
+                last_beat.eq(~above(tot, 2 * W)),
+                hmask.eq(Cat(*[above(hrem, b + W) for b in range(W)])),
+                tmask.eq(Cat(*[above(tot, b + W) for b in range(W)])),
+            ]
+            with m.If(need):
+                m.d.comb += words.ready.eq(1)
+                m.d.sync += prev.eq(cur)
+            with m.If(last_beat):
+                m.d.sync += emitting.eq(0)
+
         # Every start waits in ``nxt`` first, and is loaded when the emitter is idle or with
         # the last beat of the segment going out, so that segments follow each other
         # without a bubble. (Area and timing: the header registers have one source, and the
         # wide start payload, a multiplexer of every kind's header, goes into ``nxt`` only.)
-        fire = Signal()
-        m.d.comb += fire.eq(o.valid & o.ready)
+        fire_last = Signal()
+        m.d.comb += fire_last.eq(o.valid & o.ready & last_beat)
         nxt = Signal.like(self.start.payload, name="nxt")
         nxt_valid = Signal()
-        # The beat registers change on ``step``, a beat taken or a segment loaded into an
-        # idle emitter; ``to_nxt`` (registers only) chooses the loaded segment over the next
-        # beat. (Timing: the clock enables of the wide beat registers are then one gate of
-        # the handshake, not behind the "last beat taken, a segment waits" condition.)
-        step = Signal()
-        to_nxt = Signal()
         load_nxt = Signal()
         m.d.comb += [
-            step.eq(fire | (nxt_valid & ~emitting)),
-            to_nxt.eq(nxt_valid & (~emitting | last_beat)),
-            load_nxt.eq(step & to_nxt),
+            load_nxt.eq(nxt_valid & (~emitting | fire_last)),
             # the newest segment's last beat (an older one's is followed by ``nxt``)
-            self.done.eq(fire & last_beat & ~nxt_valid),
+            self.done.eq(fire_last & ~nxt_valid),
             self.busy.eq(nxt_valid),
         ]
-        with m.If(fire & need):
-            m.d.comb += words.ready.eq(1)
-            m.d.sync += prev.eq(cur)
         with m.If(self.start.valid):
             m.d.sync += [nxt.eq(self.start.payload), nxt_valid.eq(1)]
         with m.Elif(load_nxt):
@@ -186,28 +193,11 @@ class SegmentEmitter(wiring.Component):
             m.d.sync += hdr.eq(nxt.header[16 * W:])
         with m.If(load_nxt):
             m.d.sync += [
-                hword1.eq(nxt.header[8 * W:16 * W]), e_conn.eq(nxt.conn), e_len.eq(nxt.total),
-                *[rc.eq(nxt.rot) for rc in rot_c], lastw.eq(nxt.lastw), pre.eq(nxt.pre),
+                hword.eq(nxt.header[:8 * W]), hword1.eq(nxt.header[8 * W:16 * W]), hk.eq(1),
+                hrem.eq(nxt.header_len), hmask.eq(nxt.hmask),
+                e_first.eq(1), e_conn.eq(nxt.conn), e_len.eq(nxt.total), emitting.eq(1),
+                tot.eq(nxt.total), tmask.eq(nxt.tmask), last_beat.eq(nxt.last_beat),
+                *[rc.eq(nxt.rot) for rc in rot_c],
+                t.eq(nxt.t), lastw.eq(nxt.lastw), pre.eq(nxt.pre), need.eq(nxt.need),
             ]
-        with m.If(step):
-            with m.If(to_nxt):
-                m.d.sync += [
-                    hword.eq(nxt.header[:8 * W]), hk.eq(1), hrem.eq(nxt.header_len),
-                    hmask.eq(nxt.hmask), e_first.eq(1), emitting.eq(1), tot.eq(nxt.total),
-                    tmask.eq(nxt.tmask), last_beat.eq(nxt.last_beat), t.eq(nxt.t),
-                    need.eq(nxt.need),
-                ]
-            with m.Else():
-                m.d.sync += [
-                    hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
-                    t.eq(t + 1), e_first.eq(0), hk.eq(hk + 1), hword.eq(next_hword),
-                    # the same flags for the next beat (hrem - W, tot - W, t + 1; ``t >= -1``
-                    # is "not negative, or all ones", and the compares with constants are
-                    # LUTs: area, no carry chains)
-                    need.eq((~t[-1] | t.as_unsigned().all()) & (t < lastw)),
-                    last_beat.eq(~above(tot, 2 * W)),
-                    hmask.eq(Cat(*[above(hrem, b + W) for b in range(W)])),
-                    tmask.eq(Cat(*[above(tot, b + W) for b in range(W)])),
-                    emitting.eq(~last_beat),
-                ]
         return m
