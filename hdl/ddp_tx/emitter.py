@@ -48,9 +48,11 @@ class SegmentEmitter(wiring.Component):
     -----------------------------------------
     The first beat is offered 2 cycles after ``start`` (the waiting register, then the
     header registers) when the segment is header-only or its header fills the first beat,
-    else when the first memory word is there (``pre``: the word that only starts the first
-    beat is loaded first, one cycle). A start while a segment goes out is loaded with its
-    last beat. Then one beat per cycle, limited only by ``o.ready`` and ``words.valid``:
+    else a cycle after the first memory word is on ``words`` (each word is taken into a
+    register of the emitter, ``cur``, first; ``pre``: the word that only starts the first
+    beat is moved on one cycle more). A start while a segment goes out is loaded with its
+    last beat. Then one beat per cycle, limited only by ``o.ready`` and the words (one
+    taken per cycle while the beats use them):
     the header is merged with the memory words by a byte rotator (no bubble at the
     header/payload seam). The per-beat conditions (a memory word is needed, last beat,
     header and length masks) are registers computed one beat ahead, so that ``o.valid`` is
@@ -111,11 +113,19 @@ class SegmentEmitter(wiring.Component):
         tmask = Signal(W)              # octet b of the beat is in the ULPDU: b < tot
 
         words = self.words
+        # The next memory word, in a register of the emitter with its own valid flag
+        # (timing: the beat's handshake and the clock enables of the beat registers are
+        # then gates of local registers; ``words.valid`` comes from the fetch across the
+        # die and reaches only ``cur`` and ``cur_valid``). ``cur`` loads whatever is on
+        # ``words`` while it is free or used up (a payload loaded without its valid is
+        # never used). It is not zeroed when the beat takes no word: its octets are then
+        # past the ULPDU's end or under the header, masked by ``tmask``/``hmask``.
         cur = Signal(8 * W)
-        # (not zeroed when the beat takes no word: its octets from ``cur`` are then past the
-        # ULPDU's end or under the header, masked by ``tmask``/``hmask``; timing, the output
-        # data's path is a level shorter)
-        m.d.comb += cur.eq(words.payload)
+        cur_valid = Signal()
+        use_cur = Signal()             # the word in ``cur`` is used up in this cycle
+        m.d.comb += words.ready.eq(~cur_valid | use_cur)
+        with m.If(words.ready):
+            m.d.sync += [cur.eq(words.payload), cur_valid.eq(words.valid)]
         win = Signal(16 * W)
         m.d.comb += win.eq(Cat(prev, cur))
         rdat = Signal(8 * W)
@@ -144,11 +154,11 @@ class SegmentEmitter(wiring.Component):
             o.payload.data.eq(outd), o.payload.n.eq(Mux(last_beat, tot[:LW + 1], W)),
             o.payload.first.eq(e_first), o.payload.last.eq(last_beat),
             o.payload.length.eq(e_len), o.payload.conn.eq(e_conn),
-            o.valid.eq(emitting & ~pre & (~need | words.valid)),
+            o.valid.eq(emitting & ~pre & (~need | cur_valid)),
         ]
-        with m.If(emitting & pre & words.valid):
-            m.d.comb += words.ready.eq(1)
-            m.d.sync += [prev.eq(words.payload), pre.eq(0)]
+        with m.If(emitting & pre & cur_valid):
+            m.d.comb += use_cur.eq(1)
+            m.d.sync += [prev.eq(cur), pre.eq(0)]
         with m.If(o.valid & o.ready):
             m.d.sync += [
                 hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
@@ -162,7 +172,7 @@ class SegmentEmitter(wiring.Component):
                 tmask.eq(Cat(*[above(tot, b + W) for b in range(W)])),
             ]
             with m.If(need):
-                m.d.comb += words.ready.eq(1)
+                m.d.comb += use_cur.eq(1)
                 m.d.sync += prev.eq(cur)
             with m.If(last_beat):
                 m.d.sync += emitting.eq(0)
