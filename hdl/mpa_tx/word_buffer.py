@@ -193,4 +193,3 @@ class MpaTxWordBuffer(wiring.Component):
                         with m.Case(k):
                             m.d.sync += buf[e].eq(words[k])
         return m
-
