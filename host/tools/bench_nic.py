@@ -43,7 +43,7 @@ from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, ETH_HEADER_LEN,
                                 IFG_LEN, IPV4_HEADER_LEN, MAX_ECHO_DATA, PREAMBLE_LEN,
                                 EtherType, IcmpType, IpProto, RxDrop)
 
-__all__ = ["NIC_SIZES", "DEFAULT_PINGS", "DEFAULT_WINDOW", "MAX_PING", "LINE_HZ",
+__all__ = ["NIC_SIZES", "DEFAULT_PINGS", "DEFAULT_WINDOW", "LINE_HZ",
            "NicBenchMismatch", "echo_request", "wire_octets", "run_nic_bench",
            "nic_text_report"]
 
@@ -52,8 +52,6 @@ __all__ = ["NIC_SIZES", "DEFAULT_PINGS", "DEFAULT_WINDOW", "MAX_PING", "LINE_HZ"
 NIC_SIZES = (0, 56, MAX_ECHO_DATA)
 #: Echo requests per size and most unanswered at once (the peer's window).
 DEFAULT_PINGS, DEFAULT_WINDOW = 400, 16
-#: Largest ICMP payload of ``--size`` (the spec's, for this module's users).
-MAX_PING = MAX_ECHO_DATA
 #: The octet clock of a 1 Gb/s line (GMII).
 LINE_HZ = 125e6
 #: The peer's addresses (the siw VM guest's on the same cable).
@@ -185,8 +183,8 @@ def run_nic_bench(sizes=NIC_SIZES, *, pings=DEFAULT_PINGS, window=DEFAULT_WINDOW
     :class:`NicSim`'s (default: the Verilated NIC, built once and cached).
     """
     for size in sizes:
-        if not 0 <= size <= MAX_PING:
-            raise ValueError(f"ICMP payload size {size} is not in 0..{MAX_PING}")
+        if not 0 <= size <= MAX_ECHO_DATA:
+            raise ValueError(f"ICMP payload size {size} is not in 0..{MAX_ECHO_DATA}")
     if pings < 1 or window < 1:
         raise ValueError(f"pings ({pings}) and window ({window}) must be at least 1")
     rng = random.Random(seed)

@@ -44,7 +44,8 @@ def test_wire_octets():
     # 7 preamble + SFD, the frame padded to 60, 4 FCS, 12 of inter-frame gap
     assert bench_nic.wire_octets(bytes(42)) == 8 + 60 + 4 + 12
     assert bench_nic.wire_octets(bytes(1514)) == 1538
-    assert bench_nic.MAX_PING == 1472
+    # the largest ping that fits a 1500-octet MTU unfragmented is a default size
+    assert max(bench_nic.NIC_SIZES) == 1472
 
 
 # -- (b) the simulated NIC -------------------------------------------------------------------
