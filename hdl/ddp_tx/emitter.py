@@ -38,27 +38,25 @@ class SegmentEmitter(wiring.Component):
     o : Out(stream(MpaTxBeat))
         The ULPDU: ``length`` on the ``first`` beat, every beat full but the last.
     done : Out(1)
-        The last beat of the newest segment (the last one started) is taken into the
-        output register (combinational; not for a segment that a waiting one follows).
+        The last beat of the newest segment (the last one started) is taken on ``o``
+        (combinational; not for a segment that a waiting one follows).
     busy : Out(1)
         A started segment waits in the register (behind the one going out, or for the
         cycle after its ``start``); a new ``start`` waits for 0.
 
     Latency, throughput and packet boundaries
     -----------------------------------------
-    The first beat is offered 3 cycles after ``start`` (the waiting register, the header
-    registers, then the output register) when the segment is header-only or its header
-    fills the first beat, else 2 cycles after the first memory word is on ``words`` (each
-    word is taken into a register of the emitter, ``cur``, first; ``pre``: the word that
-    only starts the first beat is moved on one cycle more). A start while a segment goes out is loaded with its
+    The first beat is offered 2 cycles after ``start`` (the waiting register, then the
+    header registers) when the segment is header-only or its header fills the first beat,
+    else a cycle after the first memory word is on ``words`` (each word is taken into a
+    register of the emitter, ``cur``, first; ``pre``: the word that only starts the first
+    beat is moved on one cycle more). A start while a segment goes out is loaded with its
     last beat. Then one beat per cycle, limited only by ``o.ready`` and the words (one
     taken per cycle while the beats use them):
     the header is merged with the memory words by a byte rotator (no bubble at the
     header/payload seam). The per-beat conditions (a memory word is needed, last beat,
-    header and length masks) are registers computed one beat ahead, so that a beat's valid
-    is one gate of registers; ``o`` is a register (its ``ready`` reaches the beat's
-    handshake, not the other way round). One ULPDU at a time; ``first``/``last`` delimit
-    it.
+    header and length masks) are registers computed one beat ahead, so that ``o.valid`` is
+    one gate of registers. One ULPDU at a time; ``first``/``last`` delimit it.
     """
 
     def __init__(self, *, width, connections):
@@ -106,7 +104,7 @@ class SegmentEmitter(wiring.Component):
         e_conn = Signal(self._conn_bits)
         pre = Signal()                 # load memory word 0 into ``prev`` first (when lo >= header)
         # The following are registers kept in step with hrem/tot/t (registered for timing:
-        # they gate the beat's valid, whose handshake enables the wide ``prev`` register and the
+        # they gate o.valid, whose handshake enables the wide ``prev`` register and the
         # counters, and would otherwise be wide compares in front of that enable).
         emitting = Signal()            # a ULPDU is being emitted
         need = Signal()                # the current beat takes a memory word: 0 <= t <= lastw
@@ -151,28 +149,17 @@ class SegmentEmitter(wiring.Component):
         for b in range(W):
             m.d.comb += outd[8 * b:8 * b + 8].eq(
                 Mux(tmask[b], Mux(hmask[b], hword[8 * b:8 * b + 8], rdat[8 * b:8 * b + 8]), 0))
-        # The beat goes out through an output register of the emitter (timing: the rotator
-        # and the masks are 3 LUTs deep, and the transmit switch's slice that takes ``o``
-        # is placed across the die; a register here leaves that route without logic). It
-        # loads whatever the beat is while it is free or taken (the clock enable is then
-        # a gate of registers, like a :class:`~rnic.hdl.stream_slice.StreamSlice`'s).
         o = self.o
-        beat = Signal.like(o.payload, name="beat")
-        beat_valid = Signal()
-        beat_ready = Signal()
         m.d.comb += [
-            beat.data.eq(outd), beat.n.eq(Mux(last_beat, tot[:LW + 1], W)),
-            beat.first.eq(e_first), beat.last.eq(last_beat),
-            beat.length.eq(e_len), beat.conn.eq(e_conn),
-            beat_valid.eq(emitting & ~pre & (~need | cur_valid)),
-            beat_ready.eq(~o.valid | o.ready),
+            o.payload.data.eq(outd), o.payload.n.eq(Mux(last_beat, tot[:LW + 1], W)),
+            o.payload.first.eq(e_first), o.payload.last.eq(last_beat),
+            o.payload.length.eq(e_len), o.payload.conn.eq(e_conn),
+            o.valid.eq(emitting & ~pre & (~need | cur_valid)),
         ]
-        with m.If(beat_ready):
-            m.d.sync += [o.payload.eq(beat), o.valid.eq(beat_valid)]
         with m.If(emitting & pre & cur_valid):
             m.d.comb += use_cur.eq(1)
             m.d.sync += [prev.eq(cur), pre.eq(0)]
-        with m.If(beat_valid & beat_ready):
+        with m.If(o.valid & o.ready):
             m.d.sync += [
                 hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
                 t.eq(t + 1), e_first.eq(0), hk.eq(hk + 1), hword.eq(next_hword),
@@ -195,7 +182,7 @@ class SegmentEmitter(wiring.Component):
         # without a bubble. (Area and timing: the header registers have one source, and the
         # wide start payload, a multiplexer of every kind's header, goes into ``nxt`` only.)
         fire_last = Signal()
-        m.d.comb += fire_last.eq(beat_valid & beat_ready & last_beat)
+        m.d.comb += fire_last.eq(o.valid & o.ready & last_beat)
         nxt = Signal.like(self.start.payload, name="nxt")
         nxt_valid = Signal()
         load_nxt = Signal()

@@ -169,10 +169,10 @@ class DdpTx(wiring.Component):
     both queue heads are computed here and registered), PLAN_SQ_SEGMENT / PLAN_RR_SEGMENT
     (the emitter's and the AR side's start values computed from those, per head, and
     registered), then the START_* state that loads the emitter and the AR side (register
-    copies only); a segment's first beat is offered 3 cycles after it (the emitter's
-    waiting register, its header registers, then its output register), 9 cycles after the
-    turn starts, when it is header-only or its header fills the first beat, else 2 cycles
-    after the first memory word arrives (AR issued in the same cycle). The first segment of a
+    copies only); a segment's first beat is offered 2 cycles after it (the emitter's
+    waiting register, then its header registers), 8 cycles after the turn starts, when it
+    is header-only or its header fills the first beat, else when the first memory word
+    arrives (AR issued in the same cycle). The first segment of a
     Read Response takes 3 more cycles for the source check (STag row registered in
     PLAN_RR_SEGMENT, the region's end and the row's compares, the in-region compare, then
     the decision); a failed check starts its Terminate one cycle after the decision. A
@@ -190,8 +190,8 @@ class DdpTx(wiring.Component):
     byte rotator, no bubble at the header/payload seam), limited only by ``o.ready`` and
     the R channel; the AR side keeps bursts in flight for the whole segment (a 32-word R
     FIFO). The emitter's per-beat conditions (memory word needed, last beat, header and
-    length masks) are registers computed one beat ahead, so that a beat's valid is one
-    gate of registers; ``o`` is the emitter's output register. Measured with cocotbext-axi's AxiRamRead (no pauses), one connection of
+    length masks) are registers computed one beat ahead, so that ``o.valid`` is one gate
+    of registers. Measured with cocotbext-axi's AxiRamRead (no pauses), one connection of
     6000-octet signaled RDMA Writes at MULPDU 1460: ``o`` carries 0.993 / 0.984 beats per
     cycle at W = 4 / 8 (the test's bounds: 0.95 / 0.9 / 0.8 / 0.65 at W = 4 / 8 / 16 /
     32). ``o`` carries whole ULPDUs, never interleaved; ``first``/``last`` delimit one
