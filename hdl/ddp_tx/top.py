@@ -23,7 +23,6 @@ from ..axi import AXI4ReadSignature
 from ..beat import check_width, conn_bits
 from ..ddp_rx import ReadRequestOut, RrDone, StagWrite, TermReport
 from ..mpa_tx import MpaTxBeat
-from ..stream_slice import StreamSlice
 from .conn_queue import ConnQueue
 from .emitter import SegmentEmitter
 from .fetch import PayloadFetch
@@ -158,8 +157,7 @@ class DdpTx(wiring.Component):
     Read Request's DDP header (as a single segment: L, QN 1, its MSN, MO 0) and its 28
     octets, and stops the connection.
 
-    *Completions*: Send and Write when the last beat of their last segment has left the
-    emitter (into the output slice: it is on ``o`` in the next cycle); Read on
+    *Completions*: Send and Write when their last segment has left on ``o``; Read on
     ``read_done``; invalid opcodes (and a Read with ``ord`` 0) at once with BAD_REQUEST.
 
     Latency, throughput and packet boundaries
@@ -171,11 +169,11 @@ class DdpTx(wiring.Component):
     both queue heads are computed here and registered), PLAN_SQ_SEGMENT / PLAN_RR_SEGMENT
     (the emitter's and the AR side's start values computed from those, per head, and
     registered), then the START_* state that loads the emitter and the AR side (register
-    copies only); a segment's first beat is offered on ``o`` 3 cycles after it (the
-    emitter's waiting register, its header registers, then the output slice), 9 cycles
-    after the turn starts, when it is header-only or its header fills the first beat, else
-    2 cycles after the first memory word arrives (AR issued in the same cycle). The first
-    segment of a Read Response takes 3 more cycles for the source check (STag row registered in
+    copies only); a segment's first beat is offered 2 cycles after it (the emitter's
+    waiting register, then its header registers), 8 cycles after the turn starts, when it
+    is header-only or its header fills the first beat, else when the first memory word
+    arrives (AR issued in the same cycle). The first segment of a
+    Read Response takes 3 more cycles for the source check (STag row registered in
     PLAN_RR_SEGMENT, the region's end and the row's compares, the in-region compare, then
     the decision); a failed check starts its Terminate one cycle after the decision. A
     Read Request and a Terminate of ``term`` need no plan: the Read Request starts in
@@ -192,20 +190,17 @@ class DdpTx(wiring.Component):
     byte rotator, no bubble at the header/payload seam), limited only by ``o.ready`` and
     the R channel; the AR side keeps bursts in flight for the whole segment (a 32-word R
     FIFO). The emitter's per-beat conditions (memory word needed, last beat, header and
-    length masks) are registers computed one beat ahead, so that its ``o.valid`` is one
-    gate of registers; its beats go to ``o`` through a register slice (``o.valid``,
-    ``o.payload`` and the emitter's ``o.ready`` are flip-flops: the byte rotator's
-    multiplexers end beside it). Measured with cocotbext-axi's AxiRamRead (no pauses), one
-    connection of 6000-octet signaled RDMA Writes at MULPDU 1460: ``o`` carries 0.993 / 0.984 beats per
+    length masks) are registers computed one beat ahead, so that ``o.valid`` is one gate
+    of registers. Measured with cocotbext-axi's AxiRamRead (no pauses), one connection of
+    6000-octet signaled RDMA Writes at MULPDU 1460: ``o`` carries 0.993 / 0.984 beats per
     cycle at W = 4 / 8 (the test's bounds: 0.95 / 0.9 / 0.8 / 0.65 at W = 4 / 8 / 16 /
     32). ``o`` carries whole ULPDUs, never interleaved; ``first``/``last`` delimit one
     ULPDU.
 
-    ``cq`` offers a completion 1 cycle after the ULPDU's last beat left the emitter (Send,
-    Write: in the cycle that beat is on ``o`` at the earliest) or 4
+    ``cq`` offers a completion 1 cycle after the ULPDU's last beat (Send, Write) or 4
     cycles after ``read_done`` is taken (Read: the outstanding Read's entry registered,
     then the length compare registered); ``rr_done`` is queued in the cycle after the
-    emitter's last beat of the Read Response (into its FIFO; offered 2 cycles later). IDLE arbitrates among registered copies of the
+    last beat of the Read Response (into its FIFO; offered 2 cycles later). IDLE arbitrates among registered copies of the
     request streams' ``valid``: a request is picked at the earliest in the cycle after its
     ``valid`` rises. ``cfg`` is taken 2 cycles after IDLE picks it,
     ``wr``, ``rrq``, ``read_done`` and ``term`` 3 cycles after (the context is read at the
@@ -295,12 +290,7 @@ class DdpTx(wiring.Component):
         wiring.connect(m, start.emit, emitter.start)
         wiring.connect(m, fetch.words, emitter.words)
         wiring.connect(m, fetch.m_axi, wiring.flipped(self.m_axi))
-        # the beats leave through a register slice beside the emitter (timing: the byte
-        # rotator and the masks end in its registers, not across the die in the next
-        # block's; ``o.ready`` reaches only the slice's clock enables)
-        m.submodules.emit_o_slice = emit_o = StreamSlice(emitter.o.payload.shape())
-        wiring.connect(m, emitter.o, emit_o.i)
-        wiring.connect(m, emit_o.o, wiring.flipped(self.o))
+        wiring.connect(m, emitter.o, wiring.flipped(self.o))
         # a segment may start while the previous one goes out, once its reads are all
         # requested and no other start waits in the emitter
         m.d.comb += [seq.emit_done.eq(emitter.done), seq.emit_busy.eq(emitter.busy | fetch.busy)]
