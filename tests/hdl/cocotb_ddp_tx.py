@@ -331,7 +331,7 @@ async def random_traffic(dut):
                 if r["base"] else dict(base, size=r["length"] + 1, src_stag=r["stag"], src_to=0), 1
         # (the read ends 1-3 octets past the region's end; its size is at most the region's
         # length, so it starts at or above the base and the TO is never negative)
-        sz = rng.randint(1, max(1, min(50, r["length"])))
+        sz = rng.randint(1, min(50, r["length"]))
         return dict(base, size=sz, src_stag=r["stag"], src_to=r["base"] + r["length"] - sz + rng.randint(1, 3)), 1
 
     total_wrs = 0
