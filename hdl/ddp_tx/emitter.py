@@ -9,8 +9,8 @@ from amaranth.utils import exact_log2
 from ..beat import check_width, conn_bits
 from ..compare import above
 from ..mpa_tx import MpaTxBeat
-from ..synth_hints import register_copies
 from .layouts import HEADER_MAX, EmitStart
+from .word_rotation import WordRotation
 
 __all__ = ["SegmentEmitter"]
 
@@ -53,8 +53,10 @@ class SegmentEmitter(wiring.Component):
     beat is moved on one cycle more). A start while a segment goes out is loaded with its
     last beat. Then one beat per cycle, limited only by ``o.ready`` and the words (one
     taken per cycle while the beats use them):
-    the header is merged with the memory words by a byte rotator (no bubble at the
-    header/payload seam). The per-beat conditions (a memory word is needed, last beat,
+    each memory word is rotated by its segment's rotation as it is taken into ``cur``
+    (:class:`.word_rotation.WordRotation` says which segment's), so that a beat's octet is
+    one of the header word's, the previous memory word's and the current one's (no bubble
+    at the header/payload seam; a 2:1 choice of words behind registers). The per-beat conditions (a memory word is needed, last beat,
     header and length masks) are registers computed one beat ahead, so that ``o.valid`` is
     one gate of registers. One ULPDU at a time; ``first``/``last`` delimit it.
     """
@@ -124,21 +126,31 @@ class SegmentEmitter(wiring.Component):
         cur_valid = Signal()
         use_cur = Signal()             # the word in ``cur`` is used up in this cycle
         m.d.comb += words.ready.eq(~cur_valid | use_cur)
-        with m.If(words.ready):
-            m.d.sync += [cur.eq(words.payload), cur_valid.eq(words.valid)]
-        win = Signal(16 * W)
-        m.d.comb += win.eq(Cat(prev, cur))
-        rdat = Signal(8 * W)
-        # the rotation (octets of ``prev`` skipped): each output octet's multiplexer has its
-        # own copy (timing: one register fanning out to all of them is on the critical
-        # path); all are loaded together when a segment starts
-        rot_c = register_copies(LW, W, name="rot_c")
+        # Each word is rotated by its segment's rotation r as it enters ``cur`` (octet b of
+        # the stored word is octet (b + r) mod W of the memory word), so that a beat's
+        # payload octet b is octet b of ``prev`` when b + r < W (``from_prev``), else octet
+        # b of ``cur``: a 2:1 choice in front of the output instead of a W:1 rotator (timing:
+        # the rotator is between the fetch's slice and ``cur`` instead).
+        m.submodules.word_rotation = rotation = WordRotation(width=W)
+        m.d.comb += [rotation.push.valid.eq(self.start.valid & ~self.start.payload.lastw[-1]),
+                     rotation.push.payload.rot.eq(self.start.payload.rot),
+                     rotation.push.payload.words.eq(self.start.payload.lastw + 1),
+                     rotation.take.eq(words.valid & words.ready)]
+        rotated = Signal(8 * W)
         for b in range(W):
             # (a Switch: one multiplexer tree, not a chain of W priority levels)
-            with m.Switch(rot_c[b]):
+            with m.Switch(rotation.rot[b]):
                 for r in range(W):
                     with m.Case(r):
-                        m.d.comb += rdat[8 * b:8 * b + 8].eq(win[8 * (r + b):8 * (r + b) + 8])
+                        k = (b + r) % W
+                        m.d.comb += rotated[8 * b:8 * b + 8].eq(words.payload[8 * k:8 * k + 8])
+        with m.If(words.ready):
+            m.d.sync += [cur.eq(rotated), cur_valid.eq(words.valid)]
+        from_prev = Signal(W)          # octet b of the beat's payload is in ``prev``: b + rot < W
+        rdat = Signal(8 * W)
+        for b in range(W):
+            m.d.comb += rdat[8 * b:8 * b + 8].eq(
+                Mux(from_prev[b], prev[8 * b:8 * b + 8], cur[8 * b:8 * b + 8]))
         with m.Switch(hk):     # (a multiplexer tree: ``word_select`` takes more LUTs here)
             with m.Case(1):
                 m.d.comb += next_hword.eq(hword1)
@@ -207,7 +219,7 @@ class SegmentEmitter(wiring.Component):
                 hrem.eq(nxt.header_len), hmask.eq(nxt.hmask),
                 e_first.eq(1), e_conn.eq(nxt.conn), e_len.eq(nxt.total), emitting.eq(1),
                 tot.eq(nxt.total), tmask.eq(nxt.tmask), last_beat.eq(nxt.last_beat),
-                *[rc.eq(nxt.rot) for rc in rot_c],
+                from_prev.eq(Cat(*[nxt.rot + b < W for b in range(W)])),
                 t.eq(nxt.t), lastw.eq(nxt.lastw), pre.eq(nxt.pre), need.eq(nxt.need),
             ]
         return m

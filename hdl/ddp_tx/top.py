@@ -186,8 +186,8 @@ class DdpTx(wiring.Component):
     loads it with the last beat of the one before: no idle cycle between the two. A
     segment that completes a signaled work request or ends a Read Response keeps its turn
     until its last beat; a signaled completion takes one more cycle (``cq``). While payload
-    flows ``o`` moves one beat per cycle (the header is merged with the memory words by a
-    byte rotator, no bubble at the header/payload seam), limited only by ``o.ready`` and
+    flows ``o`` moves one beat per cycle (the header is merged with the memory words,
+    each rotated as the emitter takes it, no bubble at the header/payload seam), limited only by ``o.ready`` and
     the R channel; the AR side keeps bursts in flight for the whole segment (a 32-word R
     FIFO). The emitter's per-beat conditions (memory word needed, last beat, header and
     length masks) are registers computed one beat ahead, so that ``o.valid`` is one gate
