@@ -7,8 +7,6 @@ from amaranth.hdl import Module, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .synth_hints import register_copies
-
 __all__ = ["StreamSlice"]
 
 
@@ -35,8 +33,7 @@ class StreamSlice(wiring.Component):
 
     full_rate : bool
         ``True`` (default): the skid buffer above. ``False``: one register only
-        (half the flip-flops), ``i.ready`` = not ``o.valid`` (a copy of the flag, placed
-        beside the producer): one beat every two
+        (half the flip-flops), ``i.ready`` = not ``o.valid``: one beat every two
         cycles, for control streams whose payload is wide and whose beats are rare.
 
     Latency one cycle (a beat taken at ``i`` is on ``o`` in the next cycle);
@@ -57,16 +54,11 @@ class StreamSlice(wiring.Component):
         m = Module()
         i, o = self.i, self.o
         if not self.full_rate:
-            # ``o.valid`` and ``i.ready`` come from two copies of one "full" flag, kept
-            # apart by the build (timing: the slice sits beside its consumer, often across
-            # the die from the producer, whose handshake logic then began with a long hop
-            # from ``o.valid``; the producer's copy is placed beside the producer)
-            full_o, full_i = register_copies(1, 2, name="full")
-            m.d.comb += [o.valid.eq(full_o), i.ready.eq(~full_i)]
-            with m.If(i.valid & ~full_i):
-                m.d.sync += [full_o.eq(1), full_i.eq(1), o.payload.eq(i.payload)]
+            m.d.comb += i.ready.eq(~o.valid)
+            with m.If(i.valid & ~o.valid):
+                m.d.sync += [o.valid.eq(1), o.payload.eq(i.payload)]
             with m.Elif(o.ready):
-                m.d.sync += [full_o.eq(0), full_i.eq(0)]
+                m.d.sync += o.valid.eq(0)
             return m
         skid_valid = Signal()
         skid = Signal(self.shape)
