@@ -105,7 +105,7 @@ def _progress_printer():
               help="nextpnr's placer: static (electrostatic, then annealing) or heap "
                    "(analytic, then annealing; nextpnr's own default). Compare them with "
                    "--place-only: the wire length says which will route.  [default: static "
-                   "with --top nic, else heap]")
+                   "with --top nic or core, else heap]")
 @click.option("--nextpnr-opts", default="", metavar="OPTS",
               help="Extra nextpnr-ecp5 options (e.g. \"--router router2 --tmg-ripup\").")
 @click.option("--sweep", is_flag=True,

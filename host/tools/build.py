@@ -79,9 +79,10 @@ DEFAULT_TOP = "core"
 PLACERS = ("static", "heap")
 #: The placer of each top when ``BuildConfig.placer`` is ``None``: on the 45F the static
 #: placer's wire is a quarter shorter than the heap placer's on the NIC top (233 000
-#: against 313 000; it routes, the heap placements did not), while on the W = 8 core top
-#: the heap placer's placements routed and the static one's stalled (docs/build.md).
-DEFAULT_PLACERS = {"nic": "static", "core": "heap", "harness": "heap", "ethernet": "heap"}
+#: against 313 000; it routes, the heap placements did not) and on the W = 8 core top
+#: (213 000-219 000 against 264 000-288 000; routed in 40 minutes where the heap's took
+#: one to two hours or stalled; docs/build.md, stop 42).
+DEFAULT_PLACERS = {"nic": "static", "core": "static", "harness": "heap", "ethernet": "heap"}
 #: Datapath width of each top when ``BuildConfig.width`` is ``None``.
 DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
 #: Core clock (MHz) of each top when ``BuildConfig.freq_mhz`` is ``None``: the NIC's W = 4

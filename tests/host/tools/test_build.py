@@ -192,14 +192,15 @@ def test_tops_agree_with_cli():
 
 
 def test_placers_agree_with_cli():
-    """``--placer`` offers the flow's placers; the NIC top is placed by the static placer
-    (the heap placer's placements of it do not route), the others by the heap placer, unless
-    told; an unknown placer is refused."""
+    """``--placer`` offers the flow's placers; the NIC and the core tops are placed by the
+    static placer (the heap placer's placements of them are a quarter longer and route
+    slowly or not at all), the others by the heap placer, unless told; an unknown placer
+    is refused."""
     from rnic.host.cli.build import _PLACER_NAMES
     assert _PLACER_NAMES == flow.PLACERS == ("static", "heap")
     assert set(flow.DEFAULT_PLACERS) == set(flow.TOPS)
-    assert flow.BuildConfig(top="nic").placer == "static"
-    assert flow.BuildConfig().placer == flow.BuildConfig(top="harness").placer == "heap"
+    assert flow.BuildConfig(top="nic").placer == flow.BuildConfig().placer == "static"
+    assert flow.BuildConfig(top="harness").placer == "heap"
     assert flow.BuildConfig(top="nic", placer="heap").placer == "heap"
     with pytest.raises(flow.BuildError, match="placer must be one of static, heap, not 'sa'"):
         flow.BuildConfig(placer="sa")
