@@ -191,7 +191,7 @@ class ContextTable(wiring.Component):
             with m.Case(Step.QUEUE_READ_REQUEST):
                 with m.If(self.rrq_done):
                     m.d.sync += [c.rrc.eq(c.rrc + 1), c.q1.eq(0), c.q1.msn.eq(c.q1.msn + 1)]
-            with m.Case(Step.REPORT):
+            with m.Case(Step.REPORT_SENT):
                 with m.If(self.term_done):
                     m.d.sync += c.stopped.eq(1)
             with m.Case(Step.DONE):

@@ -10,7 +10,7 @@ from .header import SegmentView, big_endian
 from .layouts import (
     QN1_CAP, TERM_BYTES, Completion, ConnContext, Opcode, ReadRequestOut, RecvEntry, TermReport,
 )
-from .sequencer import Step
+from .sequencer import Step, in_steps
 from .validator import ErrorVerdict
 
 __all__ = ["Reporter"]
@@ -48,7 +48,7 @@ class Reporter(wiring.Component):
         The payloads.
 
     For checkers: with ``platform == "formal"`` it asserts that the report offered in
-    REPORT is the segment's connection's (``lemma_trecv_conn``).
+    REPORT and REPORT_SENT is the segment's connection's (``lemma_trecv_conn``).
     """
 
     def __init__(self, *, connections, slots, rq_depth):
@@ -129,7 +129,7 @@ class Reporter(wiring.Component):
             with m.Case(Step.BUILD_ERROR_REPORT):
                 self._error_report(m, mb)
         if platform == "formal":
-            with m.If(state == Step.REPORT):
+            with m.If(in_steps(state, Step.REPORT, Step.REPORT_SENT)):
                 m.d.comb += Assert(tr.conn == conn, "lemma_trecv_conn")
         return m
 

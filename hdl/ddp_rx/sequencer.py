@@ -52,7 +52,8 @@ class Step(enum.Enum, shape=unsigned(6)):
     CLEAR_READ_REQUEST = 32     # the QN 1 message buffer is zeroed, one row per cycle
     BUILD_ERROR_REPORT = 33     # the error's Terminate report is built
     REPORT = 34                 # the report waits until every write issued has left on AW
-    DONE = 35                   # the context is written back and the slot released
+    REPORT_SENT = 35            # the report is offered on ``term`` until taken
+    DONE = 36                   # the context is written back and the slot released
 
 
 def in_steps(state, *steps):
@@ -100,7 +101,8 @@ class Sequencer(wiring.Component):
     cq_valid, rrq_valid, term_valid : Out(1); cq_ready, rrq_ready, term_ready : In(1)
         The output streams' handshakes (payloads come from the reporter). A completion
         goes to the completion gate (which holds it until its writes are acknowledged), a
-        report out once ``aw_quiet``.
+        report out once ``aw_quiet`` (``term_valid`` is a register: REPORT sets it,
+        the handshake clears it, and REPORT_SENT waits for that).
     tagged, last, opcode, length_nz, qn : In
         Of the segment: T and L bits, RDMAP opcode, payload not empty, queue number.
     The verdicts (In(1) each): ``clear_last`` (last control-buffer row to zero),
@@ -160,6 +162,11 @@ class Sequencer(wiring.Component):
             self._segment_checks(m)
             self._segment_finish(m)
         assert fsm.encoding == {step.name: step.value for step in Step}
+        # ``term_valid`` is a register, set on leaving REPORT and cleared by the handshake;
+        # REPORT_SENT waits on it (timing: ``term_ready`` comes from the Terminate queue
+        # across the die, and reaches only this flag, not the state register)
+        with m.If(self.term_valid & self.term_ready):
+            m.d.sync += self.term_valid.eq(0)
         # (``^ 0``: a net of its own for Amaranth, which glues the attributes of a net onto
         # every signal aliasing it: the one-hot hint must stay on the state register alone,
         # as the synthesis extracts an FSM once per wire that carries it; Yosys folds the
@@ -321,6 +328,9 @@ class Sequencer(wiring.Component):
             with m.If(self.clear_last):
                 m.next = "DONE"
         with m.State("REPORT"):
-            m.d.comb += self.term_valid.eq(self.aw_quiet)
-            with m.If(self.aw_quiet & self.term_ready):
+            with m.If(self.aw_quiet):
+                m.d.sync += self.term_valid.eq(1)
+                m.next = "REPORT_SENT"
+        with m.State("REPORT_SENT"):
+            with m.If(~self.term_valid):
                 m.next = "DONE"

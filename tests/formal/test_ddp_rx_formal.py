@@ -302,7 +302,8 @@ class Harness(Elaboratable):
         # / IDLE, where the write port holds it)
         rows = _rows(m, cx.memory, "mem_ctx")
         for cn in range(C):
-            in_done = (state == Step.DONE) & (seg.entry.conn == cn)
+            # (from REPORT_SENT on, the segment's copy holds the flag until DONE writes it back)
+            in_done = in_steps(state, Step.REPORT_SENT, Step.DONE) & (seg.entry.conn == cn)
             in_restart = (state == Step.RESTART) & (cx.request.post.conn == cn)
             pending = cx.write.en & (cx.write.addr == cn)
             mem = Mux(pending, cx.write.data.stopped, rows[cn].stopped)
@@ -320,10 +321,17 @@ class Harness(Elaboratable):
                         Step.WAIT_SOURCE_CHECKS, Step.CHECK_SOURCE_STAG, Step.QUEUE_READ_REQUEST,
                         Step.CLEAR_READ_REQUEST, Step.REPORT, Step.BUILD_ERROR_REPORT]
         st_seg = stopped_of(seg.entry.conn, "st_ent")
-        with m.If(((state == Step.HEADER) & (hk > 1)) | in_steps(state, *after_header)):
+        # (in REPORT_SENT the segment's connection stops with the report's handshake)
+        with m.If(((state == Step.HEADER) & (hk > 1))
+                  | in_steps(state, *after_header, Step.REPORT_SENT)):
             m.d.comb += Assert(cx.ctx.stopped == st_seg, "lemma_c_stopped")
         with m.If(in_steps(state, *after_header[1:])):
             m.d.comb += Assert(~cx.ctx.stopped, "lemma_running")
+        # a report is offered only in REPORT_SENT (its valid is a register of the sequencer)
+        m.d.comb += Assert(~dut.term.valid | (state == Step.REPORT_SENT), "lemma_term_valid")
+        # and every write issued before it has left on AW, and none follows
+        with m.If(state == Step.REPORT_SENT):
+            m.d.comb += Assert(dut.axi_writer.aw_quiet & dut.placer.free, "lemma_report_quiet")
         return stopped_of, st_seg
 
     # -- the writes: every queued AW entry, the placement in progress ------------------------
@@ -492,7 +500,8 @@ STOP = {
     "lemma_dec_verdict", "lemma_dec_early", "lemma_hk",
     # the context memory, its writes and reads against the shadow "stopped" flags
     "lemma_cx_wr", "lemma_rd_conn", "lemma_ctx_stopped", "lemma_cx_rd", "lemma_cx_rd_hdr",
-    "lemma_c_stopped", "lemma_running", "lemma_trecv_conn",
+    "lemma_c_stopped", "lemma_running", "lemma_trecv_conn", "lemma_term_valid",
+    "lemma_report_quiet",
 }
 
 
