@@ -649,10 +649,13 @@ class BoardLogic(wiring.Component):
                 m.d.sync += rx_beats.eq(rx_beats + 1)
             sink_bits.append(Value.cast(sink_port.payload))
         m.submodules.signature = sig = Signature32(sum(len(b) for b in sink_bits + extra_out) or 1)
+        # the signature takes the core's outputs one cycle late, from registers (timing: its
+        # fold is LUT levels behind ports that may end a long path inside the core, as a
+        # consumer registering them at the boundary would not be)
         if sink_bits or extra_out:
-            m.d.comb += sig.data.eq(Cat(*sink_bits, *extra_out))
-        m.d.comb += [sig.en.eq(sink_port.valid if sink_port is not None else 1),
-                     bregs.rx_beats.eq(rx_beats), bregs.sig_value.eq(sig.value),
+            m.d.sync += sig.data.eq(Cat(*sink_bits, *extra_out))
+        m.d.sync += sig.en.eq(sink_port.valid if sink_port is not None else 1)
+        m.d.comb += [bregs.rx_beats.eq(rx_beats), bregs.sig_value.eq(sig.value),
                      self.signature_bit.eq(sig.value[31])]
         if extra_in:
             m.submodules.extra_lfsr = lfsr = Lfsr(seed=0x0BAD_F00D)
