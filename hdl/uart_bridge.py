@@ -119,8 +119,10 @@ class UARTBridge(wiring.Component):
             return [timer.eq(0), frame_expired.eq(0), bus_expired.eq(0)]
 
         def timer_count():
-            return [timer.eq(timer + 1), frame_expired.eq(timer + 1 == self.frame_timeout_cycles),
-                    bus_expired.eq(timer + 1 == self.bus_timeout)]
+            # compares of the register with constants, not of ``timer + 1`` (timing: the
+            # increment's carry chain stays out of the flags' inputs)
+            return [timer.eq(timer + 1), frame_expired.eq(timer == self.frame_timeout_cycles - 1),
+                    bus_expired.eq(timer == self.bus_timeout - 1)]
         answer = Signal(48)                # sent from the top octet down
         to_send = Signal(range(7))
 
