@@ -650,8 +650,8 @@ class BoardLogic(wiring.Component):
             sink_bits.append(Value.cast(sink_port.payload))
         m.submodules.signature = sig = Signature32(sum(len(b) for b in sink_bits + extra_out) or 1)
         # the signature takes the core's outputs one cycle late, from registers (timing: its
-        # fold added LUT levels behind ports that may end a long path inside the core; a real
-        # consumer registers them at its boundary, and so does this harness now)
+        # fold would add LUT levels behind ports that may end a long path inside the core; a
+        # real consumer registers them at its boundary too)
         if sink_bits or extra_out:
             m.d.sync += sig.data.eq(Cat(*sink_bits, *extra_out))
         m.d.sync += sig.en.eq(sink_port.valid if sink_port is not None else 1)

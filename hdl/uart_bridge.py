@@ -111,7 +111,8 @@ class UARTBridge(wiring.Component):
         left = Signal(range(7))            # octets still to receive
         timer = Signal(range(max(self.frame_timeout_cycles, self.bus_timeout) + 1))
         # ``timer == frame_timeout_cycles`` / ``== bus_timeout``, registered with the timer
-        # (timing: no wide compare in front of the state machine)
+        # (timing: no wide compare in front of the state machine); set from ``timer == N - 1``
+        # as the timer steps, so that the increment's carry chain does not feed them
         frame_expired = Signal()
         bus_expired = Signal()
 
@@ -119,8 +120,6 @@ class UARTBridge(wiring.Component):
             return [timer.eq(0), frame_expired.eq(0), bus_expired.eq(0)]
 
         def timer_count():
-            # compares of the register with constants, not of ``timer + 1`` (timing: the
-            # increment's carry chain stays out of the flags' inputs)
             return [timer.eq(timer + 1), frame_expired.eq(timer == self.frame_timeout_cycles - 1),
                     bus_expired.eq(timer == self.bus_timeout - 1)]
         answer = Signal(48)                # sent from the top octet down
