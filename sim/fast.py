@@ -1,12 +1,12 @@
 """Fast stream simulation: a generated C++ testbench on Verilator, no Python in the loop.
 
-cocotb steps a Python coroutine every clock (about 40k cycles/s here); this
-module runs an Amaranth :class:`~amaranth.lib.wiring.Component` whose interface
-is a set of :mod:`amaranth.lib.stream` ports at millions of cycles per second.
-Stimulus goes in as files of payload words, the accepted beats of every output
-come back as files, and everything in between is a C++ loop
-(``sim/fast_harness.cpp``, specialised by code generated here for the ports of
-the component).
+cocotb steps a Python coroutine every clock, which limits a run to what Python can do
+per cycle; this module runs an Amaranth :class:`~amaranth.lib.wiring.Component` whose
+interface is a set of :mod:`amaranth.lib.stream` ports without that limit. Stimulus goes
+in as files of payload words, the accepted beats of every output come back as files, and
+everything in between is a C++ loop (``sim/fast_harness.cpp``, specialised by code
+generated here for the ports of the component; :func:`rnic.sim.harness_build.harness_text`
+assembles it).
 
 Usage::
 
@@ -63,9 +63,7 @@ and the flags. An ``fcntl`` lock lets parallel pytest-xdist workers build
 once; a stamp file marks a finished build (``RNIC_SIM_REBUILD=1`` forces a
 rebuild). Verilator's run-time library objects (``verilated.o``, the bulk of
 a small build) are compiled once into ``fast-runtime-<hash>`` next to the
-builds and copied into every later build. Seen here on 2 shared, loaded
-cores: first build ever ~15 s, later designs ~4 s, a cached one ~0.1 s; a
-few small FIFO lanes run at 4-7 M cycles/s at one beat per cycle.
+builds and copied into every later build.
 
 File formats (between this module and the harness, in a temporary work dir):
 ``in<i>.bin`` input records of ``ceil(bits/32)`` little-endian u32 words;
@@ -93,6 +91,7 @@ from pathlib import Path
 
 from rnic.sim.streams import pack as _streams_pack, unpack as _streams_unpack
 
+from rnic.sim.harness_build import harness_text
 from rnic.sim.runner import _locked, _safe, _truthy, build_root, report_phase, verilator_bin_dir
 
 __all__ = ["FastSim", "FastResult", "FastSimError", "pack", "unpack", "HARNESS"]
@@ -450,16 +449,7 @@ class FastSim:
             "CLK1": [f"{t}clk = 1;"] if self._has_clk else [],
             "DRIVE": drive, "SAMPLE": sample, "FINAL": final,
         }
-        out_lines = []
-        for line in HARNESS.read_text().splitlines():
-            m = re.fullmatch(r"(\s*)//@(\w+)@\s*", line)
-            if m:
-                ind = m.group(1)
-                for code in repl[m.group(2)]:
-                    out_lines.extend(ind + c for c in code.splitlines())
-            else:
-                out_lines.append(line)
-        return "\n".join(out_lines) + "\n"
+        return harness_text(HARNESS, repl)
 
     # -- build ---------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 // Generic C++ stream testbench used by sim/fast.py (see that module for the
 // file formats and the meaning of every knob).  This is a template: each line
 // holding only a "//@NAME@" marker is replaced by code that sim/fast.py
-// generates for the ports of one component; everything else is shared.
+// generates for the ports of one component, "//@COMMON@" by sim/harness_common.h
+// (sim/harness_build.py); everything else is shared.
 //
 // Per clock cycle (two eval() calls):
 //   1. with clk low, drive every input stream's valid/payload (a source holds
@@ -26,26 +27,8 @@
 #include <string>
 #include <vector>
 
-// ---------------------------------------------------------------------------
-// port access, chosen by overload on Verilator's port type (CData/SData/IData
-// for <= 32 bits, QData for 33..64, VlWide<N> of 32-bit words above)
-
-static inline void put(CData& p, const uint32_t* w) { p = (CData)w[0]; }
-static inline void put(SData& p, const uint32_t* w) { p = (SData)w[0]; }
-static inline void put(IData& p, const uint32_t* w) { p = (IData)w[0]; }
-static inline void put(QData& p, const uint32_t* w) { p = (QData)w[0] | ((QData)w[1] << 32); }
-template <std::size_t N>
-static inline void put(VlWide<N>& p, const uint32_t* w) {
-    for (std::size_t i = 0; i < N; ++i) p[i] = w[i];
-}
-static inline void get(const CData& p, uint32_t* w) { w[0] = p; }
-static inline void get(const SData& p, uint32_t* w) { w[0] = p; }
-static inline void get(const IData& p, uint32_t* w) { w[0] = p; }
-static inline void get(const QData& p, uint32_t* w) { w[0] = (uint32_t)p; w[1] = (uint32_t)(p >> 32); }
-template <std::size_t N>
-static inline void get(const VlWide<N>& p, uint32_t* w) {
-    for (std::size_t i = 0; i < N; ++i) w[i] = p[i];
-}
+// port access (put/get by Verilator port type), from sim/harness_common.h
+//@COMMON@
 
 // ---------------------------------------------------------------------------
 

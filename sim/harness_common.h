@@ -1,7 +1,87 @@
-// What the interactive C++ harnesses share (sim/device_harness.cpp, sim/nic_harness.cpp):
-// hex text, command words, numbers, and the AXI4-Lite master on the top's s_axil port.
-// sim/device.py (harness_text) puts this file where a harness has the line "//@COMMON@",
-// after its "static Vtop* top;", so that each harness stays one translation unit.
+// What the C++ harnesses share (sim/fast_harness.cpp, sim/device_harness.cpp,
+// sim/nic_harness.cpp). sim/harness_build.py (harness_text) pastes this file where a harness
+// has the line "//@COMMON@", so that each harness stays one translation unit.
+//
+// Every harness: port access by Verilator port type, bit fields of payload words.
+// An interactive harness (a long-running process that takes commands on stdin) defines
+// HARNESS_INTERACTIVE before the marker and, after it, the function
+//     static bool step();    // one clock cycle of the design; true if anything moved
+// and gets the design (top) and its cycle count, hex text, command words and numbers, the
+// AXI4-Lite master on the top's s_axil port, the reset sequence and the register commands.
+// Its build constants (//@DECLS@, before the marker) include STATUS_ADDR and
+// STATUS_READY_MASK (sim/harness_build.py: interactive_decls).
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+// ---------------------------------------------------------------------------
+// port access, chosen by overload on Verilator's port type (CData/SData/IData for
+// <= 32 bits, QData for 33..64, VlWide<N> of 32-bit words above); payloads are arrays of
+// 32-bit words, bit 0 = LSB of word 0
+
+static inline void put(CData& p, const uint32_t* w) { p = (CData)w[0]; }
+static inline void put(SData& p, const uint32_t* w) { p = (SData)w[0]; }
+static inline void put(IData& p, const uint32_t* w) { p = (IData)w[0]; }
+static inline void put(QData& p, const uint32_t* w) { p = (QData)w[0] | ((QData)w[1] << 32); }
+template <std::size_t N>
+static inline void put(VlWide<N>& p, const uint32_t* w) {
+    for (std::size_t i = 0; i < N; ++i) p[i] = w[i];
+}
+static inline void get(const CData& p, uint32_t* w) { w[0] = p; }
+static inline void get(const SData& p, uint32_t* w) { w[0] = p; }
+static inline void get(const IData& p, uint32_t* w) { w[0] = p; }
+static inline void get(const QData& p, uint32_t* w) { w[0] = (uint32_t)p; w[1] = (uint32_t)(p >> 32); }
+template <std::size_t N>
+static inline void get(const VlWide<N>& p, uint32_t* w) {
+    for (std::size_t i = 0; i < N; ++i) w[i] = p[i];
+}
+
+// The field of `width` (<= 64) bits at bit `off` of a payload.
+static inline void set_bits(uint32_t* w, int off, int width, uint64_t v) {
+    for (int i = 0; i < width; ++i) {
+        int b = off + i;
+        uint32_t bit = (uint32_t)((v >> i) & 1u);
+        w[b / 32] = (w[b / 32] & ~(1u << (b % 32))) | (bit << (b % 32));
+    }
+}
+
+static inline uint64_t get_bits(const uint32_t* w, int off, int width) {
+    uint64_t v = 0;
+    for (int i = 0; i < width; ++i) {
+        int b = off + i;
+        v |= (uint64_t)((w[b / 32] >> (b % 32)) & 1u) << i;
+    }
+    return v;
+}
+
+#ifdef HARNESS_INTERACTIVE
+
+// ---------------------------------------------------------------------------
+// the design
+
+static VerilatedContext* ctx;
+static Vtop* top;
+static uint64_t cycle = 0;          // clock cycles since the core left its reset sweep
+
+static bool step();
+
+static void open_top(int argc, char** argv) {
+    ctx = new VerilatedContext;
+    ctx->commandArgs(argc, argv);
+    top = new Vtop{ctx, "top"};
+}
+
+static void close_top() {
+    top->final();
+    delete top;
+    delete ctx;
+}
+
+// ---------------------------------------------------------------------------
+// text
 
 static const char HEX[] = "0123456789abcdef";
 
@@ -54,9 +134,16 @@ static std::vector<std::string> words(std::string line) {
     return f;
 }
 
+// One line on stdout (flushed by the caller, once per command).
+static void out_line(const std::string& line) {
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+}
+
 // ---------------------------------------------------------------------------
-// AXI4-Lite master: one access at a time. A harness sets ax_addr (and ax_wdata), then
-// ax = AX_W or AX_R and clocks until ax == AX_DONE (ax_rdata, ax_resp hold the answer).
+// AXI4-Lite master: one access at a time. bus() sets ax and clocks until ax == AX_DONE
+// (ax_rdata, ax_resp hold the answer); a harness's step() calls axil_drive() before its
+// falling-edge eval and axil_sample() after it.
 
 enum AxiState { AX_IDLE, AX_W, AX_WRESP, AX_R, AX_RDATA, AX_DONE };
 static AxiState ax = AX_IDLE;
@@ -91,9 +178,59 @@ static bool axil_sample() {
     return false;
 }
 
-// The outcome of an access that ended (or not): "" when it succeeded.
-static std::string axil_error(bool done) {
-    if (!done) return "bus timeout";
-    if (ax_resp != 0) return "SLVERR";
-    return "";
+// One access (start: AX_W or AX_R, with ax_addr and ax_wdata set), then one idle cycle;
+// true if it succeeded, else err says why (SLVERR, or no answer within 10000 cycles).
+static bool bus(AxiState start, std::string& err) {
+    ax = start;
+    for (int i = 0; i < 10000 && ax != AX_DONE; ++i) step();
+    bool done = ax == AX_DONE;
+    ax = AX_IDLE;
+    step();                                     // one idle cycle between accesses
+    err = !done ? "bus timeout" : ax_resp != 0 ? "SLVERR" : "";
+    return err.empty();
 }
+
+// Reset (rst high for 4 cycles), then clock the core through its reset sweep until
+// STATUS.READY reads 1, as a board is long before anyone looks; cycle counts from there.
+static void reset_until_ready() {
+    ax = AX_IDLE;
+    top->rst = 1;
+    for (int i = 0; i < 4; ++i) step();
+    top->rst = 0;
+    for (int i = 0; i < 1000; ++i) {
+        std::string err;
+        ax_addr = STATUS_ADDR;
+        if (bus(AX_R, err) && (ax_rdata & STATUS_READY_MASK)) break;
+    }
+    cycle = 0;
+}
+
+// The register commands of every interactive harness (numbers hexadecimal):
+//   R <addr>            -> OK <value> | ERR <text>
+//   W <addr> <value>    -> OK | ERR <text>     (all byte strobes)
+// True if the words f are one of them (then answered), false to leave f to the harness.
+static bool register_command(const std::vector<std::string>& f) {
+    uint64_t a = 0, b = 0;
+    std::string err;
+    if (f.size() == 2 && f[0] == "R" && parse_u64(f[1], a, 16)) {
+        ax_addr = (uint32_t)a;
+        if (bus(AX_R, err)) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "OK %08x", ax_rdata);
+            out_line(buf);
+        } else {
+            out_line("ERR " + err);
+        }
+        return true;
+    }
+    if (f.size() == 3 && f[0] == "W" && parse_u64(f[1], a, 16) && parse_u64(f[2], b, 16)
+        && b <= 0xFFFFFFFFull) {
+        ax_addr = (uint32_t)a;
+        ax_wdata = (uint32_t)b;
+        out_line(bus(AX_W, err) ? "OK" : "ERR " + err);
+        return true;
+    }
+    return false;
+}
+
+#endif  // HARNESS_INTERACTIVE

@@ -3,10 +3,11 @@
 :class:`NicSimDevice` starts a long-running C++ process (``sim/nic_harness.cpp`` compiled
 with the Verilated NIC top, the same top the board build uses minus the pin-level PHY) and
 talks to it over pipes. It is a :class:`rnic.host.driver.device.Transport`
-(``read32``/``write32``: AXI4-Lite accesses on the top's ``s_axil``, the whole register map
-with its Network block) and it moves Ethernet frames: :meth:`NicSimDevice.send_frame` puts a
-frame on ``gmii_rx``; what the NIC transmits on ``gmii_tx`` arrives at the ``on_frame``
-callback (or in :meth:`NicSimDevice.frames`)::
+(``read32``/``write32``, from :class:`rnic.sim.harness_process.HarnessTransport`: AXI4-Lite
+accesses on the top's ``s_axil``, the whole register map with its Network block) and it
+moves Ethernet frames: :meth:`NicSimDevice.send_frame` puts a frame on ``gmii_rx``; what the
+NIC transmits on ``gmii_tx`` arrives at the ``on_frame`` callback (or in
+:meth:`NicSimDevice.frames`)::
 
     from rnic.sim.nic_device import NicSimDevice
     from rnic.host.driver.regs import Registers
@@ -34,13 +35,14 @@ going in or coming out, and :data:`IDLE_RUN` cycles after the last frame, regist
 or output octet, so that replies come out) and blocks on its pipe otherwise: an idle NIC
 uses no CPU. The other ports of the top: ``rx_wire``/``tx_ulpdu`` never valid,
 ``tx_wire``/``rx_ulpdu`` always ready; ``m_axi``/``m_axi_rd`` an always-OK slave (writes
-discarded, reads zero). The TCP layer is not in the top yet, so nothing uses them.
+discarded, reads zero): the top has no TCP layer to drive them.
 
 Build: :class:`NicBuild` (a :class:`rnic.sim.fast.FastSim` of :class:`NicSimTop` with this
-harness, the device's fast-building flags), cached like :mod:`rnic.sim.device`: an index
-keyed by the *sources* (:func:`nic_sources`, this module, the harness, ``sim/fast.py``, the
-parameters and tool versions) maps to the finished executable, so a cached start skips the
-conversion to Verilog. ``RNIC_SIM_REBUILD=1`` ignores the caches.
+harness, the device's quick-build flags), found through the index of
+:func:`rnic.sim.harness_build.cached_executable` like :mod:`rnic.sim.device`'s: keyed by the
+*sources* (:func:`nic_sources`, this module, the harness and what builds it, the parameters
+and tool versions), so a cached start skips the conversion to Verilog.
+``RNIC_SIM_REBUILD=1`` ignores the caches.
 
 Harness protocol: see the head of ``sim/nic_harness.cpp``. All methods are thread-safe
 (one lock around each exchange; frames are read by a thread of their own).
@@ -50,20 +52,19 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import queue
-import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from rnic.host.driver.device import Device, DeviceKind, parse_params
-from rnic.host.driver.transport import DeviceError, Transport, TransportError
+from rnic.host.driver.transport import DeviceError, TransportError
 
-from rnic.sim import fast
-from rnic.sim.device import HARNESS_COMMON, DeviceBuild, harness_text, module_sources, source_key
-from rnic.sim.runner import _locked, _truthy, build_root, report_phase
+from rnic.sim.device import DeviceBuild
+from rnic.sim.fast import FastSim
+from rnic.sim.harness_build import (cached_executable, harness_text, interactive_decls,
+                                    module_sources)
+from rnic.sim.harness_process import HarnessTransport
 
 __all__ = ["NicSimDevice", "NicBuild", "NicSimTop", "nic_executable", "nic_sources",
            "HARNESS", "GREETING", "IDLE_RUN", "MAX_FRAME", "DEVICE_KIND"]
@@ -114,18 +115,15 @@ class NicBuild(DeviceBuild):
     device's build flags: one C++ file at -O1, which builds in a fraction of the time)."""
 
     def __init__(self, *, width, connections, build_dir=None):
-        fast.FastSim.__init__(self, _nic_sim_top_class(), name=f"nic_w{width}_c{connections}",
-                              params={"width": width, "connections": connections},
-                              inputs=["rx_wire", "tx_ulpdu"], outputs=["tx_wire", "rx_ulpdu"],
-                              build_dir=build_dir)
+        FastSim.__init__(self, _nic_sim_top_class(), name=f"nic_w{width}_c{connections}",
+                         params={"width": width, "connections": connections},
+                         inputs=["rx_wire", "tx_ulpdu"], outputs=["tx_wire", "rx_ulpdu"],
+                         build_dir=build_dir)
 
     def _generate(self):
-        from rnic.host.spec.regmap import REGMAP
-        decls = [f"#define W_OCTETS {self.params['width']}",
-                 f"#define STATUS_ADDR {REGMAP['STATUS'].addr:#x}u",
-                 f"#define STATUS_READY_MASK {REGMAP['STATUS'].field('READY').mask:#x}u",
-                 f"#define IDLE_RUN {IDLE_RUN}ull"]
-        return harness_text(HARNESS, decls)
+        decls = [f"#define W_OCTETS {self.params['width']}", f"#define IDLE_RUN {IDLE_RUN}ull",
+                 *interactive_decls()]
+        return harness_text(HARNESS, {"DECLS": decls})
 
 
 def nic_sources():
@@ -133,13 +131,6 @@ def nic_sources():
     (:mod:`rnic.hdl.nic_top` and what it imports from ``rnic.hdl``/``rnic.host``,
     transitively)."""
     return module_sources("rnic.hdl.nic_top")
-
-
-def _source_key(params):
-    files = {**nic_sources(), "nic_device": Path(__file__), "harness": HARNESS,
-             "harness_common": HARNESS_COMMON,
-             "fast": Path(fast.__file__)}
-    return source_key(params, files, NicBuild)
 
 
 def check_params(params):
@@ -150,38 +141,17 @@ def check_params(params):
 
 
 def nic_executable(*, width=4, connections=16, build_dir=None):
-    """Path of the harness executable for these parameters (built and cached on first use)."""
+    """Path of the harness executable for these parameters (built and cached on first use;
+    :func:`rnic.sim.harness_build.cached_executable`)."""
     params = {"width": width, "connections": connections}
     check_params(params)
-    root = Path(build_dir).resolve() if build_dir is not None else build_root()
-    what = f"nic_w{width}_c{connections}"
-    index = root / "nic-index" / f"{what}-{_source_key(params)}"
-    rebuild = _truthy(os.environ.get("RNIC_SIM_REBUILD"))
-
-    def cached():
-        if not rebuild and index.is_file():
-            exe = Path(index.read_text().strip())
-            if exe.is_file():
-                return exe
-        return None
-
-    exe = cached()
-    if exe is not None:
-        return exe
-    with _locked(root / ".nic-index.lock"):
-        exe = cached()
-        if exe is not None:
-            return exe
-        report_phase("converting to Verilog", what)
-        build = NicBuild(**params, build_dir=root)
-        index.parent.mkdir(parents=True, exist_ok=True)
-        tmp = index.with_suffix(f".{os.getpid()}")
-        tmp.write_text(str(build.exe) + "\n")
-        os.replace(tmp, index)
-        return build.exe
+    return cached_executable(NicBuild, name=f"nic_w{width}_c{connections}", params=params,
+                             sources={**nic_sources(), "nic_device": Path(__file__),
+                                      "harness": HARNESS},
+                             build_dir=build_dir)
 
 
-class NicSimDevice(Transport):
+class NicSimDevice(HarnessTransport):
     """An interactive Verilated NicTop (see the module docstring).
 
     Parameters
@@ -200,6 +170,8 @@ class NicSimDevice(Transport):
         Seconds allowed for one answer of the harness.
     """
 
+    noun = "the simulated NIC"
+
     def __init__(self, *, width=4, connections=16, on_frame=None, on_bad=None, build_dir=None,
                  timeout=30.0):
         self.params = {"width": width, "connections": connections}
@@ -212,40 +184,15 @@ class NicSimDevice(Transport):
         self._on_frame, self._on_bad = on_frame, on_bad
         self._frames = queue.Queue()
         self._answers = queue.Queue()
-        self._proc = None
         t0 = time.monotonic()
         self.exe = nic_executable(**self.params, build_dir=build_dir)
         self.build_s = time.monotonic() - t0
-        self._log = tempfile.TemporaryFile()
-        what = f"nic_w{width}_c{connections}"
-        report_phase("starting", what)
-        try:
-            self._proc = subprocess.Popen([str(self.exe)], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=self._log)
-        except OSError as e:
-            raise DeviceError(f"cannot start the simulated NIC {self.exe}: {e}") from None
-        greeting = self._proc.stdout.readline().decode("ascii", "replace").rstrip("\n")
-        want = f"{GREETING} width={width}"
-        if greeting != want:
-            tail = self._tail()
-            self.close()
-            raise DeviceError(f"the simulated NIC greets {greeting!r}, expected {want!r} {tail}")
+        self._start(f"nic_w{width}_c{connections}", f"{GREETING} width={width}")
         self._reader = threading.Thread(target=self._read, daemon=True, name="rnic-nicsim-reader")
         self._reader.start()
         self.start_s = time.monotonic() - t0
-        report_phase("ready", what)
-
-    def __repr__(self):
-        return f"<NicSimDevice {self.name}{' closed' if self._proc is None else ''}>"
 
     # -- the pipe
-    def _tail(self):
-        try:
-            self._log.seek(0)
-            return self._log.read()[-2000:].decode(errors="replace")
-        except (OSError, ValueError):
-            return ""
-
     def _read(self):
         """Reader thread: frames to their callbacks, everything else to the answer queue."""
         proc = self._proc
@@ -274,61 +221,25 @@ class NicSimDevice(Transport):
 
     def _request(self, text):
         with self.lock:
-            proc = self._proc
-            if proc is None:
-                raise TransportError("the simulated NIC is closed")
-            try:
-                proc.stdin.write(text.encode("ascii") + b"\n")
-                proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError) as e:
-                raise TransportError(f"the simulated NIC is gone: {e}") from None
+            proc = self._send(text)
             try:
                 answer = self._answers.get(timeout=self.timeout)
             except queue.Empty:
-                raise TransportError(f"the simulated NIC did not answer {text[:20]!r} within "
+                raise TransportError(f"{self.noun} did not answer {text[:20]!r} within "
                                      f"{self.timeout} s") from None
             if answer is None:
                 self._answers.put(None)
-                raise TransportError(f"the simulated NIC exited (rc {proc.poll()}): {self._tail()}")
-        if answer == "OK" or answer.startswith("OK "):
-            return answer[3:]
-        raise TransportError(answer[4:] if answer.startswith("ERR ") else
-                             f"unexpected answer {answer[:60]!r}")
+                raise self._exited(proc)
+        return self._answer(answer)
 
-    # -- Transport
-    def read32(self, addr):
-        return int(self._request(f"R {addr & 0xFFFFFFFF:x}"), 16) & 0xFFFFFFFF
-
-    def write32(self, addr, value):
-        self._request(f"W {addr & 0xFFFFFFFF:x} {value & 0xFFFFFFFF:x}")
-
-    def close(self):
+    def _detach(self):
         with self.lock:
-            proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            proc.stdin.write(b"Q\n")
-            proc.stdin.flush()
-            proc.stdin.close()
-        except (OSError, ValueError):
-            pass
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            return super()._detach()
+
+    def _stopped(self):
         reader = getattr(self, "_reader", None)
         if reader is not None:
             reader.join(timeout=5)
-        proc.stdout.close()
-        self._log.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:       # noqa: BLE001 - interpreter shutdown
-            pass
 
     # -- frames
     def send_frame(self, frame):

@@ -34,8 +34,9 @@
 //   FRAME <hex>          a good frame from gmii_tx
 //   BAD <reason> <hex>   a bad one (reason: fcs | tx_er | preamble | short)
 //
-// Lines marked "//@DECLS@" are replaced by sim/nic_device.py with the constants of one
-// build (datapath width, register addresses, IDLE_RUN).
+// The line "//@DECLS@" is replaced by sim/nic_device.py with the constants of one build
+// (datapath width, register addresses, IDLE_RUN), "//@COMMON@" by sim/harness_common.h
+// (hex, the AXI4-Lite master, the reset sequence, the R and W commands).
 
 #include "Vtop.h"
 #include "verilated.h"
@@ -58,10 +59,10 @@ static const int CHUNK = 256;            // cycles between looks at stdin while 
 static const int IFG_OCTETS = 12;
 static const std::size_t MAX_FRAME = 16383;
 
-static Vtop* top;
-static uint64_t cycle = 0, run_left = 0, sim_ns = 0;
+static uint64_t run_left = 0, sim_ns = 0;
 static uint64_t frames_in = 0, frames_out = 0, frames_bad = 0;
 
+#define HARNESS_INTERACTIVE
 //@COMMON@
 
 // ---------------------------------------------------------------------------
@@ -80,11 +81,6 @@ static uint32_t crc32(const std::string& data, std::size_t n) {
     uint32_t c = 0xFFFFFFFFu;
     for (std::size_t i = 0; i < n; ++i) c = crc_table[(c ^ (uint8_t)data[i]) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
-}
-
-static void out_line(const std::string& line) {
-    std::fwrite(line.data(), 1, line.size(), stdout);
-    std::fputc('\n', stdout);
 }
 
 // ---------------------------------------------------------------------------
@@ -152,7 +148,8 @@ static uint64_t aw_taken = 0, wlast_taken = 0, b_given = 0;
 static std::deque<unsigned> ar_lens;         // beats left of the read bursts taken
 static unsigned r_done = 0;
 
-static void step() {
+static bool step() {
+    bool act = rx_active;                       // an octet into gmii_rx
     // gmii_rx
     if (!rx_active && rx_gap == 0 && !rx_queue.empty()) {
         rx_cur = rx_queue.front();
@@ -202,11 +199,14 @@ static void step() {
     unsigned ar_len = (unsigned)top->p_m_axi_rd_arlen;
     bool r_taken = r_valid && top->p_m_axi_rd_rready;
 
-    axil_sample();
+    if (ax != AX_IDLE) run_left = IDLE_RUN;     // a register access (a write may start ARP)
+    if (axil_sample()) act = true;
+    act = act || top->p_m_axi_awvalid || top->p_m_axi_wvalid || b_taken || ar_take || r_taken;
 
     // gmii_tx (registered outputs: stable between the edges)
     bool tx_en = top->p_gmii_tx_tx_en;
     if (tx_en) {
+        act = true;
         tx_buf.push_back((char)top->p_gmii_tx_txd);
         if (top->p_gmii_tx_tx_er) tx_er_seen = true;
         run_left = IDLE_RUN;
@@ -231,17 +231,7 @@ static void step() {
     if (b_taken) ++b_given;
     if (r_taken && ++r_done > ar_lens.front()) { ar_lens.pop_front(); r_done = 0; }
     if (ar_take) ar_lens.push_back(ar_len);
-}
-
-static bool bus(AxiState start, std::string& err) {
-    ax = start;
-    for (int i = 0; i < 10000 && ax != AX_DONE; ++i) step();
-    bool done = ax == AX_DONE;
-    ax = AX_IDLE;
-    step();                                     // one idle cycle between accesses
-    run_left = IDLE_RUN;                        // (a write may start an ARP request)
-    err = axil_error(done);
-    return err.empty();
+    return act;
 }
 
 static bool busy() {
@@ -268,12 +258,13 @@ static void clock_for(uint64_t n) {
 // Execute one command line; false for Q.
 static bool command(const std::string& raw) {
     std::vector<std::string> f = words(raw);
-    uint64_t a = 0, b = 0;
-    std::string err;
+    uint64_t a = 0;
     if (f.empty()) {
         out_line("ERR empty command");
     } else if (f[0] == "Q") {
         return false;
+    } else if (register_command(f)) {
+        // R, W: answered
     } else if (f[0] == "F" && f.size() == 2) {
         std::string data;
         if (!from_hex(f[1], data) || data.empty()) out_line("ERR bad octets");
@@ -283,20 +274,6 @@ static bool command(const std::string& raw) {
             run_left = IDLE_RUN;
             out_line("OK");
         }
-    } else if (f[0] == "R" && f.size() == 2 && parse_u64(f[1], a, 16)) {
-        ax_addr = (uint32_t)a;
-        if (bus(AX_R, err)) {
-            char buf[32];
-            std::snprintf(buf, sizeof buf, "OK %08x", ax_rdata);
-            out_line(buf);
-        } else {
-            out_line("ERR " + err);
-        }
-    } else if (f[0] == "W" && f.size() == 3 && parse_u64(f[1], a, 16) && parse_u64(f[2], b, 16)
-               && b <= 0xFFFFFFFFull) {
-        ax_addr = (uint32_t)a;
-        ax_wdata = (uint32_t)b;
-        out_line(bus(AX_W, err) ? "OK" : "ERR " + err);
     } else if (f[0] == "RUN" && f.size() == 2 && parse_u64(f[1], a, 10)) {
         clock_for(a);
         out_line("OK " + std::to_string(cycle));
@@ -312,20 +289,9 @@ static bool command(const std::string& raw) {
 }
 
 int main(int argc, char** argv) {
-    VerilatedContext* ctx = new VerilatedContext;
-    ctx->commandArgs(argc, argv);
-    top = new Vtop{ctx, "top"};
+    open_top(argc, argv);
     crc_init();
-    top->rst = 1;
-    for (int i = 0; i < 4; ++i) step();
-    top->rst = 0;
-    // clock the core through its reset sweep (STATUS.READY), as a board is long before anyone looks
-    for (int i = 0; i < 1000; ++i) {
-        std::string err;
-        ax_addr = STATUS_ADDR;
-        if (bus(AX_R, err) && (ax_rdata & STATUS_READY_MASK)) break;
-    }
-    cycle = 0;
+    reset_until_ready();
     run_left = 0;
     std::printf("RNIC-NIC-SIM 1 width=%d\n", W_OCTETS);
     std::fflush(stdout);
@@ -349,8 +315,6 @@ int main(int argc, char** argv) {
         }
         if (busy()) clock_for(CHUNK);
     }
-    top->final();
-    delete top;
-    delete ctx;
+    close_top();
     return 0;
 }

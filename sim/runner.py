@@ -35,7 +35,8 @@ Build speed: only the top-level ports are visible to cocotb (a generated
 ``ports.vlt``) unless ``internals=True``; the C++ model is one file compiled at
 -O1 without precompiled headers; the design-independent Verilator runtime
 objects (``verilated*.o``) are compiled once and shared through
-``<build root>/_runtime-<hash>``. A new parameter set then builds in a few seconds.
+``<build root>/_runtime-<hash>``, so that a new parameter set compiles little more
+than its own model.
 
 Each run gets its own test directory (``<build>/runs/<pytest test>-<pid>``,
 removed when the run passes) so that xdist workers never share results files.
@@ -45,9 +46,10 @@ Environment knobs: ``RNIC_SIM_BUILD`` (build root, instead of the user cache dir
 which is then kept), ``RNIC_SIM_KEEP=1`` (keep test directories of passing
 runs), ``RNIC_SIM_REBUILD=1`` (ignore the stamp and rebuild).
 
-Progress: a first build takes from seconds to about a minute. Inside a
-:func:`build_progress` block, every build (here, in :mod:`rnic.sim.fast` and
-:mod:`rnic.sim.device`) reports its phases (:data:`PHASES`) to a callback, which
+Progress: a first build runs Verilator and the C++ compiler, long enough to want to see
+it move. Inside a :func:`build_progress` block, every build (here, in :mod:`rnic.sim.fast`
+and :mod:`rnic.sim.harness_build`) and every start of a simulated device
+(:mod:`rnic.sim.harness_process`) reports its phases (:data:`PHASES`) to a callback, which
 a user interface renders; this layer only names them.
 """
 
@@ -238,7 +240,7 @@ def _runner_class():
             cmds = super()._build_command()
             if not self.internals:
                 # Only the ports are public (ports.vlt): every public signal is kept
-                # and registered for VPI, which multiplied C++ size and compile time ~10x.
+                # and registered for VPI, which multiplies C++ size and compile time.
                 cmds[0] = [arg for arg in cmds[0] if arg != "--public-flat-rw"]
             return cmds
 
