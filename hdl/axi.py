@@ -9,12 +9,14 @@ prefix and name with ``_``).
 * :class:`AXI4LiteSignature`: all five channels of AXI4-Lite (register access).
 * :class:`AXI4WriteSignature`: the AXI4 write channels (AW, W, B), ID width 1 (always 0).
 * :class:`AXI4ReadSignature`: the AXI4 read channels (AR, R), ID width 1 (always 0).
+* :class:`AXI4LiteSplit`: one AXI4-Lite master to two slaves by an address bit.
 """
 
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AXI4LiteSignature", "AXI4WriteSignature", "AXI4ReadSignature",
+__all__ = ["AXI4LiteSignature", "AXI4WriteSignature", "AXI4ReadSignature", "AXI4LiteSplit",
            "RESP_OKAY", "RESP_SLVERR", "RESP_DECERR"]
 
 #: AXI response codes (``bresp`` / ``rresp``).
@@ -87,3 +89,79 @@ class AXI4ReadSignature(_BusSignature):
             "rid": In(1), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
             "rvalid": In(1), "rready": Out(1),
         }, addr_width=addr_width, data_width=data_width)
+
+
+class AXI4LiteSplit(wiring.Component):
+    """One AXI4-Lite master to two slaves by address bit ``select_bit``, through registers.
+
+    ``s_axil`` (In, ``addr_width`` bits) -> ``m0`` (bit clear) / ``m1`` (bit
+    set), each with ``select_bit`` address bits (the bits above ``select_bit`` are
+    dropped). One transaction per channel at a time: ``awready``/``arready`` stay low
+    until the open one's response is taken. Every output is a flip-flop (timing: master
+    and slaves may be far apart on the die): a request is latched at its handshake with
+    ``s_axil`` and offered to its slave from the next cycle; the slave's response is
+    latched and offered to the master from the cycle after. Latency: 2 cycles more than
+    the slave's on each channel. A write's address and data are taken together
+    (``awready`` = ``wready``).
+    """
+
+    def __init__(self, *, addr_width, select_bit):
+        if not isinstance(select_bit, int) or not 2 <= select_bit < addr_width:
+            raise ValueError(f"select_bit must be an integer 2..{addr_width - 1}, "
+                             f"not {select_bit!r}")
+        self.select_bit = select_bit
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=addr_width)),
+            "m0": Out(AXI4LiteSignature(addr_width=select_bit)),
+            "m1": Out(AXI4LiteSignature(addr_width=select_bit)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        s, sb = self.s_axil, self.select_bit
+        ms = (self.m0, self.m1)
+
+        # write: IDLE (take AW+W) -> REQ (offer to the slave until both are taken) -> RESP
+        # (wait for B) -> the response on s until taken
+        w_busy, w_sel, aw_left, w_left, b_wait = (Signal(name=n) for n in
+                                                   ("w_busy", "w_sel", "aw_left", "w_left", "b_wait"))
+        m.d.comb += [s.awready.eq(~w_busy & s.wvalid), s.wready.eq(~w_busy & s.awvalid)]
+        with m.If(~w_busy & s.awvalid & s.wvalid):
+            m.d.sync += [w_busy.eq(1), w_sel.eq(s.awaddr[sb]), aw_left.eq(1), w_left.eq(1),
+                         b_wait.eq(1)]
+            for mi in ms:
+                m.d.sync += [mi.awaddr.eq(s.awaddr[:sb]), mi.awprot.eq(s.awprot),
+                             mi.wdata.eq(s.wdata), mi.wstrb.eq(s.wstrb)]
+        for k, mi in enumerate(ms):
+            mine = w_sel == k
+            m.d.comb += [mi.awvalid.eq(aw_left & mine), mi.wvalid.eq(w_left & mine),
+                         mi.bready.eq(b_wait & mine)]
+            with m.If(mine):
+                with m.If(mi.awready):
+                    m.d.sync += aw_left.eq(0)
+                with m.If(mi.wready):
+                    m.d.sync += w_left.eq(0)
+                with m.If(b_wait & mi.bvalid):
+                    m.d.sync += [b_wait.eq(0), s.bvalid.eq(1), s.bresp.eq(mi.bresp)]
+        with m.If(s.bvalid & s.bready):
+            m.d.sync += [s.bvalid.eq(0), w_busy.eq(0)]
+
+        # read: the same with AR and R
+        r_busy, r_sel, ar_left, r_wait = (Signal(name=n) for n in ("r_busy", "r_sel", "ar_left", "r_wait"))
+        m.d.comb += s.arready.eq(~r_busy)
+        with m.If(~r_busy & s.arvalid):
+            m.d.sync += [r_busy.eq(1), r_sel.eq(s.araddr[sb]), ar_left.eq(1), r_wait.eq(1)]
+            for mi in ms:
+                m.d.sync += [mi.araddr.eq(s.araddr[:sb]), mi.arprot.eq(s.arprot)]
+        for k, mi in enumerate(ms):
+            mine = r_sel == k
+            m.d.comb += [mi.arvalid.eq(ar_left & mine), mi.rready.eq(r_wait & mine)]
+            with m.If(mine):
+                with m.If(mi.arready):
+                    m.d.sync += ar_left.eq(0)
+                with m.If(r_wait & mi.rvalid):
+                    m.d.sync += [r_wait.eq(0), s.rvalid.eq(1), s.rdata.eq(mi.rdata),
+                                 s.rresp.eq(mi.rresp)]
+        with m.If(s.rvalid & s.rready):
+            m.d.sync += [s.rvalid.eq(0), r_busy.eq(0)]
+        return m

@@ -21,9 +21,9 @@ def above(value, c):
     """``value > c`` (unsigned) for a constant ``c``, as LUT logic: Yosys builds a compare
     with a constant as a carry chain (two COMB cells per two bits), however many compares
     share the value. Here the bits above ``c``'s highest set bit are ORed, that bit ANDed
-    with the compare of the bits below it, down to four bits, one LUT4 (a thermometer
-    mask of 52 octets of a 7-bit length was 129 CCU2C, now about 80 LUT4; Yosys shares
-    the ORs among the constants). Its depth grows with the set bits of ``c``: for
+    with the compare of the bits below it, down to four bits, one LUT4 (many compares of
+    one value, as in a thermometer mask, take fewer cells than as carry chains: Yosys
+    shares the ORs among the constants). Its depth grows with the set bits of ``c``: for
     constants with more than four, above eight bits, it is Amaranth's compare."""
     value = value.as_unsigned()
     n = len(value)

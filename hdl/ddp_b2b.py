@@ -29,11 +29,12 @@ from amaranth.lib.wiring import In, Out
 
 from .beat import check_width, OctetBeat, conn_bits
 from .axi import AXI4ReadSignature, AXI4WriteSignature
-from .ddp_rx import Completion, ConnCtl, DdpRx, RqPost, StagWrite
+from .ddp_rx import DdpRx
 from .ddp_tx import DdpTx, TxCompletion, TxConnCfg, WorkRequest
 from .mpa_config import MpaConfig
 from .mpa_rx import MpaRxDeframer
 from .mpa_tx import MpaTxFramer
+from .rdma_layouts import Completion, ConnCtl, RqPost, StagWrite
 
 __all__ = ["NODES", "B2BTop", "DdpBenchTop", "pattern_octet", "pattern_bytes"]
 

@@ -1,5 +1,6 @@
 """The ECP5 PLL (EHXPLLL): divider search for a core clock and an auxiliary clock, and its
-instance. Used by the board tops (:mod:`rnic.hdl.board_top`, :mod:`rnic.hdl.net.rgmii_board_top`).
+instance. Used by the board tops (:mod:`rnic.hdl.top`, through
+:func:`rnic.hdl.top.rgmii_board.board_clocks`).
 """
 
 from __future__ import annotations

@@ -40,13 +40,12 @@ class NicTop(wiring.Component):
     the network blocks. Cores built without it (``RnicCore`` alone, the board tops) read 0 in
     every read-only NET_* field.
 
-    Not connected yet: TCP. The core's TCP payload ports (``tx_wire``, ``rx_wire``) and its
+    TCP is not in this top. The core's TCP payload ports (``tx_wire``, ``rx_wire``) and its
     ULPDU ports are this top's ports, as on :class:`~rnic.hdl.rnic_core.RnicCore`; the
     network layer's TCP packets (``NetworkLayer.tcp``) are taken at once, counted in
     NET_RX_TCP and dropped; the network layer is built without its IPv4 send path
-    (:class:`~rnic.hdl.net.ipv4_tx.Ipv4Tx`, built and verified on its own), which joins
-    with TCP, its only user: until then NET_GATEWAY is storage and NET_TX_NO_ROUTE /
-    NET_TX_ARP_MISS read 0. The TCP layer (the next issue) goes between them.
+    (:class:`~rnic.hdl.net.ipv4_tx.Ipv4Tx`, a component of its own), whose only user is
+    TCP: NET_GATEWAY is storage and NET_TX_NO_ROUTE / NET_TX_ARP_MISS read 0.
 
     Parameters (keyword-only, checked by the blocks)
     ----------

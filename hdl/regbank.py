@@ -189,7 +189,7 @@ class RegisterBank(wiring.Component):
                         m.d.sync += hit[r.name].eq(1)
         # Whether the address is mapped, per group of 2**GROUP_BITS words, registered with
         # the hit flags; the response ORs the groups (timing: one flag decoded from every
-        # register's address compare was the routed core top's longest path).
+        # register's address compare would be a long path).
         gb = self.GROUP_BITS
         mapped = {}
         for r in amap:
@@ -262,8 +262,8 @@ class RegisterBank(wiring.Component):
         with m.If(rd_s2):
             m.d.sync += set_sel.eq(group_sel[sb:])
         # Each group selects its member with its own copy of the low word bits (timing: one
-        # register feeding every group's multiplexer was the bank's critical path, by its
-        # fanout); they are loaded before any read uses them.
+        # register feeding every group's multiplexer would have a large fanout); they are
+        # loaded before any read uses them.
         registers = {r.addr >> 2: (self._read_value(r), 1) for r in amap}
         group_keys = list(dict.fromkeys(a >> gb for a in registers))
         member = dict(zip(group_keys, register_copies(gb, len(group_keys), name="rd_member")))

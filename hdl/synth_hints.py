@@ -83,10 +83,8 @@ class SyncFIFOBuffered(fifo.SyncFIFOBuffered):
 
     Yosys maps a memory of up to 16 rows to distributed RAM and a deeper one to block RAM.
     Keep it so for wide queues: a DP16KD is at most 36 bits wide, and the DP16KD of a
-    queue hundreds of bits wide spread along a row of block RAMs across the die, its wires
-    with them (the core's four wide report queues in block RAM made the placed wire length
-    of the W = 8 core top 31 % longer and of the NIC top 15 %, though the LUTs went down by
-    6 %, and neither routed: docs/build.md).
+    queue hundreds of bits wide spread along a row of block RAMs across the die, and its
+    wires with them: the placed wire length grows more than the LUTs saved are worth.
     """
 
     def elaborate(self, platform):

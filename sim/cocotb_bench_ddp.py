@@ -22,9 +22,9 @@ import json
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
-from rnic.hdl.ddp_rx import ConnCtl, RqPost, StagWrite
 from rnic.hdl.ddp_tx import TxCompletion, TxConnCfg, WorkRequest
 from rnic.hdl.mpa_config import MpaConfig
+from rnic.hdl.rdma_layouts import ConnCtl, RqPost, StagWrite
 from rnic.sim.streams import TB, unpack
 
 STAG = 0x5A5A5A01          # row 1 of a 4-row table

@@ -14,13 +14,16 @@ memory, completions, queued RDMA Read Requests and error / Terminate reports. It
   the next) with the :class:`~.axi_writer.AxiWriter`, the :class:`~.reporter.Reporter` and
   the :class:`~.completion_gate.CompletionGate` (completions wait there for their writes'
   B responses);
-* :mod:`.layouts` (the ports' payloads and the internal rows), :mod:`.errors` (the error ids).
+* :mod:`.layouts` (the internal rows), :mod:`.errors` (the error ids).
+
+The payloads of its host-facing ports are in :mod:`rnic.hdl.rdma_layouts` (shared with the
+transmit path and the core); this package re-exports them.
 """
 
-from .errors import error_word
-from .layouts import (
+from ..rdma_layouts import (
     TERM_BYTES, Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite, TermReport,
 )
+from .errors import error_word
 from .receive_path import DdpRx
 
 __all__ = [

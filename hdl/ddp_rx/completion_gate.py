@@ -4,8 +4,8 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..rdma_layouts import Completion
 from ..synth_hints import SyncFIFOBuffered
-from .layouts import Completion
 
 __all__ = ["COUNT_BITS", "CompletionGate"]
 

@@ -8,9 +8,10 @@ from amaranth.utils import exact_log2
 
 from ..beat import conn_bits
 from ..compare import above
+from ..rdma_layouts import ConnCtl, RqPost, RrDone
 from ..synth_hints import no_rw_collision
 from .header import SegmentView, header_rows
-from .layouts import ConnContext, ConnCtl, QueueState, RqPost, RrDone
+from .layouts import ConnContext, QueueState
 from .sequencer import Step, Take
 
 __all__ = ["HostRequest", "ReadResponseTotals", "ContextTable"]

@@ -2,7 +2,7 @@
 
 An error id is the first 16 bits of a Terminate: Layer (4 bits), Error Type (4 bits),
 Error Code (8 bits), see :func:`error_word`. The checks carry error ids; the report splits
-them into the :class:`rnic.hdl.ddp_rx.TermReport` fields.
+them into the :class:`rnic.hdl.rdma_layouts.TermReport` fields.
 """
 
 from rnic.host.spec.errors import (

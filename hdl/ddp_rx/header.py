@@ -5,7 +5,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from .layouts import Opcode, UlpduEntry
+from ..rdma_layouts import Opcode
+from .layouts import UlpduEntry
 from .sequencer import Step, in_steps
 
 __all__ = ["SegmentView", "HeaderRead", "HeaderReader", "header_rows", "header_slot_rows",

@@ -1,31 +1,26 @@
-"""Payload layouts of the DDP/RDMAP receive path: the host-facing ports and the internal rows.
+"""Internal payload layouts of the DDP/RDMAP receive path.
 
-Host-facing (the ports of :class:`rnic.hdl.ddp_rx.DdpRx`): :class:`StagWrite`, :class:`RqPost`,
-:class:`ConnCtl`, :class:`RrDone`, :class:`Completion`, :class:`ReadRequestOut`,
-:class:`TermReport`. Internal: the ULPDU entry the ingest queues for the processor
-(:class:`UlpduEntry`), the rows of the processor's memories (:class:`StagRow`,
-:class:`ConnContext` with its :class:`QueueState`, :class:`RecvEntry`) and the RDMAP opcode
-(:class:`Opcode`).
+The ULPDU entry the ingest queues for the processor (:class:`UlpduEntry`) and the rows of
+the processor's memories (:class:`StagRow`, :class:`ConnContext` with its
+:class:`QueueState`, :class:`RecvEntry`). The layouts of the host-facing ports are in
+:mod:`rnic.hdl.rdma_layouts` (shared with the transmit path and the core).
 """
 
 from amaranth.hdl import unsigned
 from amaranth.lib import data
-from amaranth.utils import ceil_log2, exact_log2
+from amaranth.utils import exact_log2
 
-from rnic.host.spec.protocol import READ_REQUEST_LEN, TERMINATE_MAX_LEN, RdmapOpcode
+from rnic.host.spec.protocol import READ_REQUEST_LEN, TERMINATE_MAX_LEN
 
 from ..beat import conn_bits
 from ..mpa_config import RxError
-from ..shapes import shaped_enum
+from ..rdma_layouts import Opcode
 
 __all__ = [
-    "TERM_BYTES", "QN1_CAP", "QN2_CAP", "QN2_BASE", "CTL_BYTES", "Opcode",
-    "StagWrite", "RqPost", "ConnCtl", "RrDone", "Completion", "ReadRequestOut", "TermReport",
+    "QN1_CAP", "QN2_CAP", "QN2_BASE", "CTL_BYTES",
     "UlpduEntry", "StagRow", "QueueState", "ConnContext", "RecvEntry",
 ]
 
-#: Octets of the Terminate payload in a :class:`TermReport` (4 + 2 + 18 + 28).
-TERM_BYTES = TERMINATE_MAX_LEN
 #: Octets of a QN 1 message (RDMA Read Request) and the largest QN 2 message (Terminate).
 QN1_CAP = READ_REQUEST_LEN
 QN2_CAP = TERMINATE_MAX_LEN
@@ -34,109 +29,6 @@ QN2_BASE = 32
 #: Control-message buffer per connection: QN 1 at octets 0..31, QN 2 at 32..95.
 CTL_BYTES = 96
 
-
-#: RDMAP opcodes (RFC 5040 section 4.2) as a layout field type: the low 4 bits of the RDMAP
-#: control octet. Members and values are those of the spec layer's ``RdmapOpcode``.
-Opcode = shaped_enum(RdmapOpcode, 4, module=__name__, name="Opcode")
-
-
-# ---------------------------------------------------------------------------- port layouts
-
-class StagWrite(data.StructLayout):
-    """One STag table row write (STAG_* registers + STAG_CMD.COMMIT).
-
-    The row of a wire STag is ``stag % stags``; the row matches when ``valid`` and
-    its ``stag`` equals the wire STag in full. The region's TOs ``base .. base + length - 1``
-    are the host memory ``addr .. addr + length - 1``: a tagged segment with TO ``t`` is
-    placed at ``addr + (t - base)``.
-    """
-
-    def __init__(self, *, stags, connections):
-        super().__init__({
-            "index": unsigned(ceil_log2(stags) or 1),
-            "stag": unsigned(32), "base": unsigned(64), "length": unsigned(32), "addr": unsigned(64),
-            "valid": unsigned(1), "remote_read": unsigned(1), "remote_write": unsigned(1),
-            "remote_inv": unsigned(1), "conn": unsigned(conn_bits(connections)),
-        })
-
-
-class RqPost(data.StructLayout):
-    """Post a QN 0 receive buffer (RQ_* registers + RQ_CMD.POST)."""
-
-    def __init__(self, *, connections):
-        super().__init__({
-            "conn": unsigned(conn_bits(connections)),
-            "addr": unsigned(64), "length": unsigned(32), "id": unsigned(32),
-        })
-
-
-class ConnCtl(data.StructLayout):
-    """Reset a connection's receive context (CTX_CMD.COMMIT): MSNs to 1, queues empty,
-    no error, IRD set."""
-
-    def __init__(self, *, connections):
-        super().__init__({"conn": unsigned(conn_bits(connections)), "ird": unsigned(14)})
-
-
-class RrDone(data.StructLayout):
-    """The TX side finished answering one inbound RDMA Read Request of ``conn`` (frees an IRD slot)."""
-
-    def __init__(self, *, connections):
-        super().__init__({"conn": unsigned(conn_bits(connections))})
-
-
-class Completion(data.StructLayout):
-    """Completion of a received message.
-
-    ``opcode`` 3..6: a Send kind filled receive buffer ``wr_id`` (MSN ``msn``) with
-    ``length`` octets; ``invalidated``/``inval_stag``: the Send-with-Invalidate
-    kinds; ``solicited``: the SE kinds. ``opcode`` 2: the last segment of an RDMA
-    Read Response: ``stag``/``to`` of its first segment, ``length`` octets.
-    """
-
-    def __init__(self, *, connections):
-        super().__init__({
-            "conn": unsigned(conn_bits(connections)), "opcode": Opcode,
-            "msn": unsigned(32), "wr_id": unsigned(32), "length": unsigned(32),
-            "solicited": unsigned(1), "invalidated": unsigned(1), "inval_stag": unsigned(32),
-            "stag": unsigned(32), "to": unsigned(64),
-        })
-
-
-class ReadRequestOut(data.StructLayout):
-    """A validated inbound RDMA Read Request, for the TX side (it holds an IRD slot until
-    ``rr_done``). ``src_addr``: the host address of ``src_to`` in its region as the receive
-    path found it (the transmit path checks that the region still maps it there)."""
-
-    def __init__(self, *, connections):
-        super().__init__({
-            "conn": unsigned(conn_bits(connections)), "msn": unsigned(32),
-            "sink_stag": unsigned(32), "sink_to": unsigned(64), "size": unsigned(32),
-            "src_stag": unsigned(32), "src_to": unsigned(64), "src_addr": unsigned(64),
-        })
-
-
-class TermReport(data.StructLayout):
-    """An error found on the connection (``received = 0``) or a Terminate received from the
-    peer (``received = 1``); either way the connection stops (later segments dropped).
-
-    ``term`` holds ``tlen`` octets of a Terminate payload (octet 0 in bits 0..7): for an
-    error, the payload this side sends (RFC 5040 section 4.8: Layer/EType/ErrorCode,
-    M D R, DDP Segment Length, the offending DDP header, the Read Request header), exactly
-    :meth:`rnic.host.model.rdmap.Terminate.for_error`; for a received Terminate, its payload as
-    received. The octets from ``tlen`` on are 0. ``layer``/``etype``/``ecode`` repeat the
-    error (or the received one's).
-    """
-
-    def __init__(self, *, connections):
-        super().__init__({
-            "conn": unsigned(conn_bits(connections)), "received": unsigned(1),
-            "layer": unsigned(4), "etype": unsigned(4), "ecode": unsigned(8),
-            "tlen": unsigned(6), "term": unsigned(8 * TERM_BYTES),
-        })
-
-
-# ---------------------------------------------------------------------------- internal layouts
 
 class UlpduEntry(data.StructLayout):
     """A complete ULPDU waiting in its slot buffer (or an MPA status without a slot), as the

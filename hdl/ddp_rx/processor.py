@@ -7,14 +7,15 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..axi import AXI4WriteSignature
+from ..rdma_layouts import (
+    Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite, TermReport,
+)
 from .axi_writer import AxiWriter, WriteAddress
 from .completion_gate import CompletionGate
 from .contexts import ContextTable
 from .control_buffer import ControlBuffer
 from .header import HeaderReader, big_endian, header_slot_rows
-from .layouts import (
-    Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite, TermReport, UlpduEntry,
-)
+from .layouts import UlpduEntry
 from .placer import Placer
 from .receive_queue import ReceiveQueue
 from .reporter import Reporter

@@ -7,8 +7,10 @@ from amaranth.lib.wiring import In, Out
 from ..axi import AXI4WriteSignature
 from ..beat import check_width, conn_bits
 from ..mpa_rx import MpaRxBeat
+from ..rdma_layouts import (
+    Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite, TermReport,
+)
 from .ingest import Ingest
-from .layouts import Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite, TermReport
 from .processor import SegmentProcessor
 
 __all__ = ["DdpRx"]

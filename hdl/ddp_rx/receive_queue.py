@@ -7,8 +7,9 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..beat import conn_bits
+from ..rdma_layouts import RqPost
 from ..synth_hints import no_rw_collision
-from .layouts import RecvEntry, RqPost
+from .layouts import RecvEntry
 from .sequencer import Step
 
 __all__ = ["ReceiveQueue"]

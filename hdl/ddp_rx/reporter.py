@@ -5,11 +5,10 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compare import above
+from ..rdma_layouts import TERM_BYTES, Completion, Opcode, ReadRequestOut, TermReport
 from .contexts import ReadResponseTotals
 from .header import SegmentView, big_endian
-from .layouts import (
-    QN1_CAP, TERM_BYTES, Completion, ConnContext, Opcode, ReadRequestOut, RecvEntry, TermReport,
-)
+from .layouts import QN1_CAP, ConnContext, RecvEntry
 from .sequencer import Step, in_steps
 from .validator import ErrorVerdict
 

@@ -4,8 +4,8 @@ from amaranth.hdl import Cat, Module, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..rdma_layouts import Opcode
 from ..synth_hints import one_hot
-from .layouts import Opcode
 
 __all__ = ["Step", "in_steps", "Take", "DecodeVerdict", "Sequencer"]
 

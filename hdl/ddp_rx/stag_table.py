@@ -6,8 +6,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..compare import above
+from ..rdma_layouts import StagWrite
 from ..synth_hints import no_rw_collision
-from .layouts import StagRow, StagWrite
+from .layouts import StagRow
 from .sequencer import Step
 
 __all__ = ["StagTable"]

@@ -9,6 +9,7 @@ from ..beat import conn_bits
 from ..compare import wide_less
 from ..mpa_config import RxError
 from ..mpa_rx import RX_ABORTED
+from ..rdma_layouts import Opcode
 from .errors import (
     E_DDP_CATASTROPHIC, E_DDP_T_BOUNDS, E_DDP_T_INVALID_STAG, E_DDP_T_NOT_ASSOC, E_DDP_T_TO_WRAP,
     E_DDP_T_VERSION, E_DDP_U_MO, E_DDP_U_MSN_RANGE, E_DDP_U_NO_BUFFER, E_DDP_U_QN, E_DDP_U_TOO_LONG,
@@ -17,7 +18,7 @@ from .errors import (
     E_RP_NOT_ASSOC, E_RP_TO_WRAP,
 )
 from .header import SegmentView, big_endian
-from .layouts import QN1_CAP, QN2_CAP, ConnContext, Opcode, QueueState, RecvEntry, StagRow
+from .layouts import QN1_CAP, QN2_CAP, ConnContext, QueueState, RecvEntry, StagRow
 from .sequencer import DecodeVerdict, Step, in_steps
 
 __all__ = ["ErrorVerdict", "Validator"]

@@ -139,7 +139,7 @@ class TxContext(data.StructLayout):
 
 class RrEntry(data.StructLayout):
     """An inbound Read Request in its connection's queue: the fields of
-    :class:`rnic.hdl.ddp_rx.ReadRequestOut` the Read Response and a source check's
+    :class:`rnic.hdl.rdma_layouts.ReadRequestOut` the Read Response and a source check's
     Terminate use. Without ``conn`` (the queue's rows are the connection's) and with
     ``src_addr`` cut to ``addr_width`` bits: at ``addr_width`` 32 a row is 288 bits, eight
     DP16KD instead of nine (each is at most 36 bits wide)."""
@@ -153,7 +153,7 @@ class RrEntry(data.StructLayout):
         })
 
     def of(self, request):
-        """The fields of ``request`` (a :class:`~rnic.hdl.ddp_rx.ReadRequestOut` view) as an
+        """The fields of ``request`` (a :class:`~rnic.hdl.rdma_layouts.ReadRequestOut` view) as an
         :class:`RrEntry` value."""
         return data.View(self, Cat(request[name][:field.width] for name, field in self))
 

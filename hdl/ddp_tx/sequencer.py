@@ -8,7 +8,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..beat import check_width, conn_bits
-from ..ddp_rx import ReadRequestOut, RrDone, TermReport
+from ..rdma_layouts import ReadRequestOut, RrDone, TermReport
 from ..synth_hints import one_hot
 from .layouts import (CheckSteps, CqStatus, ReadDone, ReadEntry, RrEntry, SegmentKind, SegmentPlan, SqOpcode,
                       TxCompletion, TxConnCfg, TxContext, WorkRequest, check_depths)

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..compare import above
-from ..ddp_rx import StagWrite
+from ..rdma_layouts import StagWrite
 from ..synth_hints import no_rw_collision
 from .layouts import StagRow
 

@@ -9,7 +9,7 @@ from rnic.host.spec.regmap import SqOpcode
 
 from ..beat import check_width, conn_bits
 from ..compare import above
-from ..ddp_rx import TERM_BYTES, TermReport
+from ..rdma_layouts import TERM_BYTES, TermReport
 from .headers import (OP_TERMINATE, QN_READ_REQUEST, QN_TERMINATE, READ_REQUEST_SEGMENT_LEN, UNTAGGED_HEADER_LEN, octets,
                       padded, untagged_header)
 from .layouts import HEADER_MAX, RrEntry

@@ -10,9 +10,9 @@ gives for the same messages.
 Layouts of the host-facing ports: :class:`~rnic.hdl.ddp_tx.layouts.WorkRequest`,
 :class:`~rnic.hdl.ddp_tx.layouts.TxConnCfg`, :class:`~rnic.hdl.ddp_tx.layouts.ReadDone`,
 :class:`~rnic.hdl.ddp_tx.layouts.TxCompletion`; the memory port is
-:class:`rnic.hdl.axi.AXI4ReadSignature`. The RX-side layouts
-:class:`rnic.hdl.ddp_rx.ReadRequestOut`, :class:`rnic.hdl.ddp_rx.TermReport`,
-:class:`rnic.hdl.ddp_rx.StagWrite` and :class:`rnic.hdl.ddp_rx.RrDone` are used unchanged.
+:class:`rnic.hdl.axi.AXI4ReadSignature`. The layouts it shares with the receive path:
+:class:`~rnic.hdl.rdma_layouts.ReadRequestOut`, :class:`~rnic.hdl.rdma_layouts.TermReport`,
+:class:`~rnic.hdl.rdma_layouts.StagWrite` and :class:`~rnic.hdl.rdma_layouts.RrDone`.
 """
 
 from amaranth.hdl import Module
@@ -21,8 +21,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..axi import AXI4ReadSignature
 from ..beat import check_width, conn_bits
-from ..ddp_rx import ReadRequestOut, RrDone, StagWrite, TermReport
 from ..mpa_tx import MpaTxBeat
+from ..rdma_layouts import ReadRequestOut, RrDone, StagWrite, TermReport
 from .conn_queue import ConnQueue
 from .emitter import SegmentEmitter
 from .fetch import PayloadFetch

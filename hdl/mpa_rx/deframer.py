@@ -158,12 +158,9 @@ class MpaRxDeframer(wiring.Component):
     RAM is read in every cycle, so that no read depends on the handshakes);
     the loops of the parse and output stages compare nothing (flags kept in
     the context, steps prepared one stage ahead), the CRC loop is one parity
-    tree and one AND-XOR level. Alone (W = 8, between harness registers) on
-    an LFE5UM-45F speed 8: 166 to 168 MHz with 16 connections (nextpnr seeds
-    1 to 3), 146 MHz with 1024 (docs/build.md for the core). 1024
-    connections cost 14 DP16KD at W = 8 (block RAM is read with one port
-    per memory; with 16 connections the distributed RAM has two read ports
-    per memory, the realign one three).
+    tree and one AND-XOR level. Block RAM is read with one port per memory;
+    distributed RAM (16 connections) has two read ports per memory, the realign
+    one three.
     """
 
 

@@ -145,12 +145,9 @@ class MpaTxFramer(wiring.Component):
       register feeds back through one XOR tree; for wider beats the lanes
       are chained.
 
-    Measured on ECP5 (LFE5UM-45F, speed grade 8, Yosys synth_ecp5 + nextpnr,
-    out of context, W = 8): 1024 connections 2.7k LUT4, 1.06k FFs, one DP16KD,
-    Fmax 138..148 MHz over placement seeds; 16 connections 2.6k LUT4 (context
-    in distributed RAM), 135 MHz. (Figures from before the changes listed in
-    docs/build.md, which has the core's: the lane chain now starts at the
-    window registers and ends at their load multiplexer.)
+    Timing: the lane chain starts at the window registers and ends at their load
+    multiplexer. The connection contexts are in distributed RAM for 16 connections and in
+    block RAM for 1024.
     """
 
     def __init__(self, *, width, connections=16):

@@ -152,8 +152,8 @@ class MpaTxWordBuffer(wiring.Component):
                     m.d.comb += v.eq(words[j - c])
             pos.append(v)
         # the count after the push, and ``kept <= room`` / ``grown <= room`` below as
-        # compares with ``room + p`` (timing: a subtract, an add and a compare in a row were
-        # the longest path into ``b_fits``; the pop is at most ``cnt``)
+        # compares with ``room + p`` (timing: no subtract, add and compare in a row in front
+        # of ``b_fits``; the pop is at most ``cnt``)
         push_cnt = Signal(range(CAP + L + 2))
         m.d.comb += push_cnt.eq(cnt + g.cnt)
         pushed_is = Signal(L + 2)        # bit n: the push appends n words

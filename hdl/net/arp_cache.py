@@ -149,8 +149,8 @@ class ArpCache(wiring.Component):
     def _window_lookup(self, m, valid, ips, macs):
         """The register window's lookup: passes over the slots, one slot a cycle from slot
         0, each for the address ``lookup_ip`` had at its start; the first hit of a pass is
-        kept, and its end publishes the result. (Area: searching every slot at once and the
-        AND-OR of their MACs took about 770 LUT4 in the NIC top; this is one IP and one MAC
+        kept, and its end publishes the result. (Area: searching every slot at once takes a
+        compare per slot and an AND-OR of all the MACs; this is one IP and one MAC
         multiplexer, one compare.)"""
         n = self._entries
         scan = Signal(range(max(n, 2)))

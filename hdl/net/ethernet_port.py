@@ -81,12 +81,13 @@ class EthernetPort(wiring.Component):
         ``rx_counts[k]`` kind, ``tx_events`` bit 0 a frame sent, bit 1 a frame dropped; in
         the cycle before the counter shows it.
 
-    Latency (measured at 125 MHz GMII, 100 MHz core): store-and-forward both ways. A
-    received frame's first beat is on ``rx`` about W + 10 ``eth_rx`` cycles after its last
-    FCS octet on ``gmii_rx`` (the first beat waits for W octets from the buffer). A frame
-    offered on an idle ``tx`` starts on ``gmii_tx`` (first preamble octet) about L + 13
-    ``eth_tx`` cycles after its first beat, L its length (its octets enter the transmit
-    buffer at one a cycle). Throughput: line rate both ways, minimum gap on ``gmii_tx``.
+    Latency (125 MHz GMII, 100 MHz core; approximate, as frames cross clock domains):
+    store-and-forward both ways. A received frame's first beat is on ``rx`` about W + 10
+    ``eth_rx`` cycles after its last FCS octet on ``gmii_rx`` (the first beat waits for W
+    octets from the buffer). A frame offered on an idle ``tx`` starts on ``gmii_tx``
+    (first preamble octet) about L + 13 ``eth_tx`` cycles after its first beat, L its
+    length (its octets enter the transmit buffer at one a cycle). Throughput: line rate
+    both ways, minimum gap on ``gmii_tx``.
     """
 
     def __init__(self, *, width, rx_depth=4096, tx_depth=4096):

@@ -74,8 +74,8 @@ class Ipv4Tx(wiring.Component):
         One cycle of ``valid`` per dropped packet with its reason.
 
     Latency: a frame's first beat is offered on ``o`` 4 cycles after the packet's first
-    beat is offered on ``i`` (next hop, the cache's match, lookup and header sum, fold;
-    measured). Throughput: one beat per cycle within a packet (``i.ready`` is
+    beat is offered on ``i`` (next hop, the cache's match, lookup and header sum, fold).
+    Throughput: one beat per cycle within a packet (``i.ready`` is
     ``o.ready``), 4 idle cycles between packets; a dropped packet takes its beats plus 3
     cycles.
     """

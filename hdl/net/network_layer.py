@@ -98,7 +98,7 @@ class NetworkLayer(wiring.Component):
         The IPv4 identification counter (the next value a sent packet takes; echo replies
         and ``ip_tx`` packets take from it).
 
-    Latency (no back-pressure, measured): the first beat of an ARP reply leaves on ``tx``
+    Latency (no back-pressure): the first beat of an ARP reply leaves on ``tx``
     ``ceil(42 / W) + 6`` cycles after the request's last beat came in on ``rx`` (17 at
     W = 4, 12 at W = 8); of an echo reply B + 9 cycles after, B the beats of the request's
     14 + total length octets (34 at W = 4, 22 at W = 8 for a 56-octet ping); a TCP frame's

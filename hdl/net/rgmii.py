@@ -13,17 +13,21 @@ Clock-to-data skew
 RGMII sends clock and data edge-aligned; the receiver needs the clock about 2 ns later
 (a quarter of the 8 ns period) to sample in the middle of each half-cycle. Either the PHY
 adds that delay inside (RGMII-ID), or the board's traces do, or the FPGA does (ECP5
-``DELAYG`` on the pins, or a 90-degree PLL phase for the transmit clock). These adapters
-add **no delay**: they rely on the PHY's internal delays in both directions. On the
-Lattice ECP5 Versa board the two Realtek RTL8211E PHYs are strapped with their
-``RXDLY`` and ``TXDLY`` pins set, so the PHY already launches ``rx_clk`` 2 ns after
-``rx_data``/``rx_ctl`` and samples ``tx_data``/``tx_ctl`` 2 ns after the ``tx_clk`` edge it
-receives; the LiteX Versa ECP5 target, which runs Ethernet on this board, sets both of
-its FPGA-side delays to zero for the same reason. Adding a delay in the FPGA as well
-would put the sampling edge 4 ns from the data edge, i.e. on the next transition. A
-board whose PHY is strapped without the delays needs ``DELAYG`` on the receive data and
-on the transmit clock (or the PHY's delays switched on over MDIO, where it has such a
-register): a change to these two components only.
+``DELAYG`` on the pins). Which side adds it is a property of the board, fixed by how its
+PHY is strapped:
+
+* receive: :class:`RgmiiRx` adds no delay. Both supported boards strap their PHYs to
+  launch ``rx_clk`` 2 ns after ``rx_data``/``rx_ctl`` (LiteX's targets for both boards
+  set their receive delay to zero too).
+* transmit: :class:`RgmiiTx` delays its forwarded ``tx_clk`` by ``clk_delay_ps`` in the
+  I/O cell's ``DELAYG`` (25 ps per tap). On the Lattice ECP5 Versa the two RTL8211E PHYs
+  are strapped with ``TXDLY`` set, so the delay is 0 there (LiteX's Versa target: 0); on
+  the ECPIX-5 the PHY adds no transmit delay, so the board top asks for 2000 ps (LiteX's
+  ECPIX-5 target keeps LiteEth's 2 ns transmit clock delay). The delay of each board is
+  ``rgmii_tx_clk_delay_ps`` in :data:`rnic.hdl.top.boards.BOARDS`.
+
+Adding a delay on both sides would put the sampling edge 4 ns from the data edge, i.e.
+on the next transition; adding none leaves it on the transition itself.
 
 Not supported
 -------------
@@ -37,13 +41,18 @@ Not supported
   ``rx_er`` low, where the MAC ignores it.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In, Out
 
 from .gmii import GmiiRx, GmiiTx
 
-__all__ = ["RgmiiRx", "RgmiiTx", "rgmii_pins"]
+__all__ = ["RgmiiRx", "RgmiiTx", "rgmii_pins", "DELAY_TAP_PS", "MAX_DELAY_PS"]
+
+#: The delay of one tap of the ECP5 I/O cell's ``DELAYG`` (its 7-bit ``DEL_VALUE``).
+DELAY_TAP_PS = 25
+#: The longest delay a ``DELAYG`` adds.
+MAX_DELAY_PS = 127 * DELAY_TAP_PS
 
 
 def _check_port(name, port, width):
@@ -141,8 +150,8 @@ class RgmiiTx(wiring.Component):
     ``ODDRX1F``), so that it leaves the FPGA through the same kind of I/O cell and
     with the same delay as the data. ``tx_data`` carries ``txd[3:0]`` while ``tx_clk`` is
     high and ``txd[7:4]`` while it is low; ``tx_ctl`` carries ``tx_en``, then ``tx_en``
-    XOR ``tx_er`` (RGMII 2.0, section 3.4). Clock and data leave edge-aligned: the PHY's
-    internal transmit delay centres the clock (module documentation).
+    XOR ``tx_er`` (RGMII 2.0, section 3.4). Clock and data leave edge-aligned, unless
+    ``clk_delay_ps`` delays the clock (module documentation, "Clock-to-data skew").
 
     ``eth_tx`` must run at 125 MHz, from a clock of the design (e.g. a PLL output): it is
     the transmit clock of the link, independent of the PHY's receive clock. Frame
@@ -155,6 +164,11 @@ class RgmiiTx(wiring.Component):
         The ``tx_clk`` and ``tx_ctl`` pins (1 wide).
     data : io.PortLike
         The ``tx_data`` pins (4 wide), bit 0 first.
+    clk_delay_ps : int
+        Delay of ``tx_clk`` against the data, 0 .. :data:`MAX_DELAY_PS` picoseconds, made
+        by the ECP5 I/O cell's ``DELAYG`` in steps of :data:`DELAY_TAP_PS` (rounded to the
+        nearest). 0 (the default) for a PHY that delays the clock itself. It takes effect
+        on an ECP5 platform; in simulation (no platform) the pins are edge-aligned.
 
     Ports
     -----
@@ -169,18 +183,43 @@ class RgmiiTx(wiring.Component):
 
     gmii: In(GmiiTx)
 
-    def __init__(self, *, clk, ctl, data):
+    def __init__(self, *, clk, ctl, data, clk_delay_ps=0):
         self._clk = _check_port("clk", clk, 1)
         self._ctl = _check_port("ctl", ctl, 1)
         self._data = _check_port("data", data, 4)
+        if (not isinstance(clk_delay_ps, int) or isinstance(clk_delay_ps, bool)
+                or not 0 <= clk_delay_ps <= MAX_DELAY_PS):
+            raise ValueError(f"clk_delay_ps must be an integer 0..{MAX_DELAY_PS}, "
+                             f"not {clk_delay_ps!r}")
+        self.clk_delay_taps = round(clk_delay_ps / DELAY_TAP_PS)
         super().__init__()
+
+    def _forward_clock(self, m, platform):
+        """``tx_clk``: 1 on the rising and 0 on the falling edge of ``eth_tx``, through the
+        I/O cell's DDR register and, when asked for, its delay line."""
+        if self.clk_delay_taps == 0 or platform is None:
+            m.submodules.clk_ddr = clk = io.DDRBuffer("o", self._clk, o_domain="eth_tx")
+            m.d.comb += [clk.o[0].eq(1), clk.o[1].eq(0)]
+            return
+        if getattr(platform, "family", None) != "ecp5":
+            raise ValueError(f"clk_delay_ps needs an ECP5 platform's DELAYG, not {platform!r}")
+        # io.DDRBuffer has no delay line: the ECP5 primitives it maps to, with the DELAYG
+        # between the DDR register and the pin (nextpnr packs all three into the I/O cell)
+        ddr_q, delayed = Signal(), Signal()
+        m.submodules.clk_ddr = Instance("ODDRX1F", i_SCLK=ClockSignal("eth_tx"),
+                                        i_RST=Const(0), i_D0=Const(1), i_D1=Const(0),
+                                        o_Q=ddr_q)
+        m.submodules.clk_delay = Instance("DELAYG", p_DEL_MODE="USER_DEFINED",
+                                          p_DEL_VALUE=self.clk_delay_taps, i_A=ddr_q,
+                                          o_Z=delayed)
+        m.submodules.clk_pin = pin = io.Buffer("o", self._clk)
+        m.d.comb += pin.o.eq(delayed)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.clk_ddr = clk = io.DDRBuffer("o", self._clk, o_domain="eth_tx")
+        self._forward_clock(m, platform)
         m.submodules.ctl_ddr = ctl = io.DDRBuffer("o", self._ctl, o_domain="eth_tx")
         m.submodules.data_ddr = data = io.DDRBuffer("o", self._data, o_domain="eth_tx")
-        m.d.comb += [clk.o[0].eq(1), clk.o[1].eq(0)]
 
         # A register in the fabric, so that the long route to the I/O cell starts at a
         # flip-flop instead of at the MAC's logic.

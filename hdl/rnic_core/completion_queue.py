@@ -6,8 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec.regmap import CqQueue, CqStatus, SqOpcode
 
-from ..ddp_rx import Completion, StagWrite
 from ..ddp_tx import ReadDone, TxCompletion
+from ..rdma_layouts import Completion, StagWrite
 from ..synth_hints import SyncFIFOBuffered
 from .layouts import BadPost, CqEntry
 from .registers import register_signature
@@ -15,7 +15,7 @@ from .slices import slice_into, slice_out_of
 
 __all__ = ["CompletionQueue", "READ_RESPONSE"]
 
-#: :class:`~rnic.hdl.ddp_rx.Completion` ``opcode`` of an RDMA Read Response message (its
+#: :class:`~rnic.hdl.rdma_layouts.Completion` ``opcode`` of an RDMA Read Response message (its
 #: RDMAP opcode, RFC 5040 section 4.3).
 READ_RESPONSE = 2
 

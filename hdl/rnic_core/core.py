@@ -179,8 +179,8 @@ class RnicCore(wiring.Component):
       one counts in ERR_COUNT.
     * The DDP/RDMAP receive path (:class:`~rnic.hdl.ddp_rx.DdpRx`) takes the
       deframer's ULPDUs unless DP_CTRL.SINK or DP_CTRL.BYPASS is set (BYPASS
-      resets to 1, so that ULPDUs leave on ``rx_ulpdu`` as before until a
-      driver clears it: ``rnic.host.driver.regs.Registers.dp_configure()``). Its host
+      resets to 1: ULPDUs leave on ``rx_ulpdu`` undecoded until a driver clears
+      it, ``rnic.host.driver.regs.Registers.dp_configure()``). Its host
       side is the register map: STAG_* + STAG_CMD.COMMIT write a row of its
       STag table (STAG_STATUS.BUSY until taken; the row only matches for
       STAG_INDEX = STAG_KEY mod ``stags``, a row whose CONN is not below

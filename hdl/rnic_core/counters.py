@@ -33,8 +33,8 @@ class Counters(wiring.Component):
 
     Latency
     -------
-    Each increment is registered first (the counter runs one cycle behind its events:
-    handshakes and decodes feeding a 32/64-bit adder were critical paths); the counter
+    Each increment is registered first (the counter runs one cycle behind its events;
+    timing: no handshake or decode in front of a 32/64-bit adder); the counter
     shows an event 2 cycles after it. CLEAR_COUNTERS is registered too; it drops the
     increments under way.
     """

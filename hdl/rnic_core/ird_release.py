@@ -5,7 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..beat import conn_bits
-from ..ddp_rx import RrDone
+from ..rdma_layouts import RrDone
 from .registers import register_signature
 from .slices import slice_out_of
 

@@ -7,7 +7,7 @@ from amaranth.lib import data
 from rnic.host.spec.regmap import ConnState, CqStatus, DpCrc, DpError, SqOpcode
 
 from ..beat import conn_bits
-from ..ddp_rx import Completion
+from ..rdma_layouts import Completion
 
 __all__ = ["ErrorInfo", "CtxEntry", "ConnCommand", "ConnReport", "ConnError", "FpduEnd", "MarkerState",
            "MarkerConfig", "CqEntry", "DpRxEntry", "DpControl"]
@@ -91,8 +91,8 @@ class BadPost(data.StructLayout):
 
 
 class CqEntry(data.StructLayout):
-    """One entry of the host CQ: a receive-path :class:`~rnic.hdl.ddp_rx.Completion` or (``tx``)
-    a transmit-path :class:`~rnic.hdl.ddp_tx.TxCompletion` (then ``status`` is its
+    """One entry of the host CQ: a receive-path :class:`~rnic.hdl.rdma_layouts.Completion` or
+    (``tx``) a transmit-path :class:`~rnic.hdl.ddp_tx.TxCompletion` (then ``status`` is its
     :class:`~rnic.host.spec.regmap.CqStatus`); ``bad_conn``: a :class:`BadPost`'s
     connection (``tx`` set, CQ_INFO.CONN shows it instead of ``rx.conn``); ``rresp``: a
     receive-path RDMA Read Response completion (an SQ Read's), worked out when it is

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..ddp_rx import ReadRequestOut
+from ..rdma_layouts import ReadRequestOut
 from ..synth_hints import SyncFIFOBuffered
 from .registers import register_signature
 from .slices import slice_out_of

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..ddp_rx import RqPost
+from ..rdma_layouts import RqPost
 from .registers import register_signature
 
 __all__ = ["ReceiveBufferPost"]

@@ -7,9 +7,9 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.regmap import ConnState
 
 from ..beat import conn_bits
-from ..ddp_rx import ConnCtl
 from ..ddp_tx import TxConnCfg
 from ..mpa_config import MpaConfig
+from ..rdma_layouts import ConnCtl
 from .layouts import ConnCommand, MarkerConfig
 from .registers import register_signature
 from .slices import slice_into

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..ddp_rx import StagWrite
+from ..rdma_layouts import StagWrite
 from .registers import register_signature
 from .slices import slice_into
 

@@ -5,7 +5,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..ddp_rx import TERM_BYTES, TermReport
+from ..rdma_layouts import TERM_BYTES, TermReport
 from ..synth_hints import SyncFIFOBuffered
 from .layouts import ConnError, ConnReport
 from .registers import register_signature
@@ -46,7 +46,7 @@ class TerminateQueue(wiring.Component):
     written from it (at the earliest in the first cycle a report is there), then
     ``responder`` and ``report`` are offered from it (from the next cycle): one report
     every three cycles at most. The octets of a payload beyond its length come in as
-    0 (:class:`~rnic.hdl.ddp_rx.TermReport`), so the TERM_DATA views read 0 there. The
+    0 (:class:`~rnic.hdl.rdma_layouts.TermReport`), so the TERM_DATA views read 0 there. The
     queue is in distributed RAM (why not block RAM:
     :class:`~rnic.hdl.synth_hints.SyncFIFOBuffered`). The views are registers, one cycle
     behind the queue (see

@@ -9,12 +9,16 @@ from rnic.host.cli.common import EXIT_FAILURE, EXIT_OK, emit, fail
 __all__ = ["build_cmd"]
 
 
-#: Boards of ``rnic build`` (the keys of rnic.hdl.board_top.BOARDS; kept here so that the CLI
+#: Boards of ``rnic build`` (the keys of rnic.hdl.top.boards.BOARDS; kept here so that the CLI
 #: starts without importing Amaranth; tests check that the two agree).
 _BOARD_NAMES = ("versa_ecp5", "ecpix5", "ecpix5_45")
 
+#: The board of ``rnic build`` unless told (rnic.host.tools.build.DEFAULT_BOARD, kept here for
+#: the same reason).
+_DEFAULT_BOARD = "ecpix5"
+
 #: Cores of ``--core``: rnic.host.tools.build.CORES, then the blocks of the core
-#: (rnic.hdl.board_top.BLOCKS), kept here for the same reason (tests check them).
+#: (rnic.hdl.top.cores.BLOCKS), kept here for the same reason (tests check them).
 _CORE_NAMES = ("rnic", "framer", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx")
 
 #: Tops of ``--top`` (rnic.host.tools.build.TOPS, kept here for the same reason).
@@ -57,8 +61,11 @@ def _progress_printer():
 
 
 @click.command("build")
-@click.option("--board", type=click.Choice(_BOARD_NAMES), default="versa_ecp5", show_default=True,
-              help="Target board (amaranth-boards platform).")
+@click.option("--board", type=click.Choice(_BOARD_NAMES), default=_DEFAULT_BOARD,
+              show_default=True,
+              help="Target board (amaranth-boards platform): ecpix5, the ECPIX-5 with the "
+                   "LFE5UM5G-85F, has room for the whole NIC; versa_ecp5 (LFE5UM-45F) takes the "
+                   "Ethernet top and, tightly, the NIC.")
 @click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default=None,
               help="Datapath width W in octets.  [default: 4 with --top nic or ethernet, "
                    "else 8]")
@@ -108,6 +115,18 @@ def _progress_printer():
                    "with --top nic or core, else heap]")
 @click.option("--nextpnr-opts", default="", metavar="OPTS",
               help="Extra nextpnr-ecp5 options (e.g. \"--router router2 --tmg-ripup\").")
+@click.option("--stall-minutes", type=click.FloatRange(0, 24 * 60), default=20,
+              show_default=True,
+              help="Stop place and route when nextpnr's router has not reduced the arcs left "
+                   "to route for this many minutes (a design too full to route at this "
+                   "placement); 0: never.")
+@click.option("--documented", is_flag=True,
+              help="Run every rnic build command that the README and docs/*.md print, as "
+                   "written (two at a time, products in OUT, default build/documented), and "
+                   "print the table of their figures; exit 1 if one misses timing. The other "
+                   "options do not apply.")
+@click.option("--update-docs", is_flag=True,
+              help="With --documented: write the table into docs/build.md.")
 @click.option("--sweep", is_flag=True,
               help="Benchmark: the core alone at W = 4, 8, 16 and 16, 1024 connections; writes "
                    "sweep.md and sweep.json (ignores --width/--connections/--top).")
@@ -116,8 +135,8 @@ def _progress_printer():
 @click.option("--sweep-connections", default="16,1024", show_default=True, callback=_int_list,
               help="Connection counts of --sweep.")
 def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out_dir, as_json,
-              allow_timing_fail, paths, place_only, placer, nextpnr_opts, sweep, sweep_widths,
-              sweep_connections):
+              allow_timing_fail, paths, place_only, placer, nextpnr_opts, stall_minutes,
+              documented, update_docs, sweep, sweep_widths, sweep_connections):
     """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
 
     Elaborates a top (the core unless --top says otherwise), runs Amaranth's build
@@ -129,9 +148,9 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
 
     \b
     Examples:
-      rnic build --board versa_ecp5                    # the core: W=8, 16 connections, 125 MHz
-      rnic build --board ecpix5 --width 4 --json
-      rnic build --top nic --allow-timing-fail         # the NIC: RGMII, MAC, ARP/IP, W=4, 100 MHz
+      rnic build --board ecpix5 --top nic              # the NIC: RGMII, MAC, ARP/IP, W=4, 100 MHz
+      rnic build --board ecpix5 --width 8 --top core   # the core: W=8, 16 connections, 125 MHz
+      rnic build --board versa_ecp5 --top ethernet     # Ethernet bring-up on the Versa
       rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
       rnic build --top harness --width 16 --out /tmp/w16  # the core alone
       rnic build --top harness --core ddp_rx --allow-timing-fail  # one block alone
@@ -141,10 +160,16 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
       rnic build --place-only --placer static          # the other placer's wire length
       rnic build --seeds 1-6 --allow-timing-fail       # route the best placement of six
       rnic build --sweep                               # benchmark table (takes a while)
+      rnic build --documented --update-docs            # every build the docs print, as written
     """
     from rnic.host.tools.build import (BuildConfig, BuildError, TimingFailure,
         ToolMissing, build, build_best_seed, sweep as run_sweep)
     say = _progress_printer()
+    if update_docs and not documented:
+        raise click.BadParameter("--update-docs goes with --documented",
+                                 param_hint="--update-docs")
+    if documented:
+        return _documented(out_dir, as_json, update_docs, say)
     if sweep and place_only:
         raise click.BadParameter("--sweep builds bitstreams; it has no --place-only",
                                  param_hint="--place-only")
@@ -173,7 +198,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
             click.echo(f"\nwritten: {files['markdown']}, {files['json']}")
         failed = [r for r in rows if "error" in r]
         return EXIT_FAILURE if failed else EXIT_OK
-    from rnic.hdl.board_top import BLOCKS
+    from rnic.hdl.top import BLOCKS
     if core in BLOCKS and top != "harness" and not sweep:
         raise click.BadParameter(f"{core} is a block of the core: build it alone with "
                                  "--top harness", param_hint="--core")
@@ -184,7 +209,8 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
                       connections=connections, freq_mhz=freq,
                       baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
                       allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts,
-                      placer=placer, paths=paths, place_only=place_only)
+                      placer=placer, paths=paths, place_only=place_only,
+                      stall_minutes=stall_minutes)
     try:
         report = (build_best_seed(cfg, seeds, progress=say) if seeds is not None
                   else build(cfg, progress=say))
@@ -206,3 +232,28 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
         click.echo("\n".join(report.summary_lines()))
     return EXIT_OK
 
+
+def _documented(out_dir, as_json, update_docs, say):
+    """``rnic build --documented``: every build command the docs print, and their figures."""
+    from pathlib import Path
+
+    from rnic.host.tools.build_docs import (FIGURES_PAGE, docs_root, documented_commands,
+                                            figures_markdown, run_documented, write_figures)
+    root = docs_root()
+    commands = documented_commands(root)
+    if not commands:
+        return fail(f"no rnic build command in {root / 'README.md'} or {root / 'docs'}")
+    out = Path(out_dir) if out_dir else Path.cwd() / "build" / "documented"
+    rows = run_documented(commands, out_root=out, progress=say)
+    if update_docs:
+        write_figures(rows, root / FIGURES_PAGE)
+    if as_json:
+        emit({"rows": rows}, sys.stdout)
+    else:
+        click.echo(figures_markdown(rows).rstrip())
+        if update_docs:
+            click.echo(f"\nwritten: {root / FIGURES_PAGE}")
+    missed = [r["command"] for r in rows if not r["met"]]
+    if missed:
+        return fail("timing not met or build failed: " + "; ".join(missed))
+    return EXIT_OK

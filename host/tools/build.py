@@ -1,9 +1,9 @@
 """The FPGA build flow: Amaranth -> Yosys -> nextpnr-ecp5 -> ecppack, with a report.
 
-:func:`build` elaborates a top (:class:`rnic.hdl.nic_board_top.NicBoardTop`, the NIC;
-:class:`rnic.hdl.board_top.BoardTop`, the core with its UART bridge;
-:class:`rnic.hdl.board_top.CoreHarness` for the core alone, or
-:class:`rnic.hdl.net.rgmii_board_top.EthernetBoardTop`, the Ethernet bring-up top), lets Amaranth's
+:func:`build` elaborates a top (:class:`rnic.hdl.top.nic.NicBoardTop`, the NIC;
+:class:`rnic.hdl.top.core.CoreBoardTop`, the core with its UART bridge;
+:class:`rnic.hdl.top.harness.CoreHarness` for the core alone, or
+:class:`rnic.hdl.top.ethernet.EthernetBoardTop`, the Ethernet bring-up top), lets Amaranth's
 platform write the build files (``platform.build(..., do_build=False)``:
 RTLIL, Yosys script, LPF, the ``build_<name>.sh`` script), runs that script
 with the environment variables ``YOSYS``, ``NEXTPNR_ECP5`` and ``ECPPACK``
@@ -19,10 +19,14 @@ and a bitstream come out; :func:`build` then raises :class:`TimingFailure`
 :func:`sweep` builds the core alone for several widths and connection
 counts and writes a Markdown and a JSON table (a benchmark, not a test).
 
-Products go to ``build/<board>-w<W>-c<N>-<top>/`` (``build/<board>-w<W>-ethernet/`` for
-the Ethernet top; of the source tree with an
-editable install, else of the working directory; ``build/`` is ignored by git)
-or to ``out_dir``: ``top.bit`` (bitstream), ``top.svf``, ``top.il``,
+While nextpnr runs, a :class:`~rnic.host.tools.pnr_watch.PnrWatch` reads its log: a design
+above :data:`~rnic.host.tools.pnr_watch.FULL_LUT_PERCENT` of the device's LUT4 gets a
+warning (in the progress and the report), and a route whose router has stopped making
+progress for ``stall_minutes`` is stopped with a :class:`BuildError` that says so, instead
+of running for hours.
+
+Products go to ``build/<board>-w<W>-c<N>-<top>/`` of the working directory
+(``build/<board>-w<W>-ethernet/`` for the Ethernet top) or to ``out_dir``: ``top.bit`` (bitstream), ``top.svf``, ``top.il``,
 ``top.lpf``, ``top.rpt`` (Yosys log), ``top.tim`` (nextpnr log),
 ``top.report.json`` (nextpnr report), ``top.sdf`` (routed delays, read by
 :mod:`rnic.host.tools.sta` for the report's failing paths), ``report.json`` (the
@@ -42,12 +46,14 @@ import threading
 import time
 from pathlib import Path
 
+from rnic.host.tools.pnr_watch import STALL_SECONDS, PnrWatch
+
 __all__ = [
     "BuildError", "ToolMissing", "TimingFailure", "diagnose_log", "BuildConfig", "BuildReport", "TOOLS",
     "tool_env", "build", "parse_seeds", "best_seed", "build_best_seed", "MAX_SEEDS", "MAX_SEED",
     "sweep", "sweep_markdown", "apply_no_rw_check", "apply_keep_copies",
     "DEFAULT_FREQ_MHZ", "GOAL_FREQ_MHZ", "SWEEP_WIDTHS", "SWEEP_CONNECTIONS", "CORES", "TOPS",
-    "DEFAULT_TOP",
+    "DEFAULT_TOP", "DEFAULT_BOARD",
     "DEFAULT_WIDTHS", "DEFAULT_FREQS",
 ]
 
@@ -55,40 +61,41 @@ __all__ = [
 NO_RW_CHECK_ATTR = "no_rw_check"
 #: The wire attribute of :func:`rnic.hdl.synth_hints.register_copies` (this project's name).
 REGISTER_COPY_ATTR = "register_copy"
+#: The board ``rnic build`` builds for unless told: the NIC's main board, the ECPIX-5 with the
+#: LFE5UM5G-85F (room for the whole NIC).
+DEFAULT_BOARD = "ecpix5"
 DEFAULT_FREQ_MHZ = 125.0
 GOAL_FREQ_MHZ = 156.25
 SWEEP_WIDTHS = (4, 8, 16)
 SWEEP_CONNECTIONS = (16, 1024)
-#: Whole cores ``BuildConfig.core`` names (besides the blocks of rnic.hdl.board_top.BLOCKS):
+#: Whole cores ``BuildConfig.core`` names (besides the blocks of rnic.hdl.top.cores.BLOCKS):
 #: ``rnic`` the RNIC core, ``framer`` a small one (register bank + MPA TX framer).
 CORES = ("rnic", "framer")
-#: Tops ``BuildConfig.top`` names: ``nic`` the NIC (:class:`~rnic.hdl.nic_board_top.NicBoardTop`:
+#: Tops ``BuildConfig.top`` names: ``nic`` the NIC (:class:`~rnic.hdl.top.nic.NicBoardTop`:
 #: RGMII port 0, MAC, ARP/IPv4/ICMP and the RNIC core behind them, UART register bridge),
 #: ``core`` the RNIC core with the UART bridge and a traffic loopback, no network
-#: (:class:`~rnic.hdl.board_top.BoardTop`), ``harness`` a core alone in the benchmark
-#: harness (:class:`~rnic.hdl.board_top.CoreHarness`), ``ethernet`` the Ethernet bring-up
-#: top (:class:`~rnic.hdl.net.rgmii_board_top.EthernetBoardTop`: RGMII, MAC, ARP and
+#: (:class:`~rnic.hdl.top.core.CoreBoardTop`), ``harness`` a core alone in the benchmark
+#: harness (:class:`~rnic.hdl.top.harness.CoreHarness`), ``ethernet`` the Ethernet bring-up
+#: top (:class:`~rnic.hdl.top.ethernet.EthernetBoardTop`: RGMII, MAC, ARP and
 #: ping, no core).
 TOPS = ("nic", "core", "harness", "ethernet")
-#: The top ``rnic build`` builds unless told: the core with its UART bridge, until the NIC
-#: carries RDMA traffic (TCP) and routes on the Versa's LFE5UM-45F (docs/build.md); then
-#: the NIC, what a board user expects.
+#: The top ``rnic build`` builds unless told: the core with its UART bridge and a traffic
+#: loopback, which exercises the whole RDMA data path on the board (the NIC top's core has
+#: no TCP to carry RDMA traffic yet).
 DEFAULT_TOP = "core"
 #: nextpnr-ecp5's placers ``rnic build`` offers: ``static`` (the electrostatic placer, then
 #: the annealer's refinement) and ``heap`` (nextpnr's default, analytic then annealing).
 PLACERS = ("static", "heap")
-#: The placer of each top when ``BuildConfig.placer`` is ``None``: on the 45F the static
-#: placer's wire is a quarter shorter than the heap placer's on the NIC top (233 000
-#: against 313 000; it routes, the heap placements did not) and on the W = 8 core top
-#: (213 000-219 000 against 264 000-288 000; routed in 40 minutes where the heap's took
-#: one to two hours or stalled; docs/build.md, stop 42).
+#: The placer of each top when ``BuildConfig.placer`` is ``None``: the static placer for
+#: the large tops (the NIC, the core), whose placements it makes about a quarter shorter in
+#: wire than the heap placer's, which decides whether a full device routes; the heap
+#: placer for the small ones.
 DEFAULT_PLACERS = {"nic": "static", "core": "static", "harness": "heap", "ethernet": "heap"}
 #: Datapath width of each top when ``BuildConfig.width`` is ``None``.
 DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
 #: Core clock (MHz) of each top when ``BuildConfig.freq_mhz`` is ``None``: the NIC's W = 4
-#: core at 100 MHz moves 3.2 Gb/s, more than three times its 1 Gb/s line, and the NIC
-#: (76 % of the 45F's LUTs) does not reach 125 MHz there (docs/build.md); the others at
-#: :data:`DEFAULT_FREQ_MHZ`.
+#: core at 100 MHz moves 3.2 Gb/s, more than three times its 1 Gb/s line, with room to
+#: spare in timing; the others at :data:`DEFAULT_FREQ_MHZ`.
 DEFAULT_FREQS = {"nic": 100.0, "core": DEFAULT_FREQ_MHZ, "harness": DEFAULT_FREQ_MHZ,
                  "ethernet": DEFAULT_FREQ_MHZ}
 #: Tops that build a core (``core`` and ``connections`` apply; ``nic`` only with the
@@ -175,9 +182,8 @@ def placed_wirelength(text):
     annealing refinement reports: the half-perimeters of every net's bounding box, in
     tiles), or None when the log has none (placement did not finish, or another placer).
 
-    The routability figure of a placement: on the 45F, builds of the core top whose
-    placement came to about 250 000-275 000 routed, those above 280 000 did not
-    (docs/build.md)."""
+    The routability figure of a placement: of one netlist on one device, the placements
+    with less wire route sooner, and on a nearly full device only they route at all."""
     found = _SA_WIRELEN.findall(text)
     return int(found[-1]) if found else None
 
@@ -358,19 +364,19 @@ def _build_root():
 class BuildConfig:
     """What to build.
 
-    ``top`` is one of :data:`TOPS`: ``"nic"`` (:class:`~rnic.hdl.nic_board_top.NicBoardTop`),
-    ``"core"`` (:class:`~rnic.hdl.board_top.BoardTop`, the default), ``"harness"``
-    (:class:`~rnic.hdl.board_top.CoreHarness`) or ``"ethernet"``
-    (:class:`~rnic.hdl.net.rgmii_board_top.EthernetBoardTop`, without a core: ``core``,
+    ``top`` is one of :data:`TOPS`: ``"nic"`` (:class:`~rnic.hdl.top.nic.NicBoardTop`),
+    ``"core"`` (:class:`~rnic.hdl.top.core.CoreBoardTop`, the default), ``"harness"``
+    (:class:`~rnic.hdl.top.harness.CoreHarness`) or ``"ethernet"``
+    (:class:`~rnic.hdl.top.ethernet.EthernetBoardTop`, without a core: ``core``,
     ``connections`` and ``baud`` do not apply to it). ``core`` names the core: ``"rnic"``
     (:class:`~rnic.hdl.rnic_core.RnicCore`, the only one of ``nic``), ``"framer"``
-    (:class:`~rnic.hdl.board_top.FramerCore`, small: it builds in minutes) or one block of
-    the core (:data:`~rnic.hdl.board_top.BLOCKS`, with ``top="harness"``). ``width``
+    (:class:`~rnic.hdl.top.cores.FramerCore`, small: it builds in minutes) or one block of
+    the core (:data:`~rnic.hdl.top.cores.BLOCKS`, with ``top="harness"``). ``width``
     ``None`` is the top's default (:data:`DEFAULT_WIDTHS`: 4 for ``nic`` and
     ``ethernet``, else 8), ``freq_mhz`` ``None`` too (:data:`DEFAULT_FREQS`: 100 for
     ``nic``, else 125).
     """
-    board: str = "versa_ecp5"
+    board: str = DEFAULT_BOARD
     width: int | None = None
     connections: int = 16
     freq_mhz: float | None = None
@@ -385,6 +391,9 @@ class BuildConfig:
     placer: str | None = None        # nextpnr's placer (PLACERS); None: DEFAULT_PLACERS[top]
     paths: int = 10                  # failing path groups kept in the report (rnic.host.tools.sta)
     place_only: bool = False         # stop after placement (no routing, no bitstream)
+    # stop a route whose router made no progress for this long (rnic.host.tools.pnr_watch;
+    # 0: never)
+    stall_minutes: float = STALL_SECONDS / 60
 
     def __post_init__(self):
         if self.top not in TOPS:
@@ -397,6 +406,8 @@ class BuildConfig:
             self.width = DEFAULT_WIDTHS[self.top]
         if self.freq_mhz is None:
             self.freq_mhz = DEFAULT_FREQS[self.top]
+        if self.stall_minutes < 0:
+            raise BuildError(f"stall_minutes must be >= 0, not {self.stall_minutes!r}")
 
     @property
     def has_core(self):
@@ -514,6 +525,8 @@ class BuildReport:
                          f"bitstream {s['bitstream']:.1f}, total {s['total']:.1f}")
         if self.bitstream:
             lines.append(f"  bitstream {self.bitstream} ({self.bitstream_bytes} bytes)")
+        for warning in self.warnings:
+            lines.append(f"  warning: {warning}")
         return lines
 
 
@@ -582,19 +595,77 @@ def parse_nextpnr_report(path, domains=("sync",)):
 # -- the flow -----------------------------------------------------------------------------
 
 def board_top_blocks():
-    from rnic.hdl.board_top import BLOCKS
+    from rnic.hdl.top import BLOCKS
     return BLOCKS
 
 
 def _core_factory(name):
-    from rnic.hdl import board_top
+    from rnic.hdl.rnic_core import RnicCore
+    from rnic.hdl.top import BLOCKS, FramerCore, block_factory
     if name == "rnic":
-        return board_top.RnicCore
+        return RnicCore
     if name == "framer":
-        return board_top.FramerCore
-    if name in board_top.BLOCKS:
-        return board_top._block(name)
-    raise BuildError(f"unknown core {name!r} ({', '.join(CORES)}, {', '.join(board_top.BLOCKS)})")
+        return FramerCore
+    if name in BLOCKS:
+        return block_factory(name)
+    raise BuildError(f"unknown core {name!r} ({', '.join(CORES)}, {', '.join(BLOCKS)})")
+
+
+def _run_script(script, out, env, stages, watch, place_only, warn, device, say):
+    """Run Amaranth's build script in ``out``, its output in ``build.log``; returns
+    ``(exit status, {stage: time its product appeared})``, the status None when ``watch``
+    (a :class:`~rnic.host.tools.pnr_watch.PnrWatch` on nextpnr's log) saw the router stall
+    and the tools were stopped. ``warn`` gets the line of a too-full design once."""
+    labels = ({"synthesis": "placement (nextpnr-ecp5)"} if place_only else
+              {"synthesis": "place and route (nextpnr-ecp5)", "pnr": "bitstream (ecppack)"})
+    done_at = {}
+    warned = False
+    start = time.monotonic()
+    with open(out / "build.log", "w") as log:
+        # a session of its own, so that a stop reaches nextpnr and not only the shell
+        proc = subprocess.Popen(["sh", script.name], cwd=out, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        next_look = 0.0
+        while True:
+            rc = proc.poll()
+            now = time.monotonic()
+            for stage, product in stages.items():
+                if stage not in done_at and (out / product).exists():
+                    done_at[stage] = now
+                    if stage in labels:
+                        say(f"{labels[stage]} (synthesis took {now - start:.0f} s)"
+                            if stage == "synthesis" else
+                            f"{labels[stage]} (place and route took {now - done_at['synthesis']:.0f} s)")
+            if rc is not None:
+                break
+            if now >= next_look:
+                next_look = now + 2.0
+                watch.poll()
+                if not warned and watch.full:
+                    warned = True
+                    warn(watch.full_warning(device))
+                if watch.stalled():
+                    _stop(proc)
+                    return None, done_at
+            time.sleep(0.25)
+    watch.poll()
+    if not warned and watch.full:
+        warn(watch.full_warning(device))
+    return rc, done_at
+
+
+def _stop(proc):
+    """Stop the build script and the tool it runs (their process group)."""
+    import signal
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
 
 
 #: Held while a design is elaborated and its build plan extracted: ``BuildPlan.extract``
@@ -610,7 +681,7 @@ def build(config: BuildConfig, *, progress=None):
     Raises :class:`ToolMissing`, :class:`BuildError` (with the log's tail)
     or :class:`TimingFailure`.
     """
-    from rnic.hdl.board_top import BOARDS, BoardTop, CoreHarness
+    from rnic.hdl.top import BOARDS, CoreBoardTop, CoreHarness
 
     say = progress or (lambda text: None)
     if config.board not in BOARDS:
@@ -631,24 +702,24 @@ def build(config: BuildConfig, *, progress=None):
     out = config.directory().resolve()
     out.mkdir(parents=True, exist_ok=True)
     name = "top"
-    for stale in (f"{name}.json", f"{name}.config", f"{name}.bit", f"{name}.svf",
+    for stale in (f"{name}.json", f"{name}.config", f"{name}.bit", f"{name}.svf", f"{name}.tim",
                   f"{name}.sdf", f"{name}.report.json", f"{name}.placed.json", "report.json"):
         (out / stale).unlink(missing_ok=True)
 
     platform = board.make_platform()
     freq = config.freq_mhz * 1e6
     if config.top == "nic":
-        from rnic.hdl.nic_board_top import NicBoardTop
+        from rnic.hdl.top import NicBoardTop
         top = NicBoardTop(board, width=config.width, connections=config.connections, freq=freq,
                           baud=config.baud)
     elif config.top == "core":
-        top = BoardTop(board, width=config.width, connections=config.connections, freq=freq,
-                       baud=config.baud, core=factory)
+        top = CoreBoardTop(board, width=config.width, connections=config.connections,
+                           freq=freq, baud=config.baud, core=factory)
     elif config.top == "harness":
         top = CoreHarness(board, width=config.width, connections=config.connections, freq=freq,
                           core=factory)
     else:
-        from rnic.hdl.net.rgmii_board_top import EthernetBoardTop
+        from rnic.hdl.top import EthernetBoardTop
         top = EthernetBoardTop(board, width=config.width, freq=freq)
     label = {"nic": "NicTop", "ethernet": "NetworkLayer"}.get(config.top, core_label(factory))
     overrides = {
@@ -661,9 +732,6 @@ def build(config: BuildConfig, *, progress=None):
         # shell's `true`, so that no bitstream of an unrouted design is ever made
         overrides["nextpnr_opts"] += f" --no-route --write {name}.placed.json"
         env["ECPPACK"] = "true"
-    if board.constraints and config.top == "core":
-        from rnic.constraints import path as constraint_path
-        overrides["add_preferences"] = constraint_path(board.constraints).read_text()
     say(f"elaborating {label} W={config.width}"
         + (f" connections={config.connections}" if config.has_core else "")
         + f" for {config.board} ({config.top} top)")
@@ -684,28 +752,17 @@ def build(config: BuildConfig, *, progress=None):
     log_path = out / "build.log"
     stages = ({"synthesis": f"{name}.json", "pnr": f"{name}.placed.json"} if config.place_only
               else {"synthesis": f"{name}.json", "pnr": f"{name}.config", "bitstream": f"{name}.bit"})
-    done_at = {}
+    watch = PnrWatch(out / f"{name}.tim", stall_seconds=config.stall_minutes * 60)
+    warnings = []
     say("synthesis (yosys)")
     start = time.monotonic()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(["sh", script.name], cwd=out, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
-        labels = ({"synthesis": "placement (nextpnr-ecp5)"} if config.place_only else
-                  {"synthesis": "place and route (nextpnr-ecp5)", "pnr": "bitstream (ecppack)"})
-        while True:
-            rc = proc.poll()
-            now = time.monotonic()
-            for stage, product in stages.items():
-                if stage not in done_at and (out / product).exists():
-                    done_at[stage] = now
-                    if stage in labels:
-                        say(f"{labels[stage]} (synthesis took {now - start:.0f} s)"
-                            if stage == "synthesis" else
-                            f"{labels[stage]} (place and route took {now - done_at['synthesis']:.0f} s)")
-            if rc is not None:
-                break
-            time.sleep(0.25)
+    rc, done_at = _run_script(script, out, env, stages, watch, config.place_only,
+                              lambda text: (say(f"warning: {text}"), warnings.append(text)),
+                              platform.device, say)
     end = time.monotonic()
+    if rc is None:                   # stopped by the watch
+        raise BuildError(watch.stall_message(platform.device) + f"; see {out / (name + '.tim')}",
+                         resources=diagnose_log(watch.path.read_text(errors="replace"))[1])
     if rc != 0:
         text = log_path.read_text(errors="replace")
         tim = out / f"{name}.tim"
@@ -732,7 +789,6 @@ def build(config: BuildConfig, *, progress=None):
     if config.place_only:           # nextpnr's JSON report has no fmax before routing
         clocks = estimated_clocks(pnr_log, domains)
     bit = out / f"{name}.bit"
-    warnings = []
     if not clocks:
         warnings.append("nextpnr reported no constrained clock")
     sync = next((c for c in clocks if c["domain"] == "sync" and c["constraint_mhz"]), None)
@@ -801,7 +857,7 @@ def parse_seeds(text):
 def best_seed(config, seeds, *, jobs=None, progress=None):
     """Place ``config`` at each of ``seeds`` and return ``(report, rows)``: the place-only
     :class:`BuildReport` of the seed whose placement has the shortest wire length (the best
-    predictor of whether it routes: docs/build.md) and one row per seed in ``seeds``' order
+    predictor of whether it routes: :func:`placed_wirelength`) and one row per seed in ``seeds``' order
     (``seed``, ``wirelength``, ``fmax_mhz``: nextpnr's estimate for the core clock before
     routing, ``seconds``).
 
@@ -964,10 +1020,10 @@ def core_label(factory):
 
 # -- the sweep ------------------------------------------------------------------------------
 
-def sweep(*, board="versa_ecp5", widths=SWEEP_WIDTHS, connections=SWEEP_CONNECTIONS,
+def sweep(*, board=DEFAULT_BOARD, widths=SWEEP_WIDTHS, connections=SWEEP_CONNECTIONS,
           freq_mhz=None, core="rnic", seed=1, out_dir=None, progress=None,
           nextpnr_opts=""):
-    """Build the core alone (:class:`~rnic.hdl.board_top.CoreHarness`) for every width x connections.
+    """Build the core alone (:class:`~rnic.hdl.top.harness.CoreHarness`) for every width x connections.
 
     Writes ``sweep.json`` and ``sweep.md`` into ``out_dir`` (default
     ``build/sweep-<board>``) and returns ``(rows, paths)``. A row that failed

@@ -22,9 +22,9 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi import AxiBus, AxiRam
 
 from rnic.hdl.beat import OctetBeat
-from rnic.hdl.ddp_rx import Completion, ConnCtl, RqPost, StagWrite
 from rnic.hdl.ddp_tx import TxCompletion, TxConnCfg, WorkRequest
 from rnic.hdl.mpa_config import MpaConfig
+from rnic.hdl.rdma_layouts import Completion, ConnCtl, RqPost, StagWrite
 from rnic.sim.streams import TB, bytes_to_beats
 
 MEM = 1 << 20

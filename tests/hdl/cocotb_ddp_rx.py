@@ -19,8 +19,8 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi import AxiWriteBus, AxiRamWrite
 
-from rnic.hdl.ddp_rx import Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite, TermReport
 from rnic.hdl.mpa_rx import MpaRxBeat
+from rnic.hdl.rdma_layouts import Completion, ConnCtl, ReadRequestOut, RqPost, RrDone, StagWrite, TermReport
 from rnic.host.model import rdmap
 from rnic.host.model import sink as hs
 from rnic.host.spec.errors import ErrorInfo, Layer

@@ -30,9 +30,9 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi import AxiRamRead, AxiReadBus
 
-from rnic.hdl.ddp_rx import ReadRequestOut, RrDone, StagWrite, TermReport
 from rnic.hdl.ddp_tx import ReadDone, TxCompletion, TxConnCfg, WorkRequest
 from rnic.hdl.mpa_tx import MpaTxBeat
+from rnic.hdl.rdma_layouts import ReadRequestOut, RrDone, StagWrite, TermReport
 from rnic.host.model.rdmap import Opcode, ReadRequest, Terminate
 from rnic.host.model.segment import TxStream, segment, ulpdu
 from rnic.sim.streams import TB

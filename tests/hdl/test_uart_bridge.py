@@ -328,11 +328,12 @@ def test_bridge_bus_timeout():
 
 @pytest.mark.parametrize("core_name", ["framer", "rnic"])
 def test_board_logic_over_uart(core_name):
-    """The board top's logic (rnic.hdl.board_top.BoardLogic) from the driver, over the UART: core
+    """The board top's logic (rnic.hdl.top.BoardLogic) from the driver, over the UART: core
     registers at 0x0000, board registers at 0x1000, pseudo-random ULPDUs from the source through
     the core (TX framer; with RnicCore, looped back from tx_wire into the RX deframer) into the
     sink, counted on both sides and, with RnicCore, without a receive error."""
-    from rnic.hdl.board_top import BOARD_BASE, BOARD_ID, BoardLogic, FramerCore, RnicCore
+    from rnic.hdl.rnic_core import RnicCore
+    from rnic.hdl.top import BOARD_BASE, BOARD_ID, BoardLogic, FramerCore
 
     core = FramerCore if core_name == "framer" else RnicCore
     dut = BoardLogic(width=4, connections=4, clk_freq=CLK, baud=BAUD, core=core,

@@ -294,21 +294,28 @@ def test_parameters_checked():
                 data=io.SimulationPort("i", 3))
     with pytest.raises(TypeError, match="clk must be an amaranth.lib.io port"):
         RgmiiTx(clk=Signal(), ctl=io.SimulationPort("o", 1), data=io.SimulationPort("o", 4))
+    for bad in (-25, 3200, 2e3, True):
+        with pytest.raises(ValueError, match=f"clk_delay_ps must be an integer 0..3175, "
+                                             f"not {bad!r}"):
+            RgmiiTx(**tx_pins(), clk_delay_ps=bad)
+    assert RgmiiTx(**tx_pins(), clk_delay_ps=2000).clk_delay_taps == 80
 
 
 # -- on the Versa ECP5 --------------------------------------------------------------------
 
 class VersaRgmiiTop(Elaboratable):
-    """RGMII port ``n`` looped back in the fabric (as in the loopback test), for synthesis."""
+    """RGMII port ``n`` looped back in the fabric (as in the loopback test), for synthesis,
+    the transmit clock delayed by ``delay_ps``."""
 
-    def __init__(self, n=0):
+    def __init__(self, n=0, delay_ps=0):
         self.n = n
+        self.delay_ps = delay_ps
 
     def elaborate(self, platform):
         m = Module()
         rx, tx = rgmii_pins(platform.request("eth_rgmii", self.n, dir="-"))
         m.submodules.rx = rgmii_rx = RgmiiRx(**rx)
-        m.submodules.tx = rgmii_tx = RgmiiTx(**tx)
+        m.submodules.tx = rgmii_tx = RgmiiTx(**tx, clk_delay_ps=self.delay_ps)
         m.domains.eth_rx = ClockDomain("eth_rx")
         m.domains.eth_tx = ClockDomain("eth_tx")
         m.d.comb += [ClockSignal("eth_rx").eq(rgmii_rx.rx_clk),
@@ -326,24 +333,43 @@ def _yosys():
     return str(path)
 
 
-@pytest.mark.parametrize("n", [0, 1])
-def test_versa_ecp5_maps_to_ddr_cells(tmp_path, n):
-    """On the Versa both ports map to IDDRX1F (rx_ctl + 4 rx_data) and ODDRX1F (tx_clk,
-    tx_ctl, 4 tx_data) after Yosys's ``synth_ecp5``."""
-    from amaranth_boards.versa_ecp5 import VersaECP5Platform
-
-    plan = VersaECP5Platform().prepare(VersaRgmiiTop(n), name="top")
+def _synth_cells(tmp_path, platform, top):
+    plan = platform.prepare(top, name="top")
     (tmp_path / "top.il").write_text(plan.files["top.il"])
     log = subprocess.run(
         [_yosys(), "-q", "-p", "read_rtlil top.il; synth_ecp5 -top top; tee -o stat.txt stat"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert log.returncode == 0, log.stderr[-2000:]
     stat = (tmp_path / "stat.txt").read_text()
-    cells = {name: int(count) for count, name in re.findall(r"^\s+(\d+)\s+(\w+)\s*$", stat,
-                                                            re.M)}
+    return stat, {name: int(count)
+                  for count, name in re.findall(r"^\s+(\d+)\s+(\w+)\s*$", stat, re.M)}
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_versa_ecp5_maps_to_ddr_cells(tmp_path, n):
+    """On the Versa both ports map to IDDRX1F (rx_ctl + 4 rx_data) and ODDRX1F (tx_clk,
+    tx_ctl, 4 tx_data) after Yosys's ``synth_ecp5``, with no delay line."""
+    from amaranth_boards.versa_ecp5 import VersaECP5Platform
+
+    stat, cells = _synth_cells(tmp_path, VersaECP5Platform(), VersaRgmiiTop(n))
+    assert "DELAYG" not in cells, stat
     assert cells.get("IDDRX1F") == 5, stat
     assert cells.get("ODDRX1F") == 6, stat
     assert cells.get("TRELLIS_IO") == 12, stat      # the 11 above and rx_clk's input
+
+
+def test_ecpix5_delays_the_transmit_clock(tmp_path):
+    """On the ECPIX-5, whose PHY adds no transmit delay, ``clk_delay_ps=2000`` puts one
+    DELAYG of 80 taps (2 ns) between tx_clk's ODDRX1F and its pin; data and control
+    leave without one."""
+    from amaranth_boards.ecpix5 import ECPIX585Platform
+
+    stat, cells = _synth_cells(tmp_path, ECPIX585Platform(), VersaRgmiiTop(0, delay_ps=2000))
+    assert cells.get("DELAYG") == 1, stat
+    assert cells.get("ODDRX1F") == 6 and cells.get("IDDRX1F") == 5, stat
+    il = (tmp_path / "top.il").read_text()
+    delay = il[il.index("cell \\DELAYG"):]
+    assert "parameter \\DEL_VALUE 80" in delay[:delay.index("end")], delay[:400]
 
 
 # -- the bring-up stack: ARP and ping answered at the pins -----------------------------
@@ -357,7 +383,7 @@ def test_stack_answers_arp_and_ping_at_the_pins():
     from scapy.layers.l2 import ARP, Ether
     from scapy.packet import Raw
 
-    from rnic.hdl.net.rgmii_board_top import RgmiiNetStack
+    from rnic.hdl.top import RgmiiNetStack
     from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PEER_IP
 
     nic_mac = ":".join(f"{b:02x}" for b in DEFAULT_NIC_MAC)
@@ -416,8 +442,7 @@ def test_board_top_on_the_versa():
     cells of one RGMII port, the 125 MHz constraint on its rx_clk, the PHY's reset pin."""
     from amaranth_boards.versa_ecp5 import VersaECP5Platform
 
-    from rnic.hdl.board_top import BOARDS
-    from rnic.hdl.net.rgmii_board_top import EthernetBoardTop
+    from rnic.hdl.top import BOARDS, EthernetBoardTop
 
     for port in (0, 1):
         top = EthernetBoardTop(BOARDS["versa_ecp5"], port=port)

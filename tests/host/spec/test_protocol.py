@@ -25,7 +25,7 @@ def test_longest_terminate_is_terminate_max_len():
 
 
 def test_model_and_gateware_opcodes_are_the_spec_opcodes():
-    from rnic.hdl.ddp_rx.layouts import Opcode as HdlOpcode, TERM_BYTES
+    from rnic.hdl.rdma_layouts import TERM_BYTES, Opcode as HdlOpcode
 
     assert rdmap.Opcode is p.RdmapOpcode
     assert [(m.name, m.value) for m in HdlOpcode] == [(m.name, m.value) for m in p.RdmapOpcode]

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The FPGA build flow (rnic.host.tools.build, rnic.hdl.board_top, ``rnic build``).
+"""The FPGA build flow (rnic.host.tools.build, rnic.hdl.top, ``rnic build``).
 
 Fast checks: PLL dividers, the tool lookup and its message, the report
 parser on a canned nextpnr report, clock-domain naming, board table and the
@@ -19,16 +19,16 @@ import dataclasses
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
-from rnic.constraints import path as constraint_path
 from click.testing import CliRunner
 
 from rnic.host.tools import build as flow
 from rnic.host.tools import sta
 from rnic.host.cli import cli
-from rnic.host.cli.build import _BOARD_NAMES
+from rnic.host.cli.build import _BOARD_NAMES, _DEFAULT_BOARD
 
 CANNED_REPORT = {
     "utilization": {
@@ -106,25 +106,25 @@ def test_clock_domain_names():
 
 
 def test_boards_agree_with_cli():
-    from rnic.hdl.board_top import BOARDS
+    from rnic.hdl.top import BOARDS
     assert tuple(BOARDS) == _BOARD_NAMES
     for b in BOARDS.values():
         plat = b.platform_class()
         assert plat.device.startswith("LFE5")
-        assert b.constraints is None or constraint_path(b.constraints).is_file()
 
 
 @pytest.mark.parametrize("board", ["versa_ecp5", "ecpix5"])
 def test_board_top_elaborates(board, tmp_path):
     """Pins, PLL, LEDs and the LPF for each board, without the tools."""
-    from rnic.hdl.board_top import BOARDS, BoardTop, FramerCore
+    from rnic.hdl.top import BOARDS, CoreBoardTop, FramerCore
     b = BOARDS[board]
-    top = BoardTop(b, width=4, connections=16, core=FramerCore)
+    top = CoreBoardTop(b, width=4, connections=16, core=FramerCore)
     plan = b.make_platform().build(top, name="top", do_build=False)
     lpf = plan.files["top.lpf"]
-    # the board clock is constrained (nextpnr derives the PLL outputs from it); the PHY's
-    # receive clock comes from constraints/<board>.lpf, appended by rnic.host.tools.build
+    # the board clock is constrained (nextpnr derives the PLL outputs from it), and so is
+    # the PHY's receive clock
     assert 'FREQUENCY PORT "clk100_0' in lpf
+    assert 'FREQUENCY PORT "eth_rgmii_0__rx_clk__io" 125000000.0 HZ;' in lpf
     assert "eth_rgmii_0__rst__io" in lpf and "uart_0__tx__io" in lpf
     assert top.pll.f_out == 125e6 and top.pll.f_aux == 125e6
 
@@ -132,8 +132,7 @@ def test_board_top_elaborates(board, tmp_path):
 def test_nic_board_top_elaborates():
     """``--top nic``: the RGMII port's pins, the UART, a PLL making 100 MHz for the core and
     125 MHz for eth_tx, the receive clock constrained, and the NIC's blocks in the netlist."""
-    from rnic.hdl.board_top import BOARDS
-    from rnic.hdl.nic_board_top import NicBoardTop
+    from rnic.hdl.top import BOARDS, NicBoardTop
     b = BOARDS["versa_ecp5"]
     top = NicBoardTop(b)
     plan = b.make_platform().build(top, name="top", do_build=False)
@@ -150,7 +149,7 @@ def test_nic_board_top_elaborates():
         assert f"module \\top.{block}\n" in il, block
     with pytest.raises(ValueError, match="port must be 0 or 1, not 2"):
         NicBoardTop(b, port=2)
-    from rnic.hdl.board_top import BoardLogic, FramerCore
+    from rnic.hdl.top import BoardLogic, FramerCore
     with pytest.raises(ValueError, match="passthrough port 'gmii_rx' is not a port of FramerCore"):
         BoardLogic(width=4, connections=4, clk_freq=125e6, core=FramerCore,
                    passthrough=("gmii_rx",))
@@ -158,7 +157,8 @@ def test_nic_board_top_elaborates():
 
 def test_cores_agree_with_cli():
     """``--core`` offers the whole cores and the blocks the flow builds; ``rnic`` is the default."""
-    from rnic.hdl.board_top import BLOCKS, FramerCore, RnicCore
+    from rnic.hdl.rnic_core import RnicCore
+    from rnic.hdl.top import BLOCKS, FramerCore
     from rnic.host.cli.build import _CORE_NAMES
     assert _CORE_NAMES == flow.CORES + BLOCKS
     assert flow.BuildConfig().core == "rnic"
@@ -182,9 +182,12 @@ def test_tops_agree_with_cli():
     assert flow.BuildConfig(top="nic", freq_mhz=125.0).freq_mhz == 125.0
     eth = flow.BuildConfig(top="ethernet")
     assert eth.width == 4 and not eth.has_core and flow.BuildConfig(top="core").has_core
-    assert eth.directory().name == "versa_ecp5-w4-ethernet"
-    assert flow.BuildConfig(top="nic").directory().name == "versa_ecp5-w4-c16-nic"
-    assert flow.BuildConfig(top="core", width=16).directory().name == "versa_ecp5-w16-c16-core"
+    # the NIC's main board, the ECPIX-5 85F, unless told
+    assert flow.BuildConfig().board == "ecpix5" == flow.DEFAULT_BOARD == _DEFAULT_BOARD
+    assert eth.directory().name == "ecpix5-w4-ethernet"
+    assert flow.BuildConfig(top="nic").directory().name == "ecpix5-w4-c16-nic"
+    assert (flow.BuildConfig(board="versa_ecp5", top="core", width=16).directory().name
+            == "versa_ecp5-w16-c16-core")
     assert flow.BuildConfig(top="ethernet", width=8).width == 8
     with pytest.raises(flow.BuildError,
                        match="top must be one of nic, core, harness, ethernet, not 'board'"):
@@ -265,6 +268,10 @@ def test_cli_usage_errors():
                        (["--seeds", "1-2", "--sweep"], "--sweep uses one seed")):
         r = CliRunner().invoke(cli, ["build", *args])
         assert r.exit_code == 2 and says in r.output, (args, r.output)
+    r = CliRunner().invoke(cli, ["build", "--update-docs"])
+    assert r.exit_code == 2 and "--update-docs goes with --documented" in r.output
+    r = CliRunner().invoke(cli, ["build", "--stall-minutes", "-1"])
+    assert r.exit_code == 2 and "--stall-minutes" in r.output
     r = CliRunner().invoke(cli, ["build", "--help"])
     assert r.exit_code == 0 and "rnic build --top ethernet" in r.output
     assert "rnic build --place-only" in r.output and "rnic build --seeds 1-6" in r.output
@@ -274,7 +281,7 @@ def test_cli_usage_errors():
 @pytest.mark.parametrize("block, cls", [("mpa_tx", "MpaTxFramer"), ("ddp_tx", "DdpTx")])
 def test_block_harness_elaborates(block, cls):
     """``--top harness --core <block>``: one block of the core between the harness's registers."""
-    from rnic.hdl.board_top import BOARDS, CoreHarness
+    from rnic.hdl.top import BOARDS, CoreHarness
     factory = flow._core_factory(block)
     assert factory.__name__ == cls
     b = BOARDS["versa_ecp5"]
@@ -326,8 +333,9 @@ def test_real_build_ethernet(tmp_path):
     """``rnic build --top ethernet``: the Ethernet bring-up top (RGMII port 0, MAC, ARP and
     ping) at W = 4 with a 125 MHz core clock; all three clocks meet 125 MHz."""
     out = tmp_path / "eth"
-    r = CliRunner().invoke(cli, ["build", "--top", "ethernet", "--out", str(out), "--json",
-                                 "--allow-timing-fail"], catch_exceptions=False)
+    r = CliRunner().invoke(cli, ["build", "--board", "versa_ecp5", "--top", "ethernet",
+                                 "--out", str(out), "--json", "--allow-timing-fail"],
+                           catch_exceptions=False)
     assert r.exit_code == 0, r.output
     rep = json.loads(r.output)
     assert rep["top"] == "ethernet" and rep["core"] == "NetworkLayer"
@@ -548,3 +556,41 @@ def test_estimated_clocks():
     assert [(c["domain"], c["fmax_mhz"], c["constraint_mhz"], c["met"]) for c in clocks] == [
         ("sync", 72.68, 125.0, False), ("eth_tx", 142.03, 125.0, True)]
     assert flow.estimated_clocks("") == []
+
+
+def _gone(pid, seconds=5.0):
+    """Whether process ``pid`` ends within ``seconds`` (a zombie that nobody reaps counts)."""
+    import time
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_stalled_route_is_stopped(tmp_path):
+    """The flow stops a build script whose nextpnr log shows the router making no progress,
+    the tool it runs included, and says so; a design above the LUT4 share that routes
+    reliably is named once."""
+    from rnic.host.tools.pnr_watch import PnrWatch
+    rows = "".join(f"Info: {1000 * i:9d} | {10:8d} {90:10d} | {1:4d} {2:5d} | {arcs:9d}| "
+                   f"{1.0:10.02f} {t:10.02f}|\n"
+                   for i, (arcs, t) in enumerate([(5000, 10), (4000, 20), (4500, 90)], 1))
+    (tmp_path / "rows.txt").write_text("Info:     Total LUT4s:     30000/43848    68%\n" + rows)
+    script = tmp_path / "build_top.sh"
+    script.write_text("cat rows.txt > top.tim\nsleep 600 & echo $! > sleeper.pid\nwait\n")
+    said = []
+    watch = PnrWatch(tmp_path / "top.tim", stall_seconds=60)
+    rc, done = flow._run_script(script, tmp_path, dict(os.environ), {"synthesis": "top.json"},
+                                watch, False, said.append, "LFE5UM-45F", lambda text: None)
+    assert rc is None and done == {}
+    assert len(said) == 1 and said[0].startswith("the design uses 68 % of the LFE5UM-45F's LUT4")
+    pid = int((tmp_path / "sleeper.pid").read_text())
+    assert _gone(pid)                               # the tool the script ran is stopped too
+    assert watch.stall_message("LFE5UM-45F").startswith(
+        "the router stalled: 4500 arcs left after 90 s, and no fewer than 4000 since 20 s")

@@ -1,16 +1,12 @@
-"""The NIC on a board: RGMII port, MAC, ARP/IPv4/ICMP and the RNIC core, registers over the
-UART.
-
-See :class:`NicBoardTop`.
-"""
+"""The NIC on a board (``rnic build --top nic``): RGMII port, MAC, ARP/IPv4/ICMP and the
+RNIC core, registers over the UART. See :class:`NicBoardTop`."""
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 
-from .board_top import BoardLogic, toggle_seen, uart_buffers
-from .net.rgmii import RgmiiRx, RgmiiTx
-from .net.rgmii_board_top import RgmiiBoard
-from .nic_top import NicTop
+from ..nic_top import NicTop
+from .board_logic import BoardLogic
+from .rgmii_board import RgmiiBoard, eth_rx_domain, rgmii_adapters, toggle_seen, uart_buffers
 
 __all__ = ["NicBoardTop"]
 
@@ -25,20 +21,20 @@ class NicBoardTop(RgmiiBoard):
         USB UART -> UARTBridge -> 0x0000-0x0FFF  NicTop's registers (Network block included)
                                -> 0x1000-0x1FFF  board registers (BRD_*)
 
-    Clocks, PHY reset and pins as :class:`~rnic.hdl.net.rgmii_board_top.RgmiiBoard`; the
+    Clocks, PHY reset and pins as :class:`~rnic.hdl.top.rgmii_board.RgmiiBoard`; the
     UART bridge, the board registers and what drives the core's other ports as
-    :class:`~rnic.hdl.board_top.BoardLogic` (until TCP joins, the core's wire side is
-    looped back and fed by the board's ULPDU source, BRD_GEN, so that its data path is
-    built and exercised; its memory ports see an LFSR). The board answers ARP and ping at
-    the addresses of the Network registers (default 169.254.7.2/24, MAC
+    :class:`~rnic.hdl.top.board_logic.BoardLogic`. TCP is not in this top: the core's wire
+    side is looped back and fed by the board's ULPDU source (BRD_GEN), so that its data
+    path is built and exercised; its memory ports see an LFSR. The board answers ARP and
+    ping at the addresses of the Network registers (default 169.254.7.2/24, MAC
     02:00:0a:07:00:02), which the host changes over the UART (``rnic --device uart:...``).
 
-    LEDs, in order: :data:`LED_FUNCTIONS` (the ``*_frame``, ``dropped`` and ``uart`` ones
+    LEDs, in order: :attr:`LED_FUNCTIONS` (the ``*_frame``, ``dropped`` and ``uart`` ones
     light for 50 ms per event).
 
     Parameters
     ----------
-    board : rnic.hdl.board_top.Board
+    board : rnic.hdl.top.boards.Board
         An entry of ``BOARDS`` with an RGMII resource.
     width : int
         The core's datapath width W in octets (default 4: 3.2 Gb/s at 100 MHz, room for a
@@ -54,6 +50,7 @@ class NicBoardTop(RgmiiBoard):
         Number of the RGMII resource (default 0).
     """
 
+    #: What the LEDs show, in order (a board with fewer LEDs shows the first ones).
     LED_FUNCTIONS = ("heartbeat", "phy_up", "rx_clock", "rx_frame", "tx_frame", "dropped",
                      "uart", "irq")
 
@@ -66,9 +63,10 @@ class NicBoardTop(RgmiiBoard):
     def elaborate(self, platform):
         m = Module()
         rx_pins, tx_pins, phy_up, locked, rst_in = self._board(m, platform)
-        m.submodules.rgmii_rx = rgmii_rx = RgmiiRx(**rx_pins)
-        m.submodules.rgmii_tx = rgmii_tx = RgmiiTx(**tx_pins)
-        rx_clock_led, rx_toggle = self._eth_rx_domain(m, rgmii_rx.rx_clk, phy_up, rst_in)
+        rgmii_rx, rgmii_tx = rgmii_adapters(self.board, rx_pins, tx_pins)
+        m.submodules.rgmii_rx = rgmii_rx
+        m.submodules.rgmii_tx = rgmii_tx
+        rx_clock_led, rx_toggle = eth_rx_domain(m, rgmii_rx.rx_clk, phy_up, rst_in)
 
         self.logic = logic = BoardLogic(
             width=self.width, connections=self.connections, clk_freq=self.pll.f_out,
