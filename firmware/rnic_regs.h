@@ -969,7 +969,7 @@
 #define RNIC_DP_CTRL_BYPASS_WIDTH 1u
 #define RNIC_DP_CTRL_BYPASS_MASK 0x00000008u
 #define RNIC_DP_CTRL_BYPASS_RESET 0x00000001u
-/*   HOST_READS [4] rw: Inbound RDMA Read Requests go to the RRQ_* queue for the host to answer (RRQ_CMD.DONE frees the IRD slot) and RDMA Read Response completions to CQ_* (QUEUE SQ, OPCODE RDMA_READ, CQ_WR_ID 0, CQ_STAG, CQ_TO). With 0 the transmit path answers Read Requests itself (Read Responder, RRQ_* stays empty) and a Read Response completes the oldest outstanding RDMA_READ work request of its connection (CQ_* with its SQ_ID). Resets to 1 (the host-answered behaviour of map 0.3). */
+/*   HOST_READS [4] rw: Inbound RDMA Read Requests go to the RRQ_* queue for the host to answer (RRQ_CMD.DONE frees the IRD slot) and RDMA Read Response completions to CQ_* (QUEUE SQ, OPCODE RDMA_READ, CQ_WR_ID 0, CQ_STAG, CQ_TO). With 0 the transmit path answers Read Requests itself (Read Responder, RRQ_* stays empty) and a Read Response completes the oldest outstanding RDMA_READ work request of its connection (CQ_* with its SQ_ID). Resets to 1: the host answers Read Requests until a driver clears it. */
 #define RNIC_DP_CTRL_HOST_READS_SHIFT 4u
 #define RNIC_DP_CTRL_HOST_READS_WIDTH 1u
 #define RNIC_DP_CTRL_HOST_READS_MASK 0x00000010u
@@ -1483,11 +1483,11 @@
 #define RNIC_NET_MAX_LEN_LEN_MASK 0x0000ffffu
 #define RNIC_NET_MAX_LEN_LEN_RESET 0x000005eau
 
-/* NET_GATEWAY (0x418, rw): IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which comes with TCP. */
+/* NET_GATEWAY (0x418, rw): IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which sends for TCP: the NIC top, which has no TCP, leaves it out and this is storage. */
 #define RNIC_NET_GATEWAY_ADDR 0x00000418u
 #define RNIC_NET_GATEWAY_RESET 0x00000000u
 #define RNIC_NET_GATEWAY_RW_MASK 0xffffffffu
-/*   IP [31:0] rw: IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which comes with TCP. */
+/*   IP [31:0] rw: IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which sends for TCP: the NIC top, which has no TCP, leaves it out and this is storage. */
 #define RNIC_NET_GATEWAY_IP_SHIFT 0u
 #define RNIC_NET_GATEWAY_IP_WIDTH 32u
 #define RNIC_NET_GATEWAY_IP_MASK 0xffffffffu
@@ -1663,11 +1663,11 @@
 #define RNIC_NET_TX_DROPPED_COUNT_MASK 0xffffffffu
 #define RNIC_NET_TX_DROPPED_COUNT_RESET 0x00000000u
 
-/* NET_TX_NO_ROUTE (0x48c, ro): Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0 (0 in a build without the send path, which comes with TCP). */
+/* NET_TX_NO_ROUTE (0x48c, ro): Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0 (0 in a build without the send path: it sends for TCP, and the NIC top has none). */
 #define RNIC_NET_TX_NO_ROUTE_ADDR 0x0000048cu
 #define RNIC_NET_TX_NO_ROUTE_RESET 0x00000000u
 #define RNIC_NET_TX_NO_ROUTE_RW_MASK 0x00000000u
-/*   COUNT [31:0] ro: Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0 (0 in a build without the send path, which comes with TCP). */
+/*   COUNT [31:0] ro: Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0 (0 in a build without the send path: it sends for TCP, and the NIC top has none). */
 #define RNIC_NET_TX_NO_ROUTE_COUNT_SHIFT 0u
 #define RNIC_NET_TX_NO_ROUTE_COUNT_WIDTH 32u
 #define RNIC_NET_TX_NO_ROUTE_COUNT_MASK 0xffffffffu

@@ -1,8 +1,9 @@
 """``rnic demo``: two RNICs over loopback TCP, one with its data path in the simulated hardware.
 
 A is the initiator, on the software RNIC (the reference model); B is the
-responder, on the Verilated RnicCore (MPA framing and deframing in the
-gateware, DDP/RDMAP in the model) unless ``device="none"``. They connect
+responder, on the Verilated RnicCore with its whole data path (MPA, DDP/RDMAP)
+in the gateware (:class:`rnic.host.net.rnic_offload.OffloadRnic`) unless
+``device="none"``. They connect
 with RFC 6581 enhanced setup (Rev 2, IRD/ORD, peer-to-peer with a zero-length
 RDMA Write RTR, markers and CRC both ways), then run Send, RDMA Write and
 RDMA Read in both directions and check every placed octet. The result has the

@@ -84,13 +84,9 @@ __all__ = [
 
 #: Register 0 (``ID``) reads this: ASCII "iWRP" (0x69 0x57 0x52 0x50), most significant byte first.
 MAGIC = 0x69575250
-#: Register map version. MAJOR changes when a driver built for the old map would misbehave
+#: Register map version. MAJOR changes when a driver built for another map would misbehave
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
-#: While MAJOR is 0 (before the first release) a changed meaning moves MINOR too: 0.7 checks
-#: STAG_ATTR.REMOTE_INV, loses a completion on a full CQ (CQ_STATUS.OVERFLOW) instead of
-#: waiting, completes a DOORBELL for a missing connection with BAD_REQUEST, and holds a
-#: connection's transmission outside RTS and CLOSING; 0.8 places a region at its own host
-#: address (STAG_ADDR_*), its TOs are no longer addresses.
+#: While MAJOR is 0 (before the first release) a changed meaning moves MINOR too.
 VERSION_MAJOR = 0
 VERSION_MINOR = 8
 #: Address bits decoded by the bank: a 4 KiB window.
@@ -553,8 +549,8 @@ NET_TX_DROP_COUNTERS = tuple((reason, f"NET_TX_{reason.name}") for reason in TxD
 
 _NET_TX_DROP_DOC = {
     TxDrop.NO_ROUTE: "Packets of the layer above dropped: the destination is outside the prefix "
-                     "and NET_GATEWAY is 0 (0 in a build without the send path, which comes "
-                     "with TCP).",
+                     "and NET_GATEWAY is 0 (0 in a build without the send path: it sends for TCP, "
+                     "and the NIC top has none).",
     TxDrop.ARP_MISS: "Packets of the layer above dropped: the next hop is not in the ARP cache "
                      "(an ARP request for it was sent instead; 0 without the send path).",
 }
@@ -626,7 +622,8 @@ NET_BLOCK = Block(
                               "GIANT).", reset=MAX_FRAME_LEN)),
         _word("NET_GATEWAY", 0x418, RW, "IP", "IPv4 address of the next hop for destinations "
               "outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by "
-              "the send path, which comes with TCP."),
+              "the send path, which sends for TCP: the NIC top, which has no TCP, leaves it out and this "
+              "is storage."),
         *(_word(name, NET_RX_BASE + 4 * reason, RO, "COUNT", _NET_RX_DOC[reason])
           for reason, name in NET_RX_COUNTERS),
         _word("NET_RX_TCP", 0x480, RO, "COUNT", "IPv4 TCP packets for the NIC's address with a good "
@@ -890,7 +887,8 @@ BLOCKS = (
                                     "CQ_TO). With 0 the transmit path answers Read Requests itself (Read "
                                     "Responder, RRQ_* stays empty) and a Read Response completes the "
                                     "oldest outstanding RDMA_READ work request of its connection (CQ_* with "
-                                    "its SQ_ID). Resets to 1 (the host-answered behaviour of map 0.3).",
+                                    "its SQ_ID). Resets to 1: the host answers Read Requests until a driver "
+                                    "clears it.",
                 reset=1)),
         _reg("DP_TX_CONN", 0x284, RW, "Connection of the ULPDU to send.",
              _f("CONN", 0, 16, "Connection id.")),

@@ -70,9 +70,8 @@ __all__ = ["EMSS", "WIDTHS", "TARGET_EFFICIENCY", "TARGET_CYCLES_PER_S", "BenchM
 
 #: Effective maximum segment size of the traffic (Ethernet, IPv4, TCP timestamps off).
 EMSS = 1460
-#: Widths benchmarked by ``--width all``.
-#: Targets of DESIGN.md "Performance targets" (reported, not enforced). A row's
-#: ``meets_target``: verified, efficiency >= TARGET_EFFICIENCY and cycles_per_cpu_s >=
+#: The design targets (docs/architecture.md, "Design targets"; reported, not enforced).
+#: A row's ``meets_target``: verified, efficiency >= TARGET_EFFICIENCY and cycles_per_cpu_s >=
 #: TARGET_CYCLES_PER_S (the CPU rate: the wall rate depends on who else uses the machine).
 TARGET_EFFICIENCY = 0.99
 TARGET_CYCLES_PER_S = 1_000_000
