@@ -81,7 +81,7 @@ CORES = ("rnic", "framer")
 TOPS = ("nic", "core", "harness", "ethernet")
 #: The top ``rnic build`` builds unless told: the core with its UART bridge and a traffic
 #: loopback, which exercises the whole RDMA data path on the board (the NIC top's core has
-#: no TCP to carry RDMA traffic yet).
+#: no TCP engine to carry RDMA traffic).
 DEFAULT_TOP = "core"
 #: nextpnr-ecp5's placers ``rnic build`` offers: ``static`` (the electrostatic placer, then
 #: the annealer's refinement) and ``heap`` (nextpnr's default, analytic then annealing).
