@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.8. 32-bit registers at byte offsets inside
+/* Map version 0.9. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x00000008u
+#define RNIC_VERSION_RESET 0x00000009u
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x00000008u
+#define RNIC_VERSION_MINOR_RESET 0x00000009u
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -1633,11 +1633,31 @@
 #define RNIC_NET_RX_ICMP_OTHER_COUNT_MASK 0xffffffffu
 #define RNIC_NET_RX_ICMP_OTHER_COUNT_RESET 0x00000000u
 
-/* NET_RX_TCP (0x480, ro): IPv4 TCP packets for the NIC's address with a good header, handed to the TCP layer (dropped by this build, which has none). */
+/* NET_RX_TCP_HEADER (0x478, ro): TCP segments dropped: shorter than 20 octets, a data offset below 5, or a header (data offset x 4 octets) longer than the segment. */
+#define RNIC_NET_RX_TCP_HEADER_ADDR 0x00000478u
+#define RNIC_NET_RX_TCP_HEADER_RESET 0x00000000u
+#define RNIC_NET_RX_TCP_HEADER_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: TCP segments dropped: shorter than 20 octets, a data offset below 5, or a header (data offset x 4 octets) longer than the segment. */
+#define RNIC_NET_RX_TCP_HEADER_COUNT_SHIFT 0u
+#define RNIC_NET_RX_TCP_HEADER_COUNT_WIDTH 32u
+#define RNIC_NET_RX_TCP_HEADER_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_TCP_HEADER_COUNT_RESET 0x00000000u
+
+/* NET_RX_TCP_CHECKSUM (0x47c, ro): TCP segments dropped: the checksum over the pseudo-header and the segment does not verify. */
+#define RNIC_NET_RX_TCP_CHECKSUM_ADDR 0x0000047cu
+#define RNIC_NET_RX_TCP_CHECKSUM_RESET 0x00000000u
+#define RNIC_NET_RX_TCP_CHECKSUM_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: TCP segments dropped: the checksum over the pseudo-header and the segment does not verify. */
+#define RNIC_NET_RX_TCP_CHECKSUM_COUNT_SHIFT 0u
+#define RNIC_NET_RX_TCP_CHECKSUM_COUNT_WIDTH 32u
+#define RNIC_NET_RX_TCP_CHECKSUM_COUNT_MASK 0xffffffffu
+#define RNIC_NET_RX_TCP_CHECKSUM_COUNT_RESET 0x00000000u
+
+/* NET_RX_TCP (0x480, ro): IPv4 TCP packets for the NIC's address with good IPv4 and TCP headers and a good TCP checksum, handed to the TCP layer (dropped by this build, which has none). */
 #define RNIC_NET_RX_TCP_ADDR 0x00000480u
 #define RNIC_NET_RX_TCP_RESET 0x00000000u
 #define RNIC_NET_RX_TCP_RW_MASK 0x00000000u
-/*   COUNT [31:0] ro: IPv4 TCP packets for the NIC's address with a good header, handed to the TCP layer (dropped by this build, which has none). */
+/*   COUNT [31:0] ro: IPv4 TCP packets for the NIC's address with good IPv4 and TCP headers and a good TCP checksum, handed to the TCP layer (dropped by this build, which has none). */
 #define RNIC_NET_RX_TCP_COUNT_SHIFT 0u
 #define RNIC_NET_RX_TCP_COUNT_WIDTH 32u
 #define RNIC_NET_RX_TCP_COUNT_MASK 0xffffffffu
@@ -1806,7 +1826,7 @@
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x00000009u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
@@ -1931,6 +1951,8 @@
     X(NET_RX_IP_OTHER, 0x0000046cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_RX_IP_PROTOCOL, 0x00000470u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_RX_ICMP_OTHER, 0x00000474u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_TCP_HEADER, 0x00000478u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(NET_RX_TCP_CHECKSUM, 0x0000047cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_RX_TCP, 0x00000480u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_TX_FRAMES, 0x00000484u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(NET_TX_DROPPED, 0x00000488u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \

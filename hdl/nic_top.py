@@ -30,8 +30,8 @@ def counter_word(name):
 
 class NicTop(wiring.Component):
     """The NIC without pins: :class:`~rnic.hdl.net.ethernet_port.EthernetPort` (MAC, buffers,
-    clock crossings), :class:`~rnic.hdl.net.network_layer.NetworkLayer` (ARP, IPv4 checks,
-    ICMP echo) and :class:`~rnic.hdl.rnic_core.RnicCore` (register bank, MPA, DDP/RDMAP),
+    clock crossings), :class:`~rnic.hdl.net.network_layer.NetworkLayer` (ARP, IPv4 and TCP
+    checks, ICMP echo) and :class:`~rnic.hdl.rnic_core.RnicCore` (register bank, MPA, DDP/RDMAP),
     the network configured and observed through the register map's Network block (NET_*).
 
     How the registers reach the network: the core keeps its register bank; built with
@@ -79,7 +79,7 @@ class NicTop(wiring.Component):
     layer's addresses, NET_MAX_LEN the MAC's size limit (change them while no frame
     moves).
     NET_RX_GOOD .. NET_RX_OVERFLOW count the MAC's receive verdicts
-    (``EthernetPort.rx_events``), NET_RX_ETHERTYPE .. NET_RX_ICMP_OTHER the network layer's
+    (``EthernetPort.rx_events``), NET_RX_ETHERTYPE .. NET_RX_TCP_CHECKSUM the network layer's
     ``drop`` events by reason, NET_RX_TCP the TCP packets dropped here,
     NET_TX_FRAMES/NET_TX_DROPPED the MAC's transmit events (``EthernetPort.tx_events``);
     all of them count from ``rst`` (not cleared by CTRL.CLEAR_COUNTERS or SOFT_RESET).

@@ -20,7 +20,8 @@ from ..shapes import shaped_enum
 __all__ = ["FrameBeat", "RxDrop", "TxDrop", "RxOctet", "RX_COUNTERS", "NETWORK_DROPS"]
 
 
-#: :class:`rnic.host.spec.net.RxDrop` (same members and values) as a 4-bit field shape.
+#: :class:`rnic.host.spec.net.RxDrop` (same members and values) as a 4-bit field shape (its
+#: 16 values fill it).
 RxDrop = shaped_enum(net.RxDrop, 4, module=__name__)
 #: :class:`rnic.host.spec.net.TxDrop` (same members and values) as a 2-bit field shape.
 TxDrop = shaped_enum(net.TxDrop, 2, module=__name__)
@@ -31,7 +32,7 @@ RX_COUNTERS = (RxDrop.NONE, RxDrop.FCS, RxDrop.RUNT, RxDrop.GIANT, RxDrop.OTHER_
                RxDrop.OVERFLOW)
 
 #: The reasons the network layer decides (every :class:`RxDrop` the MAC's counters leave out),
-#: in value order: ``ETHERTYPE`` .. ``ICMP_OTHER``.
+#: in value order: ``ETHERTYPE`` .. ``TCP_CHECKSUM``.
 NETWORK_DROPS = tuple(reason for reason in RxDrop if reason not in RX_COUNTERS)
 
 

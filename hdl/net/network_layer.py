@@ -24,8 +24,8 @@ TX_INPUTS = ("arp", "echo", "ip_tx")
 
 
 class NetworkLayer(wiring.Component):
-    """ARP, IPv4 and ICMP echo between the MAC and the TCP layer: the gateware of
-    :class:`rnic.host.model.network_layer.NicNetModel`.
+    """ARP, IPv4, ICMP echo and the TCP receive checks between the MAC and the TCP layer:
+    the gateware of :class:`rnic.host.model.network_layer.NicNetModel`.
 
     ``rx`` → :class:`~rnic.hdl.net.rx_classify.RxClassify` → ARP frames to
     :class:`~rnic.hdl.net.arp_responder.ArpResponder` (which fills
@@ -60,9 +60,11 @@ class NetworkLayer(wiring.Component):
         Frames to the MAC (``EthernetPort.tx``, which pads them to 60 octets).
     tcp : Out(stream.Signature(FrameBeat(width)))
         IPv4 TCP packets for ``ip`` with a good IPv4 header (version 4, IHL 5, checksum, no
-        fragment): the frame from its destination MAC to the end of the IPv4 packet
+        fragment), a good TCP checksum (over the pseudo-header and the segment) and a TCP
+        header that fits the segment (data offset 5 or more, data offset * 4 at most the
+        segment's length): the frame from its destination MAC to the end of the IPv4 packet
         (``14 + total length`` octets, padding removed); the TCP header starts at octet
-        34, the addresses for the pseudo-header are at 26 (source) and 30 (``ip``).
+        34, the addresses are at 26 (source) and 30 (``ip``).
     ip_tx : In(stream.Signature(Ipv4TxBeat(width)))
         Packets of the layer above (TCP): the frame with octets 0 .. 33 left for the
         headers, destination, protocol and payload length on the first beat
@@ -71,7 +73,7 @@ class NetworkLayer(wiring.Component):
         One cycle of ``valid`` per packet of ``ip_tx`` dropped (``NO_ROUTE``, ``ARP_MISS``).
     drop : Out(DropEvent)
         One cycle of ``valid`` per dropped frame with its ``reason``
-        (:class:`~rnic.hdl.net.layouts.RxDrop` ``ETHERTYPE`` to ``ICMP_OTHER``): the
+        (:class:`~rnic.hdl.net.layouts.RxDrop` ``ETHERTYPE`` to ``TCP_CHECKSUM``): the
         register bank counts them, one counter per reason.
     mac : In(48)
     ip : In(32)

@@ -19,6 +19,7 @@ from rnic.host.spec.limits import check_uint
 __all__ = [
     "Ipv4Header", "parse", "build", "send_header", "IdentCounter", "ipv4_address",
     "ones_sum", "checksum", "checksum_ok", "update_checksum", "header_checksum_ok",
+    "pseudo_header",
     "MAX_OPTIONS_LEN", "DF_FLAG", "MF_FLAG",
 ]
 
@@ -207,6 +208,18 @@ def header_checksum_ok(packet):
     if ihl_octets < IPV4_HEADER_LEN or len(packet) < ihl_octets:
         return False
     return checksum_ok(packet[:ihl_octets])
+
+
+def pseudo_header(src, dst, proto, length):
+    """The 12 octets the TCP and UDP checksums cover ahead of the segment (RFC 9293
+    section 3.1, RFC 768): source and destination address, a zero octet, the protocol and
+    the segment's ``length`` in octets (the IPv4 total length minus the header length).
+    The checksum of a segment is :func:`checksum` over these octets and the segment;
+    a received one verifies when :func:`checksum_ok` holds for them."""
+    check_uint("proto", proto, 8)
+    check_uint("length", length, 16)
+    return (ipv4_address(src, "src").packed + ipv4_address(dst, "dst").packed
+            + struct.pack(">BBH", 0, proto, length))
 
 
 def parse(packet):

@@ -1,5 +1,6 @@
-"""The NIC's network layers above the MAC (ARP, IPv4, ICMP echo), cycle-free: the golden
-model of the gateware ARP/IPv4/ICMP blocks, and the network side of the simulated NIC.
+"""The NIC's network layers above the MAC (ARP, IPv4, ICMP echo, the TCP checksum and header
+length), cycle-free: the golden model of the gateware ARP/IPv4/ICMP blocks and receive
+classifier, and the network side of the simulated NIC.
 
 :class:`NicNetModel` takes one received frame at a time (as the MAC hands it up: FCS checked
 and removed) and says what the NIC sends in answer, what it hands to the TCP layer, and why
@@ -12,8 +13,9 @@ from dataclasses import dataclass
 
 from rnic.host.model import arp, ethernet, icmp, ipv4
 from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX,
-                                ETH_HEADER_LEN, IPV4_HEADER_LEN, MTU, EtherType, IcmpType,
-                                IpProto, RxDrop, TxDrop)
+                                ETH_HEADER_LEN, IPV4_HEADER_LEN, MTU, EtherType,
+                                IcmpType, IpProto, RxDrop, TxDrop)
+from rnic.host.spec.tcp import TCP_HEADER_LEN
 
 __all__ = ["NicNetModel", "RxResult", "TxResult", "TcpDelivery", "DEFAULT_ARP_CACHE_SIZE"]
 
@@ -24,8 +26,9 @@ DEFAULT_ARP_CACHE_SIZE = 8
 @dataclass(frozen=True)
 class TcpDelivery:
     """An IPv4 TCP packet for the NIC, handed to the TCP layer: the addresses (for the
-    pseudo-header checksum and the connection lookup) and the TCP segment octets (the IP
-    payload up to the total length; the TCP checksum is not checked here)."""
+    connection lookup) and the TCP segment octets (the IP payload up to the total length).
+    The segment's checksum verifies and its header fits it: at least 20 octets, a data offset of at least 5 and at most the segment's length
+    in words."""
     src: ipaddress.IPv4Address
     dst: ipaddress.IPv4Address
     segment: bytes
@@ -54,7 +57,7 @@ class TxResult:
 
 
 class NicNetModel:
-    """ARP, IPv4 and ICMP echo of the NIC, one frame at a time.
+    """ARP, IPv4, ICMP echo and the TCP receive checks of the NIC, one frame at a time.
 
     Parameters
     ----------
@@ -92,7 +95,13 @@ class NicNetModel:
     5. ICMP: ``ICMP_OTHER`` when the message is shorter than 8 octets, its checksum does not
        match, or it is not an echo request (any code); else an echo reply goes back to the
        request's source MAC and IP with the request's identifier, sequence and data.
-    6. TCP: handed up as a :class:`TcpDelivery`.
+    6. TCP: ``TCP_HEADER`` when the segment (total length - 20 octets) is shorter than 20
+       octets, or its data offset (the high nibble of octet 12) is below 5 or its header
+       (data offset * 4 octets) longer than the segment, before ``TCP_CHECKSUM`` when the
+       checksum over the pseudo-header (:func:`~rnic.host.model.ipv4.pseudo_header`: the
+       addresses, protocol 6, the segment's length) and the segment (an odd last octet
+       padded with a zero) does not sum to 0xFFFF; else handed up as a
+       :class:`TcpDelivery`.
 
     Send (:meth:`send_ipv4`, also used for echo replies' IP headers): IHL 5, DF, TTL 64,
     identification from one counter of every packet sent (:class:`ipv4.IdentCounter`).
@@ -168,7 +177,7 @@ class NicNetModel:
         if header.dst != self.ip:
             return RxResult(RxDrop.IP_OTHER)
         if header.proto == IpProto.TCP:
-            return RxResult(delivered=TcpDelivery(header.src, header.dst, body))
+            return self._receive_tcp(header, body)
         if header.proto == IpProto.ICMP:
             return self._receive_icmp(eth_header, header, body)
         return RxResult(RxDrop.IP_PROTOCOL)
@@ -181,6 +190,18 @@ class NicNetModel:
         reply = self._ipv4_frame(eth_header.src, ip_header.src, IpProto.ICMP,
                                  icmp.echo_reply(message))
         return RxResult(replies=(reply,))
+
+    @staticmethod
+    def _receive_tcp(ip_header, segment):
+        if len(segment) < TCP_HEADER_LEN:
+            return RxResult(RxDrop.TCP_HEADER)
+        header_len = (segment[12] >> 4) * 4
+        if not TCP_HEADER_LEN <= header_len <= len(segment):
+            return RxResult(RxDrop.TCP_HEADER)
+        pseudo = ipv4.pseudo_header(ip_header.src, ip_header.dst, IpProto.TCP, len(segment))
+        if not ipv4.checksum_ok(pseudo + segment):
+            return RxResult(RxDrop.TCP_CHECKSUM)
+        return RxResult(delivered=TcpDelivery(ip_header.src, ip_header.dst, segment))
 
     # -- send ------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Facts of Ethernet, ARP, IPv4 and ICMP that the model, the driver and the gateware share
+"""Facts of Ethernet, ARP, IPv4, ICMP and TCP that the model, the driver and the gateware share
 (stdlib only): frame sizes, EtherTypes, header lengths, opcodes and types, the default
 addresses of the simulated NIC, and why the receive path drops a frame.
 
@@ -106,11 +106,18 @@ class RxDrop(enum.IntEnum):
     the frame; ``IP_CHECKSUM`` the header checksum does not match; ``IP_FRAGMENT`` MF set or
     a fragment offset; ``IP_OTHER`` a destination that is not the NIC's address;
     ``IP_PROTOCOL`` a protocol with no handler; ``ICMP_OTHER`` an ICMP message that is not
-    an echo request, or whose checksum does not match.
+    an echo request, or whose checksum does not match; ``TCP_HEADER`` a TCP segment (the
+    IPv4 payload, total length - 20 octets) shorter than a TCP header (:data:`rnic.host.spec.tcp.TCP_HEADER_LEN`), or whose
+    data offset is below 5 or gives a header (data offset * 4 octets) longer than the
+    segment; ``TCP_CHECKSUM`` a TCP segment whose checksum, over the RFC 9293 pseudo-header
+    (source and destination addresses, a zero octet, protocol 6, the segment's length) and
+    the segment, does not verify.
 
     A frame with several faults counts once, for the first reason in this order: the MAC's
     RUNT, GIANT, FCS, OTHER_MAC (OVERFLOW only for a frame that passed them), then the
-    network reasons in the order of their values (ETHERTYPE first, ICMP_OTHER last).
+    network reasons in the order of their values (ETHERTYPE first, TCP_CHECKSUM last; of
+    IP_PROTOCOL, ICMP_OTHER and the TCP reasons a packet can only meet those of its
+    protocol).
     """
     NONE = 0
     FCS = 1
@@ -126,6 +133,8 @@ class RxDrop(enum.IntEnum):
     IP_OTHER = 11
     IP_PROTOCOL = 12
     ICMP_OTHER = 13
+    TCP_HEADER = 14
+    TCP_CHECKSUM = 15
 
 
 class TxDrop(enum.IntEnum):

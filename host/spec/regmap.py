@@ -88,7 +88,7 @@ MAGIC = 0x69575250
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 #: While MAJOR is 0 (before the first release) a changed meaning moves MINOR too.
 VERSION_MAJOR = 0
-VERSION_MINOR = 8
+VERSION_MINOR = 9
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -571,6 +571,10 @@ _NET_RX_DOC = {
     RxDrop.IP_OTHER: "IPv4 packets dropped: for another address.",
     RxDrop.IP_PROTOCOL: "IPv4 packets dropped: a protocol with no handler (neither ICMP nor TCP).",
     RxDrop.ICMP_OTHER: "ICMP messages dropped: not an echo request, or a bad ICMP checksum.",
+    RxDrop.TCP_CHECKSUM: "TCP segments dropped: the checksum over the pseudo-header and the "
+                         "segment does not verify.",
+    RxDrop.TCP_HEADER: "TCP segments dropped: shorter than 20 octets, a data offset below 5, or "
+                       "a header (data offset x 4 octets) longer than the segment.",
 }
 
 
@@ -626,8 +630,9 @@ NET_BLOCK = Block(
               "is storage."),
         *(_word(name, NET_RX_BASE + 4 * reason, RO, "COUNT", _NET_RX_DOC[reason])
           for reason, name in NET_RX_COUNTERS),
-        _word("NET_RX_TCP", 0x480, RO, "COUNT", "IPv4 TCP packets for the NIC's address with a good "
-              "header, handed to the TCP layer (dropped by this build, which has none)."),
+        _word("NET_RX_TCP", 0x480, RO, "COUNT", "IPv4 TCP packets for the NIC's address with good "
+              "IPv4 and TCP headers and a good TCP checksum, handed to the TCP layer (dropped by "
+              "this build, which has none)."),
         _word("NET_TX_FRAMES", 0x484, RO, "COUNT", "Frames sent (ARP, echo replies, TCP)."),
         _word("NET_TX_DROPPED", 0x488, RO, "COUNT", "Frames to send dropped for being longer than "
               "the MAC's transmit buffer."),

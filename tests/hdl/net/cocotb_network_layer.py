@@ -11,7 +11,8 @@ from rnic.hdl.net.ipv4_tx import HEADERS_LEN
 from rnic.hdl.net.l3_layouts import ArpWrite, Ipv4TxBeat
 from rnic.hdl.net.layouts import FrameBeat
 from rnic.host.model.ipv4 import header_checksum_ok
-from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, TxDrop
+from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, MAX_FRAME_LEN,
+                                TxDrop)
 from rnic.sim.streams import TB, assert_drained, bytes_to_beats
 from test_network_layer import (arp_frame, bad_frames, check, new_model, pad, ping, scenario,
                                 static_writes)
@@ -84,10 +85,14 @@ class NetTB(TB):
             self.rx.extend(frame_beats(frame, self.W))
         start = self.cycle()
         await self.rx.wait_idle()
+        # quiet: no frame finished for longer than the longest one takes under the
+        # back-pressure of its output (a 1514-octet frame, W octets a beat)
+        bp = max(self.tx.backpressure_prob, self.tcp.backpressure_prob)
+        window = max(500, round(2 * MAX_FRAME_LEN / self.W / (1 - bp)))
         quiet = 0
         last = None
         while quiet < 4:
-            await self.cycles(500)
+            await self.cycles(window)
             state = (len(self.tx_frames), len(self.tcp_frames), len(self.drops))
             quiet = quiet + 1 if state == last else 0
             last = state

@@ -25,7 +25,7 @@ from rnic.host.model.network_layer import NicNetModel
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, RxDrop
 from rnic.host.spec.regmap import NET_RX_COUNTERS
 from rnic.sim.streams import TB
-from test_network_layer import arp_frame, pad
+from test_network_layer import arp_frame, pad, tcp_checksum, with_tcp_checksum
 
 ETH_NS = 8            # 125 MHz GMII
 CORE_NS = 10          # 100 MHz core
@@ -147,6 +147,7 @@ def traffic(rng):
     arp_for_us = arp_frame(1, psrc=PEER_IP, pdst=NIC_IP)
     tcp = TCP(sport=4000, dport=5000, flags="A", seq=rng.getrandbits(32))
     good = ping(rng, 56)
+    good_tcp = pad(to_nic() / IP(src=PEER_IP, dst=NIC_IP) / tcp / Raw(rng.randbytes(100)))
     out = [
         ("arp request for us", arp_for_us, None, RxDrop.NONE),
         ("ping 0", ping(rng, 0), None, RxDrop.NONE),
@@ -166,7 +167,11 @@ def traffic(rng):
                            / ICMP(type=8)), None, RxDrop.NONE),
         ("ip bad checksum", pad(to_nic() / IP(src=PEER_IP, dst=NIC_IP, chksum=0x1234) / ICMP(type=8)),
          None, RxDrop.NONE),
-        ("tcp", pad(to_nic() / IP(src=PEER_IP, dst=NIC_IP) / tcp / Raw(rng.randbytes(100))), None,
+        ("tcp", good_tcp, None, RxDrop.NONE),
+        ("tcp bad checksum", with_tcp_checksum(good_tcp, tcp_checksum(good_tcp) ^ 0x0010), None,
+         RxDrop.NONE),
+        ("tcp data offset 4", pad(to_nic() / IP(src=PEER_IP, dst=NIC_IP)
+                                  / TCP(sport=4000, dport=5000, dataofs=4) / Raw(b"t" * 20)), None,
          RxDrop.NONE),
         ("ping after the bad ones", ping(rng, 100), None, RxDrop.NONE),
         ("arp reply for the static entry (not learned)",
@@ -264,6 +269,7 @@ async def registers_frames_and_counters(dut):
     assert rx == want_rx, {r.name: (rx[r], want_rx[r]) for r in RxDrop if rx[r] != want_rx[r]}
     assert want_rx[RxDrop.IP_OTHER] == 2 and want_rx[RxDrop.IP_PROTOCOL] == 1
     assert want_rx[RxDrop.IP_HEADER] == 1 and want_rx[RxDrop.IP_CHECKSUM] == 1
+    assert want_rx[RxDrop.TCP_CHECKSUM] == 1 and want_rx[RxDrop.TCP_HEADER] == 1
     assert other == {"NET_RX_TCP": want_tcp, "NET_TX_FRAMES": len(want_tx) + 1, "NET_TX_DROPPED": 0}, other
     assert want_tcp == 1
     tb.log.info("counters: %s; %s", {r.name: n for r, n in rx.items() if n}, other)

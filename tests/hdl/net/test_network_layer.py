@@ -7,8 +7,9 @@ the reference model rnic.host.model.network_layer.NicNetModel.
 (b) Verilator through rnic.sim.runner (cocotb module cocotb_network_layer.py) at W = 4
     and 8 (16 and 32 with --wide): frames built with scapy into ``rx`` with random idle
     cycles, random back-pressure on ``tx`` and ``tcp``; every reply byte-identical to the
-    model's and in order per kind, every drop counted with the model's reason in order,
-    TCP frames delivered intact, the ARP cache as the model's, nothing left over.
+    model's and in order per kind, every drop counted with the model's reason in order
+    (TCP checksums and header lengths included), TCP frames delivered intact, the ARP
+    cache as the model's, nothing left over.
 
 The traffic and the scoreboard below are shared with cocotb_network_layer.py.
 """
@@ -20,9 +21,10 @@ from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_NOP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
+from rnic.host.model.ipv4 import checksum, ones_sum, pseudo_header
 from rnic.host.model.network_layer import NicNetModel
 from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PEER_IP,
-                                MIN_FRAME_LEN, RxDrop)
+                                MIN_FRAME_LEN, IpProto, RxDrop)
 
 NIC_MAC = ":".join(f"{b:02x}" for b in DEFAULT_NIC_MAC)
 PEER_MAC = "02:00:0a:07:00:01"
@@ -72,6 +74,83 @@ def patch(frame, offset, value):
     return bytes(frame)
 
 
+#: Frame offset of the TCP checksum field (no IP options).
+TCP_CHECKSUM_AT = 34 + 16
+
+
+def tcp_checksum(frame, *, length=None):
+    """The TCP checksum of the frame's segment (up to the IPv4 total length, its checksum
+    field taken as zero) with ``length`` in the pseudo-header (the segment's by default)."""
+    total = int.from_bytes(frame[16:18], "big")
+    segment = patch(frame[34:14 + total], 16, bytes(2))
+    return checksum(pseudo_header(frame[26:30], frame[30:34], IpProto.TCP,
+                                  len(segment) if length is None else length) + segment)
+
+
+def with_tcp_checksum(frame, value):
+    return patch(frame, TCP_CHECKSUM_AT, value.to_bytes(2, "big"))
+
+
+def tcp_zero_checksum(rng, tcp, size=30):
+    """A TCP frame whose words sum to 0xFFFF without the checksum (its last two payload
+    octets chosen so): the checksum is 0x0000, and 0xFFFF is the same in one's complement."""
+    frame = with_tcp_checksum(ip_frame(rng, tcp, size=size), 0)
+    end = 34 + 20 + size
+    frame = patch(frame, end - 2, bytes(2))
+    total = ones_sum(pseudo_header(frame[26:30], frame[30:34], IpProto.TCP, end - 34)
+                     + frame[34:end])
+    return patch(frame, end - 2, (~total & 0xFFFF).to_bytes(2, "big"))
+
+
+def tcp_frames(rng, tcp):
+    """(label, frame) of TCP segments: each header and checksum fault, and the good ones
+    next to them (checksum field 0x0000 and 0xFFFF, odd lengths, full headers)."""
+    good = ip_frame(rng, tcp, size=30)
+    zero = tcp_zero_checksum(rng, tcp)
+    odd = ip_frame(rng, tcp, size=101)
+    odd_end = 34 + 20 + 101
+    long_header = TCP(sport=1, dport=2, dataofs=15, options=[])     # 40 octets of "options"
+    short = ip_frame(rng, Raw(rng.randbytes(19)), size=0, proto=6)
+    return [
+        ("tcp bad checksum", with_tcp_checksum(good, tcp_checksum(good) ^ 0x8000)),
+        ("tcp odd length, bad checksum", with_tcp_checksum(odd, tcp_checksum(odd) ^ 0x0001)),
+        ("tcp odd last octet off", patch(odd, odd_end - 1, bytes([odd[odd_end - 1] ^ 0x40]))),
+        ("tcp checksum with the total length in the pseudo-header",
+         with_tcp_checksum(good, tcp_checksum(good, length=20 + 50))),
+        ("tcp checksum without the pseudo-header's length",
+         with_tcp_checksum(good, tcp_checksum(good, length=0))),
+        ("tcp checksum with the frame's length", with_tcp_checksum(
+            good, tcp_checksum(good, length=len(good)))),
+        ("tcp checksum 0x0000 (handled)", zero),
+        ("tcp checksum 0xFFFF for 0x0000 (handled)", with_tcp_checksum(zero, 0xFFFF)),
+        ("tcp checksum 0x0000 where it is not", with_tcp_checksum(good, 0)
+         if tcp_checksum(good) else with_tcp_checksum(good, 1)),
+        ("tcp checksum 0xFFFF where it is not", with_tcp_checksum(good, 0xFFFF)),
+        ("tcp data offset 4", ip_frame(rng, TCP(sport=1, dport=2, dataofs=4), size=30)),
+        ("tcp data offset 0", ip_frame(rng, TCP(sport=1, dport=2, dataofs=0), size=30)),
+        ("tcp data offset 15 in a 40-octet segment",
+         ip_frame(rng, TCP(sport=1, dport=2, dataofs=15, options=[]), size=20)),
+        ("tcp data offset 6 in a 23-octet segment",
+         ip_frame(rng, TCP(sport=1, dport=2, dataofs=6, options=[]), size=3)),
+        ("tcp header of 60 octets, the whole segment (handled)",
+         ip_frame(rng, long_header, size=40)),
+        ("tcp header of 60 octets and 40 of payload (handled)",
+         ip_frame(rng, long_header, size=80)),
+        ("tcp of 19 octets", short),
+        ("tcp of 19 octets, data offset 5", patch(short, 46, b"\x50")),
+        ("tcp of 0 octets, 0xF0 in the padding at octet 46",
+         patch(ip_frame(rng, Raw(b""), size=0, proto=6), 46, b"\xf0")),
+        ("tcp data offset 4 and a bad checksum", with_tcp_checksum(
+            ip_frame(rng, TCP(sport=1, dport=2, dataofs=4, chksum=1), size=30), 1)),
+        ("tcp bad ip checksum and data offset 4",
+         ip_frame(rng, TCP(sport=1, dport=2, dataofs=4), size=30, chksum=0x1234)),
+        ("tcp for another ip with a bad checksum",
+         ip_frame(rng, TCP(sport=1, dport=2, chksum=1), dst=OTHER_IP)),
+        ("tcp odd length, 121 octets", odd),
+        ("tcp padded (no payload)", ip_frame(rng, tcp, size=0)),
+    ]
+
+
 def bad_frames(rng):
     """(label, frame) of every kind the layer drops, and of the odd ones it handles."""
     tcp = TCP(sport=4000, dport=5000, flags="PA", seq=rng.getrandbits(32))
@@ -111,6 +190,7 @@ def bad_frames(rng):
         ("tcp", good_ip),
         ("tcp with trailing octets", good_ip + rng.randbytes(7)),
         ("tcp odd length", ip_frame(rng, tcp, size=1401)),
+        *tcp_frames(rng, tcp),
         ("ping odd size with padding", ping(3, rng)),
         ("ip padding ignored", patch(ping(5, rng) + bytes(9), 0, b"")),
     ]

@@ -24,6 +24,8 @@ def test_constants_in_the_c_header():
         assert f"#define RNIC_{name} " in h
     assert regs.NET_IP_RESET == 0xA9FE0702 and regs.NET_MAX_LEN_RESET == 1514
     assert regs.NET_RX_GOOD_ADDR + 4 * RxDrop.ICMP_OTHER == regs.NET_RX_ICMP_OTHER_ADDR
+    assert (regs.NET_RX_TCP_HEADER_ADDR, regs.NET_RX_TCP_CHECKSUM_ADDR) == (0x478, 0x47C)
+    assert "#define RNIC_NET_RX_TCP_CHECKSUM_ADDR 0x0000047cu" in h
 
 
 def test_reset_addresses_are_the_spec_defaults():

@@ -28,6 +28,21 @@ def test_all_zero_data_never_verifies():
     assert ipv4.checksum_ok(bytes(6) + b"\xff\xff")
 
 
+@pytest.mark.parametrize("data", [b"", b"x", b"odd!!", bytes(range(200))])
+def test_pseudo_header_gives_scapys_tcp_checksum(data):
+    """scapy's TCP checksum is checksum(pseudo_header + segment), odd lengths included."""
+    packet = IP(bytes(IP(src=PEER, dst=NIC) / TCP(sport=1, dport=2, seq=9) / data))
+    segment = bytes(packet[TCP])
+    pseudo = ipv4.pseudo_header(PEER, NIC, IpProto.TCP, len(segment))
+    assert pseudo == ipaddress.IPv4Address(PEER).packed + ipaddress.IPv4Address(NIC).packed \
+        + bytes([0, 6]) + len(segment).to_bytes(2, "big")
+    assert ipv4.checksum_ok(pseudo + segment)
+    zeroed = segment[:16] + bytes(2) + segment[18:]
+    assert ipv4.checksum(pseudo + zeroed) == packet[TCP].chksum
+    with pytest.raises(ValueError):
+        ipv4.pseudo_header(PEER, NIC, IpProto.TCP, 1 << 16)
+
+
 def test_send_header_matches_scapy():
     header = ipv4.send_header(src=NIC, dst=PEER, proto=IpProto.TCP, identification=0x1234)
     packet = ipv4.build(header, b"segment")

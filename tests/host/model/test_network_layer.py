@@ -1,5 +1,6 @@
 """The NIC's network receive and send paths (host/model/network_layer.py), with frames built
-and checked by scapy: every drop reason counted once, the next good frame still handled."""
+and checked by scapy: every drop reason counted once, the next good frame still handled; the
+TCP checksum (pseudo-header, odd lengths, 0x0000 and 0xFFFF) and header length."""
 
 import ipaddress
 
@@ -8,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_RR
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 
-from rnic.host.model import ethernet
+from rnic.host.model import ethernet, ipv4
 from rnic.host.model.network_layer import NicNetModel, TcpDelivery
 from rnic.host.spec.net import (DEFAULT_TTL, MAX_FRAME_LEN, MIN_FRAME_LEN, MTU, IpProto, RxDrop,
                                 TxDrop)
@@ -104,6 +105,118 @@ def test_tcp_delivered_up_without_padding():
     assert not result.replies and not any(model.counters.values())
 
 
+def tcp_frame(payload=b"data", *, ip_fields=None, **tcp_fields):
+    """An Ethernet frame with a TCP segment for the NIC (scapy's checksum unless given)."""
+    segment = TCP(**(dict(sport=4000, dport=5000, flags="PA", seq=7) | tcp_fields)) / payload
+    return bytes(eth() / ip(**(ip_fields or {})) / segment)
+
+
+#: Octets of the TCP checksum field in a frame without IP options.
+TCP_CHECKSUM_AT = 14 + 20 + 16
+
+
+def with_tcp_checksum(frame, value):
+    """``frame`` with its TCP checksum field set to ``value``."""
+    return frame[:TCP_CHECKSUM_AT] + value.to_bytes(2, "big") + frame[TCP_CHECKSUM_AT + 2:]
+
+
+def tcp_checksum(frame, *, length=None, src=PEER_IP, dst=NIC_IP):
+    """The checksum of the frame's TCP segment (up to the IPv4 total length) with the
+    pseudo-header of ``src``, ``dst`` and ``length`` (the segment's by default)."""
+    segment = bytes(Ether(frame)[TCP])[:Ether(frame)[IP].len - 20]
+    segment = segment[:16] + bytes(2) + segment[18:]
+    pseudo = ipv4.pseudo_header(src, dst, IpProto.TCP,
+                                len(segment) if length is None else length)
+    return ipv4.checksum(pseudo + segment)
+
+
+def _bad_tcp_checksum():
+    frame = tcp_frame()
+    return with_tcp_checksum(frame, tcp_checksum(frame) ^ 0x0100)
+
+
+def _delivered(frame):
+    model = NicNetModel()
+    result = model.receive(frame)
+    assert result.drop is RxDrop.NONE and not any(model.counters.values()), result.drop
+    return result.delivered
+
+
+def _dropped(frame, reason):
+    model = NicNetModel()
+    assert model.receive(frame).drop is reason
+    only(model, reason)
+
+
+@pytest.mark.parametrize("payload", [b"", b"x", b"abc", bytes(range(255)), bytes(1460),
+                                     bytes(1459)])
+def test_tcp_checksum_of_odd_and_even_segments(payload):
+    """scapy's checksum verifies at any length (an odd last octet padded with a zero, not
+    with the Ethernet padding or trailing octets after the total length); one bit off in
+    any 16-bit word of the segment, the checksum field or a pseudo-header field does not."""
+    frame = tcp_frame(payload)
+    segment = bytes(Ether(frame)[TCP])
+    assert _delivered(frame).segment == segment
+    assert _delivered(ethernet.pad(frame) + b"\xff\x01\x02").segment == segment
+    for at in (34, 34 + 16, len(frame) - 1):
+        flipped = bytearray(frame)
+        flipped[at] ^= 0x01
+        _dropped(bytes(flipped), RxDrop.TCP_CHECKSUM)
+    _dropped(bytes(eth() / ip(src="169.254.7.9") / TCP(bytes(Ether(frame)[TCP]))),
+             RxDrop.TCP_CHECKSUM)
+
+
+def test_tcp_checksum_covers_the_pseudo_headers_length():
+    """Checksums made with another length in the pseudo-header (the IPv4 total length, the
+    frame's length, none) or without the pseudo-header are refused; the segment's own
+    length is the one that verifies."""
+    frame = tcp_frame(b"odd")
+    total = Ether(frame)[IP].len
+    assert with_tcp_checksum(frame, tcp_checksum(frame)) == frame
+    for length in (total, len(frame), 0):
+        _dropped(with_tcp_checksum(frame, tcp_checksum(frame, length=length)),
+                 RxDrop.TCP_CHECKSUM)
+    segment = bytes(Ether(frame)[TCP])
+    bare = ipv4.checksum(segment[:16] + bytes(2) + segment[18:])
+    _dropped(with_tcp_checksum(frame, bare), RxDrop.TCP_CHECKSUM)
+    _dropped(with_tcp_checksum(frame, tcp_checksum(frame, dst="169.254.7.3")),
+             RxDrop.TCP_CHECKSUM)
+
+
+def test_tcp_checksum_zero_and_all_ones():
+    """A segment whose words sum to 0xFFFF has the checksum 0x0000, and 0xFFFF (the other
+    zero of one's complement) verifies too: the sum folds to 0xFFFF either way. A field of
+    0x0000 or 0xFFFF where the checksum is anything else is refused (0 is not "no
+    checksum" in TCP). The pseudo-header is never all zero, so 0xFFFF is never the one
+    checksum that verifies."""
+    frame = tcp_frame(bytes(2))
+    # the last two octets of the payload make the segment (checksum field 0) sum to 0xFFFF
+    zeroed = with_tcp_checksum(frame, 0)
+    pseudo = ipv4.pseudo_header(PEER_IP, NIC_IP, IpProto.TCP, len(frame) - 34)
+    fill = ~ipv4.ones_sum(pseudo + zeroed[34:]) & 0xFFFF
+    zero_sum = zeroed[:-2] + fill.to_bytes(2, "big")
+    assert ipv4.ones_sum(pseudo + zero_sum[34:]) == 0xFFFF
+    assert tcp_checksum(zero_sum) == 0x0000
+    for value in (0x0000, 0xFFFF):
+        assert _delivered(with_tcp_checksum(zero_sum, value)) is not None
+    other = tcp_frame(b"\x12\x34")
+    assert tcp_checksum(other) not in (0x0000, 0xFFFF)
+    for value in (0x0000, 0xFFFF):
+        _dropped(with_tcp_checksum(other, value), RxDrop.TCP_CHECKSUM)
+
+
+@pytest.mark.parametrize("dataofs, options", [(5, b""), (6, b"\x01" * 4), (15, b"\x01" * 40)])
+def test_tcp_header_exactly_the_segment(dataofs, options):
+    """A header that fills the whole segment (no payload) is good, at every data offset;
+    one octet short of it is TCP_HEADER."""
+    frame = bytes(eth() / ip() / TCP(sport=1, dport=2, dataofs=dataofs, options=[]) / options)
+    assert len(frame) == 14 + 20 + 4 * dataofs
+    assert len(_delivered(frame).segment) == 4 * dataofs
+    short = bytes(eth() / ip() / TCP(sport=1, dport=2, dataofs=dataofs, options=[])
+                  / options[:-1]) if options else bytes(eth() / ip(proto=6) / frame[34:-1])
+    _dropped(short, RxDrop.TCP_HEADER)
+
+
 def _vlan_ping():
     return bytes(eth() / Dot1Q(vlan=7) / ip() / ICMP(type=8) / b"x")
 
@@ -154,6 +267,12 @@ BAD_FRAMES = {
                           RxDrop.ICMP_OTHER),
     "ICMP shorter than its header": (bytes(eth() / ip(proto=1) / b"\x08\x00\xf7"),
                                      RxDrop.ICMP_OTHER),
+    "bad TCP checksum": (_bad_tcp_checksum(), RxDrop.TCP_CHECKSUM),
+    "TCP data offset 4": (tcp_frame(dataofs=4), RxDrop.TCP_HEADER),
+    "TCP data offset 15 in a 40-octet segment": (tcp_frame(bytes(20), dataofs=15),
+                                                 RxDrop.TCP_HEADER),
+    "TCP segment of 19 octets": (bytes(eth() / ip(proto=6) / bytes(range(19))), RxDrop.TCP_HEADER),
+    "TCP segment of 0 octets": (ethernet.pad(bytes(eth() / ip(proto=6))), RxDrop.TCP_HEADER),
     # order: the first failing check names the reason
     "VLAN before anything": (bytes(eth("02:00:0a:07:00:02") / Dot1Q() / ip(dst="1.1.1.1", flags="MF")),
                              RxDrop.ETHERTYPE),
@@ -163,6 +282,11 @@ BAD_FRAMES = {
     "fragment before wrong IP": (bytes(eth() / ip(flags="MF", dst="10.0.0.1") / ICMP()),
                                  RxDrop.IP_FRAGMENT),
     "wrong IP before protocol": (bytes(eth() / ip(dst="10.0.0.1") / UDP()), RxDrop.IP_OTHER),
+    "wrong IP before TCP checksum": (tcp_frame(ip_fields=dict(dst="10.0.0.1"), chksum=1),
+                                     RxDrop.IP_OTHER),
+    "IP checksum before TCP header": (tcp_frame(ip_fields=dict(chksum=1), dataofs=4),
+                                      RxDrop.IP_CHECKSUM),
+    "TCP header before TCP checksum": (tcp_frame(dataofs=4, chksum=1), RxDrop.TCP_HEADER),
     "other MAC before EtherType": (bytes(Ether(dst="02:00:0a:07:00:03", type=0x86DD) / bytes(46)),
                                    RxDrop.OTHER_MAC),
 }

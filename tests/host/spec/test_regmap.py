@@ -152,6 +152,8 @@ def test_network_block():
         assert r.addr == rm.NET_RX_BASE + 4 * reason and r.access_summary == "ro"
         assert r.fields[0].width == 32
     assert REGMAP["NET_RX_GOOD"].addr == rm.NET_RX_BASE
+    # the last reason's counter is the word below NET_RX_TCP: RxDrop has no room for more
+    assert rm.NET_RX_BASE + 4 * max(RxDrop) + 4 == REGMAP["NET_RX_TCP"].addr
     caps = REGMAP["NET_CAPS"]
     assert caps.field("NETWORK").param == "network" and caps.field("ARP_ENTRIES").param == "arp_entries"
     assert {f.name for f in REGMAP["NET_ARP_CMD"].fields} == {"WRITE", "REQUEST"}
