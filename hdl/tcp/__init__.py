@@ -1,0 +1,12 @@
+"""The TCP engine between the network layer and the RNIC core's per-connection byte
+streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
+:mod:`.lane_shift`), with the layouts of :mod:`.layouts`."""
+
+from .lane_shift import LaneShift
+from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo
+from .option_walker import TcpOptionWalker
+from .rx_header import TcpRxHeader
+from .rx_parse import TcpRxParse
+
+__all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
+           "TcpOptionWalker", "TcpRxHeader", "TcpRxParse"]

@@ -1,0 +1,92 @@
+"""Layouts of the TCP engine's ports and of the streams between its stages."""
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+from amaranth.utils import bits_for
+
+from rnic.host.spec.limits import check_width
+from rnic.host.spec.tcp import MAX_OPTIONS_LEN, MAX_WINDOW_SCALE
+
+from ..net.layouts import FrameBeat
+
+__all__ = ["TcpFlags", "TcpHeaderInfo", "TcpSegInfo", "ShiftBeat"]
+
+
+class TcpFlags(data.StructLayout):
+    """The 8 control bits of a TCP header, in the order of the header's octet 13 (``fin`` in
+    bit 0: :class:`rnic.host.spec.tcp.TcpFlag`)."""
+
+    def __init__(self):
+        super().__init__({name: unsigned(1) for name in
+                          ("fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr")})
+
+
+def _fixed_fields():
+    """The fields of a segment's headers that every stage of the receive path carries."""
+    return {
+        "src_ip": unsigned(32),
+        "src_port": unsigned(16),
+        "dst_port": unsigned(16),
+        "seq": unsigned(32),
+        "ack": unsigned(32),
+        "flags": TcpFlags(),
+        "window": unsigned(16),
+        "length": unsigned(16),
+    }
+
+
+class TcpHeaderInfo(data.StructLayout):
+    """A received segment's headers, from the header stage to the option walker.
+
+    The fixed fields of :class:`TcpSegInfo`; ``options`` the header's octets after its first
+    20 (octet ``k`` of the options in bits ``8k .. 8k+7``), ``options_len`` how many of them
+    there are (0 .. 40, a multiple of 4); ``truncated`` the frame ended inside its TCP
+    header (``length`` and ``options_len`` are then 0).
+    """
+
+    def __init__(self):
+        super().__init__({
+            **_fixed_fields(),
+            "options": unsigned(8 * MAX_OPTIONS_LEN),
+            "options_len": unsigned(bits_for(MAX_OPTIONS_LEN)),
+            "truncated": unsigned(1),
+        })
+
+
+class TcpSegInfo(data.StructLayout):
+    """What the receive parser reports of one segment (the model's
+    :class:`rnic.host.model.tcp.ReceiveInfo`).
+
+    ``src_ip`` the sender's address (big-endian), the header fields, ``length`` the payload
+    octets; of the options: ``mss`` (0: no MSS option), ``ws_present`` and ``ws`` (the
+    window scale option and its shift, at most 14), ``sack_permitted``; ``bad_options`` the
+    options are malformed, or the frame ended inside its header (the option fields are then
+    0).
+    """
+
+    def __init__(self):
+        super().__init__({
+            **_fixed_fields(),
+            "mss": unsigned(16),
+            "ws_present": unsigned(1),
+            "ws": unsigned(bits_for(MAX_WINDOW_SCALE)),
+            "sack_permitted": unsigned(1),
+            "bad_options": unsigned(1),
+        })
+
+
+class ShiftBeat(data.StructLayout):
+    """A beat of :class:`~rnic.hdl.net.layouts.FrameBeat` with ``skip``: on the ``first``
+    beat of a packet, the lanes below ``skip`` are not part of it (``n`` still counts from
+    lane 0, so ``n > skip``); ignored on other beats.
+
+    Parameters
+    ----------
+    width : int
+        Octets per beat.
+    """
+
+    def __init__(self, *, width):
+        self.width = check_width(width)
+        frame = {name: field.shape for name, field in FrameBeat(width=width)}
+        super().__init__({**frame, "skip": unsigned(bits_for(width - 1))})
