@@ -1,7 +1,9 @@
 """The TCP engine between the network layer and the RNIC core's per-connection byte
 streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
-:mod:`.lane_shift`), with the layouts of :mod:`.layouts`."""
+:mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
+:class:`TcpConnTable`."""
 
+from .conn_table import TcpConnTable
 from .lane_shift import LaneShift
 from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo
 from .option_walker import TcpOptionWalker
@@ -9,4 +11,4 @@ from .rx_header import TcpRxHeader
 from .rx_parse import TcpRxParse
 
 __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
-           "TcpOptionWalker", "TcpRxHeader", "TcpRxParse"]
+           "TcpOptionWalker", "TcpRxHeader", "TcpRxParse", "TcpConnTable"]

@@ -1,5 +1,6 @@
 """The cores a board top can carry besides :class:`~rnic.hdl.rnic_core.RnicCore`: the small
-:class:`FramerCore` and each block of the core alone (:data:`BLOCKS`, :func:`block_factory`).
+:class:`FramerCore` and each block of the core, or of the TCP engine, alone (:data:`BLOCKS`,
+:func:`block_factory`).
 
 A core is given as a factory ``core(width=, connections=)`` that returns the component.
 """
@@ -17,11 +18,13 @@ from ..ddp_tx import DdpTx
 from ..mpa_rx import MpaRxDeframer
 from ..mpa_tx import MpaTxBeat, MpaTxFramer
 from ..regbank import RegisterBank
+from ..tcp import TcpConnTable, TcpRxParse
 
 __all__ = ["FramerCore", "BLOCKS", "block_factory", "core_name", "core_ports"]
 
-#: Blocks of the core that ``rnic build --top harness --core <block>`` builds alone.
-BLOCKS = ("ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx")
+#: Blocks that ``rnic build --top harness --core <block>`` builds alone: those of the core,
+#: then the TCP engine's (its receive parser and connection table).
+BLOCKS = ("ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx", "tcp_rx", "tcp_table")
 
 
 class FramerCore(wiring.Component):
@@ -109,9 +112,14 @@ def block_factory(name):
                          ord_depth=4, stags=256, addr_width=32)
         if name == "mpa_rx":
             return MpaRxDeframer(width=width, connections=connections)
+        if name == "tcp_rx":
+            return TcpRxParse(width=width)
+        if name == "tcp_table":
+            return TcpConnTable(connections=connections)
         return MpaTxFramer(width=width, connections=connections)
     make.__name__ = {"ddp_rx": "DdpRx", "ddp_tx": "DdpTx", "mpa_rx": "MpaRxDeframer",
-                     "mpa_tx": "MpaTxFramer"}[name]
+                     "mpa_tx": "MpaTxFramer", "tcp_rx": "TcpRxParse",
+                     "tcp_table": "TcpConnTable"}[name]
     return make
 
 

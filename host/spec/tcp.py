@@ -1,5 +1,6 @@
 """Facts of TCP (RFC 9293, RFC 7323) that the model, the driver and the gateware share
-(stdlib only): header sizes, flags, option kinds and lengths, and the sequence-number space.
+(stdlib only): header sizes, flags, option kinds and lengths, the sequence-number space, and
+the connection table's hash.
 """
 
 import enum
@@ -7,7 +8,7 @@ import enum
 __all__ = [
     "TCP_HEADER_LEN", "MAX_TCP_HEADER_LEN", "MAX_OPTIONS_LEN", "MIN_DATA_OFFSET",
     "TcpFlag", "TcpOption", "OPTION_LEN", "MAX_WINDOW_SCALE", "DEFAULT_MSS", "SEQ_BITS",
-    "SEQ_MOD",
+    "SEQ_MOD", "conn_hash",
 ]
 
 #: Octets of a TCP header without options, and the most a data offset of 15 allows.
@@ -62,3 +63,18 @@ DEFAULT_MSS = 536
 #: Sequence numbers are 32 bits and wrap (RFC 9293 section 3.4).
 SEQ_BITS = 32
 SEQ_MOD = 1 << SEQ_BITS
+
+
+def conn_hash(remote_ip, remote_port, local_port, bits):
+    """The bucket of a connection in the engine's connection table of ``2**bits`` buckets:
+    its 64-bit key (remote IPv4 address, remote port, local port, in that order from the
+    top bit) cut into ``bits``-bit pieces from the bottom, XORed together. The gateware's
+    is the same fold (:class:`rnic.hdl.tcp.conn_table.TcpConnTable`)."""
+    if not isinstance(bits, int) or not 1 <= bits <= 16:
+        raise ValueError(f"bits must be an int from 1 to 16, not {bits!r}")
+    key = (remote_ip << 32) | (remote_port << 16) | local_port
+    value = 0
+    while key:
+        value ^= key & ((1 << bits) - 1)
+        key >>= bits
+    return value

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from scapy.layers.inet import IP, TCP
 
 from rnic.host.model import tcp
-from rnic.host.spec.tcp import MAX_WINDOW_SCALE, SEQ_MOD, TcpFlag
+from rnic.host.spec.tcp import MAX_WINDOW_SCALE, SEQ_MOD, TcpFlag, conn_hash
 
 NIC, PEER = "169.254.7.2", "169.254.7.1"
 
@@ -165,3 +165,15 @@ def test_receive_info():
                          payload=b"p").build(PEER, NIC)
     info, payload = tcp.receive_info(PEER, bad)
     assert info.bad_options and info.mss == 0 and info.length == 1 and payload == b"p"
+
+
+def test_conn_hash_folds_the_key():
+    # key 0xA9FE0701_1F40_1388 (169.254.7.1:8000 -> 5000) in 5-bit pieces, XORed
+    key = (0xA9FE0701 << 32) | (8000 << 16) | 5000
+    folded = 0
+    for shift in range(0, 64, 5):
+        folded ^= (key >> shift) & 31
+    assert conn_hash(0xA9FE0701, 8000, 5000, 5) == folded
+    assert conn_hash(0, 0, 0, 9) == 0
+    with pytest.raises(ValueError, match="bits"):
+        conn_hash(1, 2, 3, 0)
