@@ -30,8 +30,9 @@ class TcpOptionWalker(wiring.Component):
 
     Latency and throughput: a header with ``k`` options (NOPs count) is reported
     ``k + 2`` cycles after it became valid (one cycle to start, one option a cycle, one to
-    report) if ``o`` is free; at most 40 options fit a header, so a segment takes at most
-    42 cycles here.
+    report), one cycle more when its last option has a length octet (its value is taken in
+    the cycle after the step), if ``o`` is free; at most 40 options fit a header, so a
+    segment takes at most 43 cycles here.
     """
 
     def __init__(self):
@@ -47,36 +48,37 @@ class TcpOptionWalker(wiring.Component):
         at = Signal(range(MAX_OPTIONS_LEN + 1))     # offset of the option under the cursor
         left = Signal(range(MAX_OPTIONS_LEN + 1))   # octets of options from it to the end
         ended = Signal()                            # EOL, or malformed
-        mss = Signal(16)
-        ws_present = Signal()
-        ws = Signal.like(self.o.payload.ws)
-        sack = Signal()
         bad = Signal()
+        # the option stepped over in the cycle before, whose value is taken in this one
+        # (timing: the value's multiplexers and compares stay out of the cursor's loop)
+        stepped = Signal()
+        kind_was = Signal(8)
+        length_was = Signal(8)
+        value_was = Signal(16)
+        found = {"mss": Signal(16), "ws_present": Signal(), "ws": Signal.like(self.o.payload.ws),
+                 "sack_permitted": Signal()}
 
         # the four octets from the cursor on: kind, length and the first two of the value
         octets = [hdr.options.word_select(k, 8) for k in range(MAX_OPTIONS_LEN)] + [0] * 3
         window = Array(Cat(*octets[k:k + 4]) for k in range(MAX_OPTIONS_LEN))[at]
-        kind, length, v0, v1 = (window[8 * k:8 * k + 8] for k in range(4))
+        kind, length, value = window[:8], window[8:16], Cat(window[24:32], window[16:24])
 
         free = ~self.o.valid | self.o.ready
-        done = started & (ended | (left == 0))
+        done = started & (ended | (left == 0)) & ~stepped
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
+        m.d.sync += stepped.eq(0)
         with m.If(self.i.valid & ~started):
             m.d.sync += [started.eq(1), at.eq(0), left.eq(hdr.options_len),
-                         ended.eq(hdr.truncated), bad.eq(hdr.truncated), mss.eq(0),
-                         ws_present.eq(0), ws.eq(0), sack.eq(0)]
+                         ended.eq(hdr.truncated), bad.eq(hdr.truncated),
+                         *(signal.eq(0) for signal in found.values())]
         with m.Elif(done & free):
             m.d.comb += self.i.ready.eq(1)
             m.d.sync += [started.eq(0), self.o.valid.eq(1), *self._report(hdr),
                          self.o.payload.bad_options.eq(bad)]
-            with m.If(bad):
-                m.d.sync += [self.o.payload.mss.eq(0), self.o.payload.ws_present.eq(0),
-                             self.o.payload.ws.eq(0), self.o.payload.sack_permitted.eq(0)]
-            with m.Else():
-                m.d.sync += [self.o.payload.mss.eq(mss), self.o.payload.ws_present.eq(ws_present),
-                             self.o.payload.ws.eq(ws), self.o.payload.sack_permitted.eq(sack)]
-        with m.Elif(started & ~done):
+            for name, signal in found.items():
+                m.d.sync += getattr(self.o.payload, name).eq(Mux(bad, 0, signal))
+        with m.Elif(started & ~ended & (left != 0)):
             with m.If(kind == TcpOption.EOL):
                 m.d.sync += ended.eq(1)
             with m.Elif(kind == TcpOption.NOP):
@@ -84,17 +86,26 @@ class TcpOptionWalker(wiring.Component):
             with m.Elif((left == 1) | (length < 2) | (length > left)):
                 m.d.sync += [ended.eq(1), bad.eq(1)]
             with m.Else():
-                m.d.sync += [at.eq(at + length), left.eq(left - length)]
-                with m.If((kind == TcpOption.MSS) & (length == OPTION_LEN[TcpOption.MSS])):
-                    m.d.sync += mss.eq(Cat(v1, v0))
-                with m.If((kind == TcpOption.WINDOW_SCALE)
-                          & (length == OPTION_LEN[TcpOption.WINDOW_SCALE])):
-                    m.d.sync += [ws_present.eq(1),
-                                 ws.eq(Mux(v0 > MAX_WINDOW_SCALE, MAX_WINDOW_SCALE, v0))]
-                with m.If((kind == TcpOption.SACK_PERMITTED)
-                          & (length == OPTION_LEN[TcpOption.SACK_PERMITTED])):
-                    m.d.sync += sack.eq(1)
+                m.d.sync += [at.eq(at + length), left.eq(left - length), stepped.eq(1),
+                             kind_was.eq(kind), length_was.eq(length), value_was.eq(value)]
+        with m.If(stepped):
+            self._take(m, kind_was, length_was, value_was, found)
         return m
+
+    @staticmethod
+    def _take(m, kind, length, value, found):
+        """The value of an option that was stepped over, if it is one the engine uses and
+        has its length."""
+        def known(option):
+            return (kind == option) & (length == OPTION_LEN[option])
+        with m.If(known(TcpOption.MSS)):
+            m.d.sync += found["mss"].eq(value)
+        with m.If(known(TcpOption.WINDOW_SCALE)):
+            shift = value[8:]
+            m.d.sync += [found["ws_present"].eq(1),
+                         found["ws"].eq(Mux(shift > MAX_WINDOW_SCALE, MAX_WINDOW_SCALE, shift))]
+        with m.If(known(TcpOption.SACK_PERMITTED)):
+            m.d.sync += found["sack_permitted"].eq(1)
 
     def _report(self, hdr):
         """The statement copying the fixed fields of ``hdr`` into ``o``."""
