@@ -9,7 +9,7 @@ from rnic.host.spec.tcp import MAX_OPTIONS_LEN, MAX_WINDOW_SCALE
 
 from ..net.layouts import FrameBeat
 
-__all__ = ["TcpFlags", "TcpHeaderInfo", "TcpSegInfo", "ShiftBeat"]
+__all__ = ["TcpFlags", "TcpHeaderInfo", "TcpSegInfo", "TcpTxDesc", "ShiftBeat"]
 
 
 class TcpFlags(data.StructLayout):
@@ -72,6 +72,29 @@ class TcpSegInfo(data.StructLayout):
             "ws": unsigned(bits_for(MAX_WINDOW_SCALE)),
             "sack_permitted": unsigned(1),
             "bad_options": unsigned(1),
+        })
+
+
+class TcpTxDesc(data.StructLayout):
+    """A segment to send (:class:`~rnic.hdl.tcp.tx_frame.TcpTxFrame`): ``dst_ip``, the
+    ports, sequence and acknowledgment numbers, flags and window of its header; ``length``
+    payload octets whose 16-bit one's complement sum is ``payload_sum``; ``syn_options``
+    adds the options of a SYN (MSS ``mss``, window scale ``ws``)."""
+
+    def __init__(self):
+        super().__init__({
+            "dst_ip": unsigned(32),
+            "src_port": unsigned(16),
+            "dst_port": unsigned(16),
+            "seq": unsigned(32),
+            "ack": unsigned(32),
+            "flags": TcpFlags(),
+            "window": unsigned(16),
+            "length": unsigned(16),
+            "payload_sum": unsigned(16),
+            "syn_options": unsigned(1),
+            "mss": unsigned(16),
+            "ws": unsigned(bits_for(MAX_WINDOW_SCALE)),
         })
 
 
