@@ -7,6 +7,7 @@ from amaranth.utils import bits_for
 
 from rnic.host.spec.limits import check_width
 
+from ..beat import OctetBeat
 from ..net.layouts import FrameBeat
 from .layouts import ShiftBeat
 
@@ -25,14 +26,16 @@ class LaneShift(wiring.Component):
     ----------
     width : int
         Octets per beat, one of :data:`rnic.host.spec.limits.WIDTHS`.
+    connections : int or None
+        With a number, the beats carry a connection id (``conn``, one per packet) through.
 
     Ports
     -----
-    i : In(stream.Signature(ShiftBeat(width)))
+    i : In(stream.Signature(ShiftBeat(width, connections)))
         Packets; ``skip`` on the ``first`` beat (``n > skip`` there), every beat but the
         last full.
     o : Out(stream.Signature(FrameBeat(width)))
-        Registered.
+        Registered; :class:`~rnic.hdl.beat.OctetBeat` with ``connections``.
 
     Latency: an output beat is valid 1 cycle after the input beat that completes it (with
     ``skip`` 0, 1 cycle after its input beat). Throughput: one beat per cycle; with
@@ -41,11 +44,14 @@ class LaneShift(wiring.Component):
     packets never merge; a packet's last beat leaves before the next packet's first.
     """
 
-    def __init__(self, *, width):
+    def __init__(self, *, width, connections=None):
         self._width = check_width(width)
+        self._tagged = connections is not None
+        out = FrameBeat(width=width) if connections is None else \
+            OctetBeat(width=width, connections=connections)
         super().__init__({
-            "i": In(stream.Signature(ShiftBeat(width=width))),
-            "o": Out(stream.Signature(FrameBeat(width=width))),
+            "i": In(stream.Signature(ShiftBeat(width=width, connections=connections))),
+            "o": Out(stream.Signature(out)),
         })
 
     def elaborate(self, platform):
@@ -77,6 +83,9 @@ class LaneShift(wiring.Component):
                              o.first.eq(0), o.last.eq(1), spill.eq(0)]
             with m.Elif(self.i.valid):
                 m.d.sync += [prev.eq(i.data), prev_n.eq(i.n)]
+                if self._tagged:
+                    # a packet's beats share one conn: the spill beat keeps it
+                    m.d.sync += o.conn.eq(i.conn)
                 with m.If(i.first):
                     m.d.sync += skip.eq(i.skip)
                 self._step(m, i, o, shift, shifted, out_first, spill)

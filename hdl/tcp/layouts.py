@@ -7,6 +7,7 @@ from amaranth.utils import bits_for
 from rnic.host.spec.limits import check_width
 from rnic.host.spec.tcp import MAX_OPTIONS_LEN, MAX_WINDOW_SCALE
 
+from ..beat import OctetBeat
 from ..net.layouts import FrameBeat
 
 __all__ = ["TcpFlags", "TcpHeaderInfo", "TcpSegInfo", "TcpTxDesc", "ShiftBeat"]
@@ -101,15 +102,21 @@ class TcpTxDesc(data.StructLayout):
 class ShiftBeat(data.StructLayout):
     """A beat of :class:`~rnic.hdl.net.layouts.FrameBeat` with ``skip``: on the ``first``
     beat of a packet, the lanes below ``skip`` are not part of it (``n`` still counts from
-    lane 0, so ``n > skip``); ignored on other beats.
+    lane 0, so ``n > skip``); ignored on other beats. With ``connections``, also the
+    ``conn`` of :class:`~rnic.hdl.beat.OctetBeat`.
 
     Parameters
     ----------
     width : int
         Octets per beat.
+    connections : int or None
+        Connection ids the ``conn`` field holds; ``None``: no ``conn`` field.
     """
 
-    def __init__(self, *, width):
+    def __init__(self, *, width, connections=None):
         self.width = check_width(width)
-        frame = {name: field.shape for name, field in FrameBeat(width=width)}
-        super().__init__({**frame, "skip": unsigned(bits_for(width - 1))})
+        self.connections = connections
+        beat = FrameBeat(width=width) if connections is None else \
+            OctetBeat(width=width, connections=connections)
+        fields = {name: field.shape for name, field in beat}
+        super().__init__({**fields, "skip": unsigned(bits_for(width - 1))})
