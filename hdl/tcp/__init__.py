@@ -1,8 +1,8 @@
 """The TCP engine between the network layer and the RNIC core's per-connection byte
 streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
-:class:`TcpConnTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's frame
-builder :class:`TcpTxFrame`."""
+:class:`TcpConnTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
+writer :class:`TcpRingWrite` and frame builder :class:`TcpTxFrame`."""
 
 from .conn_table import TcpConnTable
 from .lane_shift import LaneShift
@@ -10,9 +10,11 @@ from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .option_walker import TcpOptionWalker
 from .rx_deliver import RxAction, TcpRxDeliver
 from .rx_header import TcpRxHeader
+from .ring_write import RingPosition, TcpRingWrite
 from .rx_parse import TcpRxParse
 from .tx_frame import TcpTxFrame
 
 __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpOptionWalker", "TcpRxHeader", "TcpRxParse", "TcpConnTable",
-           "TcpTxFrame", "TcpTxDesc", "TcpRxDeliver", "RxAction"]
+           "TcpTxFrame", "TcpTxDesc", "TcpRxDeliver", "RxAction",
+           "TcpRingWrite", "RingPosition"]
