@@ -2,7 +2,8 @@
 streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
 :class:`TcpConnTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
-writer :class:`TcpRingWrite` and frame builder :class:`TcpTxFrame`."""
+writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
+:class:`TcpTxFrame`."""
 
 from .conn_table import TcpConnTable
 from .lane_shift import LaneShift
@@ -10,6 +11,7 @@ from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .option_walker import TcpOptionWalker
 from .rx_deliver import RxAction, TcpRxDeliver
 from .rx_header import TcpRxHeader
+from .ring_read import TcpRingRead, TxRequest
 from .ring_write import RingPosition, TcpRingWrite
 from .rx_parse import TcpRxParse
 from .tx_frame import TcpTxFrame
@@ -17,4 +19,4 @@ from .tx_frame import TcpTxFrame
 __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpOptionWalker", "TcpRxHeader", "TcpRxParse", "TcpConnTable",
            "TcpTxFrame", "TcpTxDesc", "TcpRxDeliver", "RxAction",
-           "TcpRingWrite", "RingPosition"]
+           "TcpRingWrite", "RingPosition", "TcpRingRead", "TxRequest"]

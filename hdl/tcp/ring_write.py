@@ -2,7 +2,7 @@
 connection's send ring in memory, where it stays until the peer acknowledges it."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
@@ -10,6 +10,7 @@ from rnic.host.spec.limits import check_width
 
 from ..axi import AXI4WriteSignature
 from ..beat import OctetBeat, conn_bits
+from ..synth_hints import SyncFIFOBuffered
 
 __all__ = ["TcpRingWrite", "RingPosition"]
 
@@ -91,7 +92,7 @@ class TcpRingWrite(wiring.Component):
         rd = next_seq.read_port()
         wr = next_seq.write_port()
         report = RingPosition(connections=self._connections)
-        m.submodules.reports = reports = fifo.SyncFIFOBuffered(
+        m.submodules.reports = reports = SyncFIFOBuffered(
             width=report.size + _COUNT_BITS, depth=_REPORTS)
 
         axi = self.m_axi
