@@ -179,6 +179,7 @@ class _Tcb:
     delack_at: int | None = None
     cwnd: int = 0
     ssthresh: int = MAX_WINDOW
+    ca_acked: int = 0
     dupacks: int = 0
     in_recovery: bool = False
     recover: int = 0
@@ -812,8 +813,9 @@ class TcpEngine:
         to ``recover``) ends it with cwnd = ssthresh; a partial ACK sends the next
         unacknowledged segment again and deflates cwnd by the octets acknowledged, adding
         back one MSS when at least one MSS was acknowledged. Otherwise: slow start (cwnd <
-        ssthresh) adds min(acked, MSS); congestion avoidance adds max(1, MSS * MSS //
-        cwnd) per ACK."""
+        ssthresh) adds min(acked, MSS); congestion avoidance counts the octets acknowledged
+        and adds one MSS for each cwnd of them (RFC 5681 section 3.1's recommended byte
+        counting, RFC 3465: no division)."""
         mss = tcb.send_mss
         if tcb.in_recovery:
             if seq_geq(ack, tcb.recover):
@@ -826,7 +828,10 @@ class TcpEngine:
         if tcb.cwnd < tcb.ssthresh:
             tcb.cwnd += min(acked, mss)
         else:
-            tcb.cwnd += max(1, mss * mss // tcb.cwnd)
+            tcb.ca_acked += acked
+            if tcb.ca_acked >= tcb.cwnd:
+                tcb.ca_acked -= tcb.cwnd
+                tcb.cwnd += mss
         tcb.cwnd = min(tcb.cwnd, MAX_WINDOW)
 
     def _duplicate_ack(self, tcb, now, out):
@@ -845,7 +850,7 @@ class TcpEngine:
         elif tcb.dupacks == DUPACK_THRESHOLD and (seq_geq(tcb.snd_una, tcb.recover)
                                                   or tcb.cwnd > mss):
             flight = seq_diff(tcb.snd_max, tcb.snd_una)
-            tcb.ssthresh = max(flight // 2, 2 * mss)
+            tcb.ssthresh, tcb.ca_acked = max(flight // 2, 2 * mss), 0
             tcb.recover, tcb.in_recovery = tcb.snd_max, True
             self.stats[TcpStat.FAST_RETRANSMITS] += 1
             self._send_first(tcb, now, out)
@@ -1034,7 +1039,7 @@ class TcpEngine:
                                  None, self.rcv_scale))
             return True
         mss = tcb.send_mss
-        tcb.ssthresh = max(seq_diff(tcb.snd_max, tcb.snd_una) // 2, 2 * mss)
+        tcb.ssthresh, tcb.ca_acked = max(seq_diff(tcb.snd_max, tcb.snd_una) // 2, 2 * mss), 0
         tcb.cwnd, tcb.dupacks = mss, 0
         tcb.in_recovery, tcb.recover = False, tcb.snd_max
         tcb.snd_nxt = tcb.snd_una

@@ -263,6 +263,23 @@ def test_every_second_full_segment_is_acked_at_once_else_delayed():
     assert parsed(ack).ack == seq + 2930 and engine.next_deadline() is None
 
 
+def test_congestion_avoidance_adds_one_mss_per_window_acknowledged():
+    """Byte counting (RFC 5681 section 3.1): above ssthresh, cwnd grows by one MSS once a
+    whole cwnd of octets is acknowledged, whatever the ACKs' sizes."""
+    engine = TcpEngine(ip=NIC)
+    conn, seq, nic_seq = accept(engine)
+    tcb = engine._table[conn]
+    tcb.cwnd = tcb.ssthresh = 4 * 1460
+    engine.write(conn, bytes(20 * 1460))
+    assert len(engine.poll(1)) == 4
+    acked = nic_seq
+    for k, size in enumerate((1460, 730, 730, 1460, 1460)):
+        acked = (acked + size) % SEQ_MOD
+        engine.receive(PEER, peer_segment("A", seq, acked), 2 + k)
+        want = 5 * 1460 if sum((1460, 730, 730, 1460, 1460)[:k + 1]) >= 4 * 1460 else 4 * 1460
+        assert tcb.cwnd == want, k
+
+
 # -- zero window, retries ---------------------------------------------------------------------
 
 def test_zero_window_probes_then_data_resumes():
