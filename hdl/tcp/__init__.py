@@ -1,7 +1,7 @@
 """The TCP engine between the network layer and the RNIC core's per-connection byte
 streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
-:class:`TcpConnTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
+:class:`TcpConnTable`; the timer table :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
 
@@ -14,9 +14,11 @@ from .rx_header import TcpRxHeader
 from .ring_read import TcpRingRead, TxRequest
 from .ring_write import RingPosition, TcpRingWrite
 from .rx_parse import TcpRxParse
+from .timer_table import TcpTimerTable, TimerArm
 from .tx_frame import TcpTxFrame
 
 __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpOptionWalker", "TcpRxHeader", "TcpRxParse", "TcpConnTable",
            "TcpTxFrame", "TcpTxDesc", "TcpRxDeliver", "RxAction",
-           "TcpRingWrite", "RingPosition", "TcpRingRead", "TxRequest"]
+           "TcpRingWrite", "RingPosition", "TcpRingRead", "TxRequest",
+           "TcpTimerTable", "TimerArm"]

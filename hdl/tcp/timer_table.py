@@ -1,0 +1,91 @@
+"""The engine's timers: one deadline per connection, scanned against the time base."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..beat import conn_bits
+
+__all__ = ["TcpTimerTable", "TimerArm"]
+
+
+class TimerArm(data.StructLayout):
+    """Connection ``conn``'s next deadline (a time-base value) when ``armed``, else none."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": conn_bits(connections), "armed": 1, "deadline": 32})
+
+
+class TcpTimerTable(wiring.Component):
+    """Tells which connections' deadlines have passed.
+
+    The engine keeps, per connection, the earliest of its timers (retransmission, delayed
+    ACK, persist, TIME-WAIT) here through ``arm``; the table visits one connection a cycle,
+    round robin, and reports on ``fired`` each armed connection whose deadline is not after
+    ``now`` (compared as sequence numbers: the time base wraps). A reported connection is
+    not reported again until it is armed again: the engine, which looks at the
+    connection's own timers when it handles the report, always writes its next deadline
+    (or disarms it) then. A report may come for a deadline that was changed since the
+    table read it; the engine finds no timer due then and arms the connection again.
+
+    Parameters
+    ----------
+    connections : int
+        Connection ids.
+
+    Ports
+    -----
+    now : In(32)
+        The time base (ticks).
+    arm : In(stream.Signature(TimerArm(connections=)))
+        Always ready.
+    fired : Out(stream.Signature(conn_bits(connections)))
+        A connection whose deadline passed; the scan waits while one is not taken.
+
+    Latency: a connection is reported at most ``connections + 3`` cycles after its deadline
+    passed (while ``fired`` is taken at once). Throughput: one connection visited a cycle.
+    """
+
+    def __init__(self, *, connections):
+        self._connections = connections
+        super().__init__({
+            "now": In(32),
+            "arm": In(stream.Signature(TimerArm(connections=connections))),
+            "fired": Out(stream.Signature(conn_bits(connections))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        N = self._connections
+        entry = data.StructLayout({"armed": 1, "deadline": 32})
+        m.submodules.table = table = memory.Memory(shape=entry, depth=N, init=[])
+        rd = table.read_port()
+        wr = table.write_port()
+        pending = Signal(N)                 # reported and not armed since
+
+        visit = Signal(range(N))            # the connection being read
+        looked = Signal(range(N))           # the connection whose entry is on rd.data
+        m.d.comb += [self.arm.ready.eq(1), wr.addr.eq(self.arm.payload.conn),
+                     wr.data.armed.eq(self.arm.payload.armed),
+                     wr.data.deadline.eq(self.arm.payload.deadline),
+                     wr.en.eq(self.arm.valid)]
+
+        due = Signal()
+        late = Signal(32)
+        m.d.comb += [late.eq(self.now - rd.data.deadline),
+                     due.eq(rd.data.armed & ~late[-1] & ~pending.bit_select(looked, 1))]
+        hold = self.fired.valid & ~self.fired.ready
+        with m.If(self.fired.ready):
+            m.d.sync += self.fired.valid.eq(0)
+        m.d.comb += [rd.addr.eq(visit), rd.en.eq(~hold)]
+        with m.If(~hold):
+            m.d.sync += [looked.eq(visit), visit.eq(Mux(visit == N - 1, 0, visit + 1))]
+            with m.If(due):
+                m.d.sync += [self.fired.valid.eq(1), self.fired.payload.eq(looked),
+                             pending.bit_select(looked, 1).eq(1)]
+        with m.If(self.arm.valid):
+            # (an arm after the report, or in its cycle, makes the connection reportable)
+            m.d.sync += pending.bit_select(self.arm.payload.conn, 1).eq(0)
+            with m.If(~hold & due & (self.arm.payload.conn == looked)):
+                m.d.sync += pending.bit_select(looked, 1).eq(1)
+        return m
