@@ -1,11 +1,13 @@
 """The TCP engine between the network layer and the RNIC core's per-connection byte
 streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
-:class:`TcpConnTable`; the timer table :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
+:class:`TcpConnTable`; the SYN cookies :class:`TcpCookie`; the timer table
+:class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
 
 from .conn_table import TcpConnTable
+from .cookie import TcpCookie
 from .lane_shift import LaneShift
 from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .option_walker import TcpOptionWalker
@@ -21,4 +23,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpOptionWalker", "TcpRxHeader", "TcpRxParse", "TcpConnTable",
            "TcpTxFrame", "TcpTxDesc", "TcpRxDeliver", "RxAction",
            "TcpRingWrite", "RingPosition", "TcpRingRead", "TxRequest",
-           "TcpTimerTable", "TimerArm"]
+           "TcpTimerTable", "TimerArm", "TcpCookie"]

@@ -87,8 +87,9 @@ def _cookie_at(secret, remote_ip, remote_port, local_port, t, mss_index, wscale_
     """The cookie for time counter ``t`` (the layout of :mod:`rnic.host.spec.tcp_engine`)."""
     low = (wscale_code << COOKIE_TIME_BITS | t % (1 << COOKIE_TIME_BITS)) << COOKIE_MSS_BITS
     low |= mss_index
+    # (five 32-bit words: the gateware's CRC32c works a word at a time)
     digest = crc32c.crc32c(_u32(secret) + _u32(int(remote_ip)) + remote_port.to_bytes(2, "big")
-                           + local_port.to_bytes(2, "big") + _u32(t) + low.to_bytes(2, "big"))
+                           + local_port.to_bytes(2, "big") + _u32(t) + _u32(low))
     return (digest % (1 << COOKIE_HASH_BITS)) << (32 - COOKIE_HASH_BITS) | low
 
 

@@ -130,8 +130,9 @@ MAX_RETRIES = 255
 #: bits 2..0 an index into COOKIE_MSS_TABLE (the largest entry <= the peer's MSS);
 #: bits 7..3 the time counter t = now >> COOKIE_TIME_SHIFT, modulo 32;
 #: bits 11..8 the peer's window shift (0..14), COOKIE_NO_WSCALE when its SYN had none;
-#: bits 31..12 a 20-bit hash (low bits of crc32c over the secret, the peer's address and
-#: port, the local port, t and bits 11..0), checked for t and the COOKIE_AGES - 1 before it.
+#: bits 31..12 a 20-bit hash (low bits of crc32c over five 32-bit words, big-endian: the
+#: secret, the peer's address, the peer's and the local port, t, bits 11..0), checked for t
+#: and the COOKIE_AGES - 1 before it.
 COOKIE_MSS_TABLE = (536, 1024, 1200, 1360, 1400, 1440, 1460, 8960)
 COOKIE_MSS_BITS = 3
 COOKIE_TIME_SHIFT = 6
