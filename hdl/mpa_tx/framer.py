@@ -40,6 +40,11 @@ class MpaTxFramer(wiring.Component):
     connections : int
         Number of connections (>= 1); the context is one memory row per
         connection, so 1024 connections cost a 1024 x 9 bit memory, not logic.
+    fpdu_runs : bool
+        Every run on ``o`` is one FPDU (default: FPDUs of one connection that
+        follow each other share a run), for a TCP engine that cuts its
+        segments at run ends. At W = 4 it costs nothing (an FPDU fills whole
+        beats); at larger W, the lanes after an FPDU's end in its last beat.
 
     Ports
     -----
@@ -77,7 +82,7 @@ class MpaTxFramer(wiring.Component):
     and, inside an FPDU, for the FPDU's own octets. A marker at an FPDU
     boundary is sent with the following FPDU, so a run never ends with a
     marker. A new run (and so a new connection) always starts at lane 0 of a
-    beat.
+    beat. With ``fpdu_runs`` every FPDU ends its run.
 
     Latency and throughput
     ----------------------
@@ -150,11 +155,12 @@ class MpaTxFramer(wiring.Component):
     block RAM for 1024.
     """
 
-    def __init__(self, *, width, connections=16):
+    def __init__(self, *, width, connections=16, fpdu_runs=False):
         check_width(width)
         conn_bits(connections)   # validates
         self.width = width
         self.connections = connections
+        self.fpdu_runs = fpdu_runs
         super().__init__({
             "cfg": In(stream.Signature(MpaConfig(connections=connections))),
             "i":   In(stream.Signature(MpaTxBeat(width=width, connections=connections))),
@@ -167,7 +173,7 @@ class MpaTxFramer(wiring.Component):
         m.submodules.input = inp = MpaTxInput(**params, buffer_words=buffer_words(self.width))
         m.submodules.context = context = MpaTxContext(**params)
         m.submodules.word_buffer = word_buffer = MpaTxWordBuffer(**params)
-        m.submodules.lanes = lanes = MpaTxLanes(**params)
+        m.submodules.lanes = lanes = MpaTxLanes(**params, fpdu_runs=self.fpdu_runs)
         m.submodules.crc = crc = MpaTxCrcInsert(**params)
         wiring.connect(m, wiring.flipped(self.i), inp.i)
         wiring.connect(m, wiring.flipped(self.cfg), context.cfg)

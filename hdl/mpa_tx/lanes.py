@@ -32,9 +32,9 @@ class MpaTxLanes(wiring.Component):
     Packet boundaries: when an FPDU ends inside a beat, the next FPDU of the same
     connection continues the run in the same beat if its first word is in the window;
     if it is of the same connection but still in the input stages (``next_same``), the
-    beat waits for it; else the run ends with this beat (``last``). A marker at an FPDU
-    boundary goes with the following FPDU, so a run never ends with a marker. A new run
-    starts at lane 0.
+    beat waits for it; else the run ends with this beat (``last``). With ``fpdu_runs``
+    every FPDU ends its run. A marker at an FPDU boundary goes with the following FPDU,
+    so a run never ends with a marker. A new run starts at lane 0.
 
     Parameters
     ----------
@@ -42,6 +42,8 @@ class MpaTxLanes(wiring.Component):
         Datapath width W in octets: 4, 8, 16 or 32.
     connections : int
         Connections (width of ``conn``).
+    fpdu_runs : bool
+        One FPDU per run (for a TCP engine that cuts segments at run ends).
 
     Ports
     -----
@@ -61,9 +63,12 @@ class MpaTxLanes(wiring.Component):
     enables).
     """
 
-    def __init__(self, *, width, connections):
+    def __init__(self, *, width, connections, fpdu_runs=False):
         self.width = check_width(width)
         self.connections = connections
+        if not isinstance(fpdu_runs, bool):
+            raise TypeError(f"fpdu_runs must be a bool, not {fpdu_runs!r}")
+        self.fpdu_runs = fpdu_runs
         L = width // 4
         super().__init__({
             "window": In(data.ArrayLayout(WordEntry(width=width, connections=connections),
@@ -169,7 +174,9 @@ class MpaTxLanes(wiring.Component):
         stall = Signal(name=f"stall{s}")
         m.d.comb += [ended.eq(st["ended"]), stall.eq(st["stall"])]
         with m.If(~st["ended"] & ~st["stall"] & ~st["in_fpdu"]):
-            if s == 0:
+            if s > 0 and self.fpdu_runs:
+                m.d.comb += ended.eq(1)           # the FPDU before ends the run
+            elif s == 0:
                 with m.If(in_buf):
                     m.d.comb += start.eq(1)
                 with m.Else():

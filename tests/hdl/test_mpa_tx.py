@@ -205,9 +205,9 @@ from rnic.hdl.mpa_tx import MpaTxBeat, MpaTxFramer
 
 
 def run_pysim(width, connections, configs, seq, *, seed, idle_prob=0.0, bp_prob=0.0,
-              max_cycles=1_000_000):
+              max_cycles=1_000_000, fpdu_runs=False):
     """Run the framer in Amaranth's simulator; return (output beats, stats)."""
-    dut = MpaTxFramer(width=width, connections=connections)
+    dut = MpaTxFramer(width=width, connections=connections, fpdu_runs=fpdu_runs)
     in_layout = MpaTxBeat(width=width, connections=connections)
     cfg_layout = MpaConfig(connections=connections)
     exp, _, _ = model(configs, seq)
@@ -324,6 +324,23 @@ def test_framer_small_ulpdus(width):
     cov = check_output(width, beats, configs, seq)
     assert cov["multi_fpdu_runs"] > 0
     assert cov["lanes"] == set(range(width // 4))
+
+
+@pytest.mark.parametrize("width", [4, 8, 16])
+def test_framer_fpdu_runs(width):
+    """With fpdu_runs, the traffic that makes multi-FPDU runs (tiny ULPDUs of two
+    connections back to back, markers on) leaves one FPDU per run, every octet as
+    without it; at W = 4 in exactly as many beats."""
+    rng = random.Random(91 + width)
+    configs, seq = make_traffic(rng, conns=[3, 9], count=120, max_len=40, small_prob=1.0,
+                                markers=True, crc=True, same_run_prob=0.8)
+    beats, _ = run_pysim(width, 16, configs, seq, seed=9, idle_prob=0.05, bp_prob=0.2,
+                         fpdu_runs=True)
+    cov = check_output(width, beats, configs, seq)
+    assert cov["multi_fpdu_runs"] == 0 and cov["runs"] == len(seq), cov
+    if width == 4:
+        merged, _ = run_pysim(width, 16, configs, seq, seed=9, fpdu_runs=False)
+        assert len(beats) == len(merged)
 
 
 def test_framer_one_connection_and_phases():
