@@ -1,7 +1,8 @@
 """The TCP engine between the network layer and the RNIC core's per-connection byte
 streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
-:class:`TcpConnTable`; the SYN cookies :class:`TcpCookie`; the timer table
+:class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
+:class:`TcpCookie`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
@@ -9,6 +10,7 @@ writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 from .conn_table import TcpConnTable
 from .cookie import TcpCookie
 from .lane_shift import LaneShift
+from .listeners import ListenerWrite, TcpListeners
 from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .option_walker import TcpOptionWalker
 from .rx_deliver import RxAction, TcpRxDeliver
@@ -23,4 +25,5 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpOptionWalker", "TcpRxHeader", "TcpRxParse", "TcpConnTable",
            "TcpTxFrame", "TcpTxDesc", "TcpRxDeliver", "RxAction",
            "TcpRingWrite", "RingPosition", "TcpRingRead", "TxRequest",
-           "TcpTimerTable", "TimerArm", "TcpCookie"]
+           "TcpTimerTable", "TimerArm", "TcpCookie",
+           "TcpListeners", "ListenerWrite"]
