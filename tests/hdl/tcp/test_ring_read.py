@@ -9,18 +9,14 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from rnic.hdl.tcp.layouts import TcpFlags
 from rnic.hdl.tcp.ring_read import BURST_WORDS, TcpRingRead
 from rnic.host.model import ipv4
 from rnic.host.spec.tcp import SEQ_MOD
+from tests.hdl.tcp.bench import flag_bits, receive_units
 
 CONNECTIONS = 4
 BASE = 0x40000
 FIELDS = ("dst_ip", "src_port", "dst_port", "seq", "ack", "window", "length")
-
-
-def flag_bits(flags):
-    return {name: (flags >> k) & 1 for k, (name, _) in enumerate(TcpFlags())}
 
 
 @pytest.mark.parametrize("width, ring_log2", [(4, 10), (8, 9), (16, 10), (32, 9)])
@@ -89,18 +85,10 @@ def test_segments_come_from_the_ring(width, ring_log2):
                 got_descs.append(desc)
 
     async def collect_payload(ctx):
-        data = b""
-        while len(got_payloads) < sum(1 for r in requests if r["desc"]["length"]):
-            ctx.set(dut.payload.ready, rng.random() < 0.7)
-            _, _, valid, ready, beat = await ctx.tick().sample(
-                dut.payload.valid, dut.payload.ready, dut.payload.payload)
-            if valid and ready:
-                assert bool(beat.first) == (data == b"")
-                assert beat.n == width or beat.last
-                data += int(beat.data).to_bytes(width, "little")[:beat.n]
-                if beat.last:
-                    got_payloads.append(data)
-                    data = b""
+        units = await receive_units(ctx, dut.payload, width,
+                                    sum(1 for r in requests if r["desc"]["length"]), rng,
+                                    backpressure=0.3)
+        got_payloads.extend(octets for octets, _ in units)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

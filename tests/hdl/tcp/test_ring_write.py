@@ -11,6 +11,7 @@ from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.ring_write import TcpRingWrite
 from rnic.host.spec.tcp import SEQ_MOD
+from tests.hdl.tcp.bench import beats, send
 
 CONNECTIONS = 4
 BASE = 0x10000
@@ -21,12 +22,6 @@ def runs(rng, count, ring):
     return [(rng.randrange(CONNECTIONS),
              rng.randbytes(rng.choice([1, 3, 4, 8, 9, rng.randint(10, 60), ring // 2])))
             for _ in range(count)]
-
-
-def beats(octets, width, conn):
-    return [{"data": int.from_bytes(octets[k:k + width], "little"),
-             "n": len(octets[k:k + width]), "first": k == 0, "last": k + width >= len(octets),
-             "conn": conn} for k in range(0, len(octets), width)]
 
 
 @pytest.mark.parametrize("width, ring_log2", [(4, 8), (8, 7), (16, 9), (32, 8)])
@@ -59,15 +54,8 @@ def test_runs_land_in_their_rings(width, ring_log2):
             ctx.set(dut.start.valid, 1)
             await ctx.tick().until(dut.start.ready)
         ctx.set(dut.start.valid, 0)
-        for conn, octets in items:
-            for beat in beats(octets, width, conn):
-                while rng.random() < 0.2:
-                    ctx.set(dut.i.valid, 0)
-                    await ctx.tick()
-                ctx.set(dut.i.payload, beat)
-                ctx.set(dut.i.valid, 1)
-                await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
+        await send(ctx, dut.i, [b for conn, octets in items for b in beats(octets, width, conn=conn)],
+                   rng, idle=0.2)
 
     async def memory_slave(ctx):
         addresses, datas, responses = [], [], []

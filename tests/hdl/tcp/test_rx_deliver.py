@@ -9,6 +9,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.rx_deliver import TcpRxDeliver
+from tests.hdl.tcp.bench import beats, receive_units, send
 
 CONNECTIONS = 16
 
@@ -24,12 +25,6 @@ def cases(rng, count):
     return out
 
 
-def beats(octets, width):
-    return [{"data": int.from_bytes(octets[k:k + width], "little"),
-             "n": len(octets[k:k + width]), "first": k == 0, "last": k + width >= len(octets)}
-            for k in range(0, len(octets), width)]
-
-
 @pytest.mark.parametrize("width", [4, 8, 16, 32])
 def test_delivers_what_each_action_keeps(width):
     rng = random.Random(width)
@@ -39,42 +34,19 @@ def test_delivers_what_each_action_keeps(width):
     got = []
 
     async def actions(ctx):
-        for conn, payload, skip, keep in items:
-            while rng.random() < 0.2:
-                ctx.set(dut.action.valid, 0)
-                await ctx.tick()
-            ctx.set(dut.action.payload, {"conn": conn, "length": len(payload), "skip": skip,
-                                         "keep": keep})
-            ctx.set(dut.action.valid, 1)
-            await ctx.tick().until(dut.action.ready)
-        ctx.set(dut.action.valid, 0)
+        await send(ctx, dut.action, [{"conn": conn, "length": len(payload), "skip": skip,
+                                      "keep": keep} for conn, payload, skip, keep in items],
+                   rng, idle=0.2)
 
     async def payloads(ctx):
-        for _, payload, _, _ in items:
-            for beat in beats(payload, width):
-                while rng.random() < 0.2:
-                    ctx.set(dut.payload.valid, 0)
-                    await ctx.tick()
-                ctx.set(dut.payload.payload, beat)
-                ctx.set(dut.payload.valid, 1)
-                await ctx.tick().until(dut.payload.ready)
-        ctx.set(dut.payload.valid, 0)
+        await send(ctx, dut.payload, [b for _, payload, _, _ in items
+                                      for b in beats(payload, width)], rng, idle=0.2)
 
     async def collect(ctx):
-        octets, conn = b"", None
-        while len(got) < len(want):
-            ctx.set(dut.o.ready, rng.random() >= 0.3)
-            _, _, valid, ready, beat = await ctx.tick().sample(dut.o.valid, dut.o.ready,
-                                                              dut.o.payload)
-            if valid and ready:
-                assert bool(beat.first) == (octets == b"")
-                assert beat.n == width or beat.last
-                assert conn is None or beat.conn == conn
-                conn = beat.conn
-                octets += int(beat.data).to_bytes(width, "little")[:beat.n]
-                if beat.last:
-                    got.append((conn, octets))
-                    octets, conn = b"", None
+        units = await receive_units(ctx, dut.o, width, len(want), rng, backpressure=0.3,
+                                    fields=("conn",))
+        got.extend((fields["conn"], octets) for octets, fields in units)
+        ctx.set(dut.o.ready, 1)
         await ctx.tick().repeat(10)
         assert not ctx.get(dut.o.valid), "nothing left over"
 

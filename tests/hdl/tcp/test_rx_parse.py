@@ -16,6 +16,7 @@ from rnic.hdl.tcp import LaneShift, TcpRxParse
 from rnic.host.model import tcp
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PEER_IP
 from rnic.host.spec.tcp import SEQ_MOD
+from tests.hdl.tcp.bench import beats, receive_units, send
 
 PEER_MAC = "02:00:0a:07:00:01"
 FIELDS = ("src_ip", "src_port", "dst_port", "seq", "ack", "window", "length", "mss",
@@ -73,12 +74,6 @@ def segments(rng, count):
     return out
 
 
-def beats(octets, width):
-    return [{"data": int.from_bytes(octets[k:k + width], "little"),
-             "n": len(octets[k:k + width]), "first": k == 0, "last": k + width >= len(octets)}
-            for k in range(0, len(octets), width)]
-
-
 def run(width, frames, *, seed, idle=0.3, backpressure=0.3):
     """Drive ``frames`` through the parser; returns the reports (dicts) and the payloads,
     and the cycles from each frame's first beat offered to its report valid."""
@@ -88,15 +83,8 @@ def run(width, frames, *, seed, idle=0.3, backpressure=0.3):
     offered = []
 
     async def drive(ctx):
-        for octets in frames:
-            for beat in beats(octets, width):
-                while rng.random() < idle:
-                    ctx.set(dut.i.valid, 0)
-                    await ctx.tick()
-                ctx.set(dut.i.payload, beat)
-                ctx.set(dut.i.valid, 1)
-                await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
+        await send(ctx, dut.i, [b for octets in frames for b in beats(octets, width)], rng,
+                   idle=idle)
 
     async def consume(ctx):
         for _ in frames:
@@ -217,31 +205,13 @@ def test_lane_shift(width):
     got = []
 
     async def drive(ctx):
-        for skip, octets in packets:
-            lanes = rng.randbytes(skip) + octets
-            for beat in beats(lanes, width):
-                beat["skip"] = skip
-                ctx.set(dut.i.payload, beat)
-                while rng.random() < 0.2:
-                    ctx.set(dut.i.valid, 0)
-                    await ctx.tick()
-                ctx.set(dut.i.valid, 1)
-                await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
+        await send(ctx, dut.i, [b for skip, octets in packets
+                                for b in beats(rng.randbytes(skip) + octets, width, skip=skip)],
+                   rng, idle=0.2)
 
     async def consume(ctx):
-        octets = b""
-        while len(got) < len(packets):
-            ctx.set(dut.o.ready, rng.random() >= 0.3)
-            _, _, valid, ready, beat = await ctx.tick().sample(dut.o.valid, dut.o.ready,
-                                                              dut.o.payload)
-            if valid and ready:
-                assert bool(beat.first) == (octets == b"")
-                assert beat.n == width or beat.last
-                octets += int(beat.data).to_bytes(width, "little")[:beat.n]
-                if beat.last:
-                    got.append(octets)
-                    octets = b""
+        units = await receive_units(ctx, dut.o, width, len(packets), rng, backpressure=0.3)
+        got.extend(octets for octets, _ in units)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

@@ -10,11 +10,11 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from rnic.hdl.tcp.layouts import TcpFlags
 from rnic.hdl.tcp.tx_frame import TcpTxFrame
 from rnic.host.model import ipv4, tcp
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_PEER_IP
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
+from tests.hdl.tcp.bench import beats, flag_bits, send
 
 NIC = int(ipaddress.IPv4Address(DEFAULT_NIC_IP))
 
@@ -51,17 +51,6 @@ def descriptors(rng, count):
     return out
 
 
-def flag_bits(flags):
-    """The TcpFlags layout's fields of a flags octet (``fin`` in bit 0)."""
-    return {name: (flags >> k) & 1 for k, (name, _) in enumerate(TcpFlags())}
-
-
-def beats(octets, width):
-    return [{"data": int.from_bytes(octets[k:k + width], "little"),
-             "n": len(octets[k:k + width]), "first": k == 0, "last": k + width >= len(octets)}
-            for k in range(0, len(octets), width)]
-
-
 def run(width, items, *, seed, idle=0.3, backpressure=0.3):
     rng = random.Random(seed)
     dut = TcpTxFrame(width=width)
@@ -77,15 +66,8 @@ def run(width, items, *, seed, idle=0.3, backpressure=0.3):
         ctx.set(dut.desc.valid, 0)
 
     async def feed_payload(ctx):
-        for _, payload, _ in items:
-            for beat in beats(payload, width):
-                while rng.random() < idle:
-                    ctx.set(dut.payload.valid, 0)
-                    await ctx.tick()
-                ctx.set(dut.payload.payload, beat)
-                ctx.set(dut.payload.valid, 1)
-                await ctx.tick().until(dut.payload.ready)
-        ctx.set(dut.payload.valid, 0)
+        await send(ctx, dut.payload, [b for _, payload, _ in items for b in beats(payload, width)],
+                   rng, idle=idle)
 
     async def collect(ctx):
         frame, cycle = b"", 0

@@ -13,10 +13,10 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from rnic.hdl.tcp import TcpRingRead, TcpRingWrite, TcpTxFrame
-from rnic.hdl.tcp.layouts import TcpFlags
 from rnic.host.model import tcp
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_PEER_IP
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
+from tests.hdl.tcp.bench import flag_bits
 
 WIDTH, CONNECTIONS, RING_LOG2, BASE, MSS = 4, 2, 11, 0x8000, 1000
 NIC = int(ipaddress.IPv4Address(DEFAULT_NIC_IP))
@@ -39,10 +39,6 @@ class SendPath(Elaboratable):
             m.d.comb += [block.ring_base.eq(BASE), block.ring_log2.eq(RING_LOG2)]
         m.d.comb += self.frame.ip.eq(NIC)
         return m
-
-
-def flag_bits(flags):
-    return {name: (flags >> k) & 1 for k, (name, _) in enumerate(TcpFlags())}
 
 
 def test_segments_carry_what_the_core_sent():

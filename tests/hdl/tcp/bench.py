@@ -1,0 +1,57 @@
+"""Stimulus and collection for the TCP blocks' testbenches in Amaranth's simulator: beats of
+a byte string, idle cycles on an input, back-pressure on an output, units checked for the
+beat rules (``first`` on the first beat only, every beat but the last full)."""
+
+from rnic.hdl.tcp.layouts import TcpFlags
+
+__all__ = ["beats", "flag_bits", "send", "receive_units"]
+
+
+def beats(octets, width, **fields):
+    """The beats of ``octets``, lanes in order, ``first`` and ``last`` set, each with
+    ``fields`` besides."""
+    return [{"data": int.from_bytes(octets[k:k + width], "little"),
+             "n": len(octets[k:k + width]), "first": k == 0, "last": k + width >= len(octets),
+             **fields} for k in range(0, len(octets), width)]
+
+
+def flag_bits(flags):
+    """The fields of :class:`~rnic.hdl.tcp.layouts.TcpFlags` for a flags octet."""
+    return {name: (flags >> k) & 1 for k, (name, _) in enumerate(TcpFlags())}
+
+
+async def send(ctx, port, items, rng, *, idle=0.0):
+    """Offer ``items`` (payload values) on stream ``port`` in order, with an idle cycle
+    before each at probability ``idle``; leaves ``valid`` low."""
+    for item in items:
+        while rng.random() < idle:
+            ctx.set(port.valid, 0)
+            await ctx.tick()
+        ctx.set(port.payload, item)
+        ctx.set(port.valid, 1)
+        await ctx.tick().until(port.ready)
+    ctx.set(port.valid, 0)
+
+
+async def receive_units(ctx, port, width, count, rng, *, backpressure=0.0, fields=()):
+    """Take ``count`` units (``first`` .. ``last``) from stream ``port``, not ready at
+    probability ``backpressure``; returns ``(octets, {field: value of the first beat})``
+    per unit, after checking that ``first`` marks the first beat, every beat but the last
+    is full, and ``fields`` keep their value within a unit."""
+    units, octets, seen = [], b"", None
+    while len(units) < count:
+        ctx.set(port.ready, rng.random() >= backpressure)
+        _, _, valid, ready, beat = await ctx.tick().sample(port.valid, port.ready, port.payload)
+        if not (valid and ready):
+            continue
+        assert bool(beat.first) == (octets == b""), "first marks a unit's first beat"
+        assert beat.n == width or beat.last, "every beat but the last is full"
+        values = {name: int(getattr(beat, name)) for name in fields}
+        assert seen is None or values == seen, f"{values} changed within a unit from {seen}"
+        seen = values
+        octets += int(beat.data).to_bytes(width, "little")[:beat.n]
+        if beat.last:
+            units.append((octets, seen))
+            octets, seen = b"", None
+    ctx.set(port.ready, 0)
+    return units
