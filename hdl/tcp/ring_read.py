@@ -1,7 +1,7 @@
 """The transmit side's ring reader: a segment's payload read from its connection's send ring,
 added up for the checksum, and held until the frame builder sends it."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -15,6 +15,7 @@ from ..net.layouts import FrameBeat
 from ..synth_hints import SyncFIFOBuffered
 from .lane_shift import LaneShift
 from .layouts import TcpTxDesc
+from .ring_write import ring_start, ring_words_mask
 
 __all__ = ["TcpRingRead", "TxRequest", "BURST_WORDS"]
 
@@ -143,10 +144,8 @@ class TcpRingRead(wiring.Component):
         W = self._width
         shift = ceil_log2(W)
         axi = self.m_axi
-        size = Signal(33)
-        m.d.comb += size.eq(Const(1, 33) << self.ring_log2)
-        words_mask = (size >> shift) - 1
-        ring = self.ring_base + (req.conn << self.ring_log2)
+        words_mask = ring_words_mask(m, self.ring_log2, W)
+        ring = ring_start(self.ring_base, self.ring_log2, req.conn)
         word = Signal(32)                   # ring word index of the next burst's first word
         left = Signal(17)                   # words not yet requested
         started = Signal()

@@ -12,10 +12,23 @@ from ..axi import AXI4WriteSignature
 from ..beat import OctetBeat, conn_bits
 from ..synth_hints import SyncFIFOBuffered
 
-__all__ = ["TcpRingWrite", "RingPosition"]
+__all__ = ["TcpRingWrite", "RingPosition", "ring_words_mask", "ring_start"]
 
 _REPORTS = 8        # runs whose writes may be on their way at once
 _COUNT_BITS = 16    # counters of issued and acknowledged writes (wrap)
+
+
+def ring_words_mask(m, ring_log2, width):
+    """The mask of a word index within a ring of ``2**ring_log2`` octets of ``width``-octet
+    words (combinational, in ``m``)."""
+    size = Signal(33, name="ring_size")
+    m.d.comb += size.eq(Const(1, 33) << ring_log2)
+    return (size >> ceil_log2(width)) - 1
+
+
+def ring_start(ring_base, ring_log2, conn):
+    """The address of connection ``conn``'s ring."""
+    return ring_base + (conn << ring_log2)
 
 
 class RingPosition(data.StructLayout):
@@ -111,9 +124,7 @@ class TcpRingWrite(wiring.Component):
         ring = Signal(self._addr_width)     # the connection's ring
         prev = Signal(8 * W)                # the beat before (its top lanes spill)
         prev_n = Signal(bits_for(W))
-        size = Signal(33)
-        m.d.comb += size.eq(Const(1, 33) << self.ring_log2)
-        words_mask = (size >> shift) - 1
+        words_mask = ring_words_mask(m, self.ring_log2, W)
 
         # the output slot: one write (AW and W) waiting for the bus
         slot_free = (~axi.awvalid | axi.awready) & (~axi.wvalid | axi.wready)
@@ -151,7 +162,7 @@ class TcpRingWrite(wiring.Component):
             with m.State("LOAD"):
                 m.d.sync += [seq.eq(rd.data), length.eq(0), offset.eq(rd.data[:shift]),
                              word.eq(rd.data >> shift),
-                             ring.eq(self.ring_base + (conn << self.ring_log2))]
+                             ring.eq(ring_start(self.ring_base, self.ring_log2, conn))]
                 m.next = "RUN"
             with m.State("RUN"):
                 # lanes of this beat's octets in the word it starts (they begin at
