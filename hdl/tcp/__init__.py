@@ -2,7 +2,7 @@
 streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
 :class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
-:class:`TcpCookie`; the timer table
+:class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
@@ -13,6 +13,7 @@ from .lane_shift import LaneShift
 from .listeners import ListenerWrite, TcpListeners
 from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .option_walker import TcpOptionWalker
+from .rx_check import RxVerdict, TcpRxCheck
 from .rx_deliver import RxAction, TcpRxDeliver
 from .rx_header import TcpRxHeader
 from .ring_read import TcpRingRead, TxRequest
@@ -26,4 +27,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpTxFrame", "TcpTxDesc", "TcpRxDeliver", "RxAction",
            "TcpRingWrite", "RingPosition", "TcpRingRead", "TxRequest",
            "TcpTimerTable", "TimerArm", "TcpCookie",
-           "TcpListeners", "ListenerWrite"]
+           "TcpListeners", "ListenerWrite", "TcpRxCheck", "RxVerdict"]
