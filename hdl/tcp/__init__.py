@@ -2,7 +2,8 @@
 streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
 :class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
-:class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the timer table
+:class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the RTT estimate
+:class:`TcpRttUpdate`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
@@ -18,6 +19,7 @@ from .rx_deliver import RxAction, TcpRxDeliver
 from .rx_header import TcpRxHeader
 from .ring_read import TcpRingRead, TxRequest
 from .ring_write import RingPosition, TcpRingWrite
+from .rtt_update import RttState, TcpRttUpdate
 from .rx_parse import TcpRxParse
 from .timer_table import TcpTimerTable, TimerArm
 from .tx_frame import TcpTxFrame
@@ -27,4 +29,5 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpTxFrame", "TcpTxDesc", "TcpRxDeliver", "RxAction",
            "TcpRingWrite", "RingPosition", "TcpRingRead", "TxRequest",
            "TcpTimerTable", "TimerArm", "TcpCookie",
-           "TcpListeners", "ListenerWrite", "TcpRxCheck", "RxVerdict"]
+           "TcpListeners", "ListenerWrite", "TcpRxCheck", "RxVerdict",
+           "TcpRttUpdate", "RttState"]

@@ -865,7 +865,8 @@ class TcpEngine:
         max(rto_min, SRTT + max(1, 4 * RTTVAR)), at most rto_max (RFC 6298 section 2)."""
         if tcb.rtt_seq is None or seq_lt(ack, tcb.rtt_seq):
             return
-        sample, tcb.rtt_seq = now - tcb.rtt_time, None
+        # (modulo 2**32: the gateware's time base is 32 bits and wraps)
+        sample, tcb.rtt_seq = (now - tcb.rtt_time) % SEQ_MOD, None
         if tcb.srtt8 is None:
             tcb.srtt8 = sample << SRTT_SHIFT
             tcb.rttvar4 = sample << (RTTVAR_SHIFT - 1)
