@@ -2,12 +2,13 @@
 streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
 :class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
-:class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the RTT estimate
-:class:`TcpRttUpdate`; the timer table
+:class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the ACK's effects
+:class:`TcpAckUpdate` and RTT estimate :class:`TcpRttUpdate`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
 
+from .ack_update import AckSeg, SendState, TcpAckUpdate
 from .conn_table import TcpConnTable
 from .cookie import TcpCookie
 from .lane_shift import LaneShift
@@ -30,4 +31,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpRingWrite", "RingPosition", "TcpRingRead", "TxRequest",
            "TcpTimerTable", "TimerArm", "TcpCookie",
            "TcpListeners", "ListenerWrite", "TcpRxCheck", "RxVerdict",
-           "TcpRttUpdate", "RttState"]
+           "TcpRttUpdate", "RttState", "TcpAckUpdate", "SendState", "AckSeg"]
