@@ -3,7 +3,8 @@ streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.opti
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
 :class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
 :class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the ACK's effects
-:class:`TcpAckUpdate` and RTT estimate :class:`TcpRttUpdate`; the timer table
+:class:`TcpAckUpdate`, RTT estimate :class:`TcpRttUpdate` and text and FIN
+:class:`TcpRxText`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
@@ -22,6 +23,7 @@ from .ring_read import TcpRingRead, TxRequest
 from .ring_write import RingPosition, TcpRingWrite
 from .rtt_update import RttState, TcpRttUpdate
 from .rx_parse import TcpRxParse
+from .rx_text import RecvState, TcpRxText, TextSeg
 from .timer_table import TcpTimerTable, TimerArm
 from .tx_frame import TcpTxFrame
 
@@ -31,4 +33,5 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpRingWrite", "RingPosition", "TcpRingRead", "TxRequest",
            "TcpTimerTable", "TimerArm", "TcpCookie",
            "TcpListeners", "ListenerWrite", "TcpRxCheck", "RxVerdict",
-           "TcpRttUpdate", "RttState", "TcpAckUpdate", "SendState", "AckSeg"]
+           "TcpRttUpdate", "RttState", "TcpAckUpdate", "SendState", "AckSeg",
+           "TcpRxText", "RecvState", "TextSeg"]

@@ -1,0 +1,131 @@
+"""What an accepted segment's text and FIN do: which octets are delivered, RCV.NXT, the
+ACK owed, and the close states (RFC 9293 section 3.10.7.4, seventh and eighth steps)."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from rnic.host.spec import tcp_engine as spec
+
+from .layouts import TcpFlags
+from .rx_check import TcpState
+
+__all__ = ["TcpRxText", "RecvState", "TextSeg"]
+
+
+class RecvState(data.StructLayout):
+    """A connection's receive-side fields (the model's names): ``fin_acked`` our FIN is
+    acknowledged; ``delack_armed`` and ``delack_at`` the delayed-ACK timer."""
+
+    def __init__(self):
+        super().__init__({"state": TcpState, "rcv_nxt": 32, "rcv_adv": 32, "rcv_unacked": 32,
+                          "send_mss": 16, "ack_now": 1, "dup_ack": 1, "delack_armed": 1,
+                          "delack_at": 32, "fin_acked": 1})
+
+
+class TextSeg(data.StructLayout):
+    """The segment's fields the text rules read (``length``: payload octets)."""
+
+    def __init__(self):
+        super().__init__({"seq": 32, "flags": TcpFlags(), "length": 16})
+
+
+class TcpRxText(wiring.Component):
+    """The model's ``_text`` and ``_peer_fin`` (:class:`rnic.host.model.tcp_engine.TcpEngine`),
+    for a segment the checks and the ACK field accepted.
+
+    In ESTABLISHED, FIN-WAIT-1 and FIN-WAIT-2, for a segment with octets or a FIN:
+
+    * starting after RCV.NXT (a hole): nothing delivered, ``out_of_order`` (dropped,
+      counted) and a duplicate ACK owed (``dup_ack``);
+    * else the octets from RCV.NXT on, as far as the advertised window goes, are delivered:
+      ``skip`` octets of the payload are left out, ``keep`` delivered (RCV.NXT advances by
+      them); a segment that started before RCV.NXT is ACKed at once (``ack_now``); the
+      octets not yet acknowledged count up, and reaching two send MSS owes an ACK at once,
+      else the delayed-ACK timer starts (``now + delack``) unless it runs;
+    * a FIN right after the delivered octets: RCV.NXT + 1, ACK at once, ``peer_closed``;
+      ESTABLISHED -> CLOSE-WAIT, FIN-WAIT-1 -> CLOSING (TIME-WAIT when our FIN is
+      acknowledged), FIN-WAIT-2 -> TIME-WAIT (``time_wait``: the engine starts its timer
+      and stops the others).
+
+    Combinational.
+
+    Ports
+    -----
+    i : In(RecvState)
+    seg : In(TextSeg)
+    now, delack : In(32)
+    o : Out(RecvState)
+    skip, keep : Out(16)
+        Of the segment's payload (:class:`~rnic.hdl.tcp.rx_deliver.RxAction`).
+    out_of_order, peer_closed, time_wait : Out(1)
+    """
+
+    def __init__(self):
+        super().__init__({
+            "i": In(RecvState()),
+            "seg": In(TextSeg()),
+            "now": In(32),
+            "delack": In(32),
+            "o": Out(RecvState()),
+            "skip": Out(16),
+            "keep": Out(16),
+            "out_of_order": Out(1),
+            "peer_closed": Out(1),
+            "time_wait": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o, seg = self.i, self.o, self.seg
+        m.d.comb += o.eq(i)
+        receiving = ((i.state == spec.TcpState.ESTABLISHED)
+                     | (i.state == spec.TcpState.FIN_WAIT_1)
+                     | (i.state == spec.TcpState.FIN_WAIT_2))
+        behind = Signal(32)                 # RCV.NXT - SEG.SEQ: octets already delivered
+        m.d.comb += behind.eq(i.rcv_nxt - seg.seq)
+        room = Signal(32)                   # the advertised window, 0 if behind
+        advertised = Signal(32)
+        m.d.comb += [advertised.eq(i.rcv_adv - i.rcv_nxt),
+                     room.eq(advertised & ~advertised[31].replicate(32))]
+        # what is kept: the octets from ``behind`` on, at most ``room`` of them
+        beyond = Signal(17)
+        m.d.comb += beyond.eq(Mux(behind < seg.length, seg.length - behind, 0))
+        keep = Signal(16)
+        m.d.comb += keep.eq(Mux(beyond < room, beyond, room))
+
+        with m.If(receiving & ((seg.length != 0) | seg.flags.fin)):
+            with m.If(behind[31]):
+                m.d.comb += [self.out_of_order.eq(1), o.dup_ack.eq(1)]
+            with m.Else():
+                m.d.comb += [self.skip.eq(behind), self.keep.eq(keep)]
+                with m.If((behind != 0) & (seg.length != 0)):
+                    m.d.comb += o.ack_now.eq(1)
+                self._delivered(m, keep)
+                with m.If(seg.flags.fin & (behind + keep == seg.length)):
+                    self._fin(m, keep)
+        return m
+
+    def _delivered(self, m, keep):
+        """RCV.NXT and the ACK owed after ``keep`` octets."""
+        i, o = self.i, self.o
+        with m.If(keep != 0):
+            unacked = Signal(33)
+            m.d.comb += [unacked.eq(i.rcv_unacked + keep), o.rcv_nxt.eq(i.rcv_nxt + keep),
+                         o.rcv_unacked.eq(unacked)]
+            with m.If(unacked >= spec.ACK_EVERY_SEGMENTS * i.send_mss):
+                m.d.comb += o.ack_now.eq(1)
+            with m.Elif(~i.delack_armed):
+                m.d.comb += [o.delack_armed.eq(1), o.delack_at.eq(self.now + self.delack)]
+
+    def _fin(self, m, keep):
+        """The peer's FIN, right after the delivered octets."""
+        i, o = self.i, self.o
+        m.d.comb += [o.rcv_nxt.eq(i.rcv_nxt + keep + 1), o.ack_now.eq(1),
+                     self.peer_closed.eq(1)]
+        with m.If(i.state == spec.TcpState.ESTABLISHED):
+            m.d.comb += o.state.eq(spec.TcpState.CLOSE_WAIT)
+        with m.Elif((i.state == spec.TcpState.FIN_WAIT_1) & ~i.fin_acked):
+            m.d.comb += o.state.eq(spec.TcpState.CLOSING)
+        with m.Else():
+            m.d.comb += [o.state.eq(spec.TcpState.TIME_WAIT), self.time_wait.eq(1)]
