@@ -4,7 +4,7 @@ streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.opti
 :class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
 :class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the ACK's effects
 :class:`TcpAckUpdate`, RTT estimate :class:`TcpRttUpdate` and text and FIN
-:class:`TcpRxText`; the timer table
+:class:`TcpRxText`; the replies for no connection :class:`TcpReply`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
@@ -19,6 +19,7 @@ from .option_walker import TcpOptionWalker
 from .rx_check import RxVerdict, TcpRxCheck
 from .rx_deliver import RxAction, TcpRxDeliver
 from .rx_header import TcpRxHeader
+from .reply import ReplyKind, TcpReply
 from .ring_read import TcpRingRead, TxRequest
 from .ring_write import RingPosition, TcpRingWrite
 from .rtt_update import RttState, TcpRttUpdate
@@ -34,4 +35,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpTimerTable", "TimerArm", "TcpCookie",
            "TcpListeners", "ListenerWrite", "TcpRxCheck", "RxVerdict",
            "TcpRttUpdate", "RttState", "TcpAckUpdate", "SendState", "AckSeg",
-           "TcpRxText", "RecvState", "TextSeg"]
+           "TcpRxText", "RecvState", "TextSeg", "TcpReply", "ReplyKind"]

@@ -80,7 +80,7 @@ class TcpTxDesc(data.StructLayout):
     """A segment to send (:class:`~rnic.hdl.tcp.tx_frame.TcpTxFrame`): ``dst_ip``, the
     ports, sequence and acknowledgment numbers, flags and window of its header; ``length``
     payload octets whose 16-bit one's complement sum is ``payload_sum``; ``syn_options``
-    adds the options of a SYN (MSS ``mss``, window scale ``ws``)."""
+    adds the options of a SYN: MSS ``mss``, and with ``ws_present`` window scale ``ws``."""
 
     def __init__(self):
         super().__init__({
@@ -95,6 +95,7 @@ class TcpTxDesc(data.StructLayout):
             "payload_sum": unsigned(16),
             "syn_options": unsigned(1),
             "mss": unsigned(16),
+            "ws_present": unsigned(1),
             "ws": unsigned(bits_for(MAX_WINDOW_SCALE)),
         })
 

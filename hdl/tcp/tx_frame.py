@@ -17,19 +17,21 @@ from ..net.octets import frame_bits, octets_of
 from .layouts import TcpTxDesc
 from .rx_header import TCP_OFFSET
 
-__all__ = ["TcpTxFrame", "SYN_OPTIONS_LEN"]
+__all__ = ["TcpTxFrame", "MSS_OPTION_LEN", "WS_OPTION_LEN"]
 
-#: Octets of the options of a SYN this NIC sends: MSS (4), then NOP and window scale (4).
-SYN_OPTIONS_LEN = 8
+#: Octets of the options of a SYN this NIC sends: MSS (4), then NOP and window scale (4)
+#: when the window is scaled.
+MSS_OPTION_LEN = 4
+WS_OPTION_LEN = 4
 _PAYLOAD_AT = TCP_OFFSET + TCP_HEADER_LEN                  # 54: where a payload starts
-_HEAD_LEN = _PAYLOAD_AT + SYN_OPTIONS_LEN                  # 62: the longest head
+_HEAD_LEN = _PAYLOAD_AT + MSS_OPTION_LEN + WS_OPTION_LEN   # 62: the longest head
 
 
 class TcpTxFrame(wiring.Component):
     """Builds each segment described on ``desc`` as a packet for
     :class:`~rnic.hdl.net.ipv4_tx.Ipv4Tx`: 34 octets of room for the Ethernet and IPv4
-    headers, the TCP header (20 octets, or 28 with ``syn_options``: MSS ``mss``, NOP,
-    window scale ``ws``), then ``length`` octets of ``payload``.
+    headers, the TCP header (20 octets; 24 with ``syn_options``: MSS ``mss``; 28 with
+    ``ws_present`` too: NOP, window scale ``ws``), then ``length`` octets of ``payload``.
 
     The checksum covers the pseudo-header (``ip``, ``dst_ip``, protocol 6, the segment's
     length), the header and the payload, whose sum comes with the descriptor
@@ -71,10 +73,9 @@ class TcpTxFrame(wiring.Component):
             "ip": In(32),
         })
 
-    def _head(self, desc, checksum):
+    def _head(self, desc, checksum, offset):
         """The first 62 frame octets of the segment: room, TCP header, SYN options."""
         flags = desc.flags.as_value()
-        offset = self._data_offset(desc)
         tcp = [*octets_of(desc.src_port, 2), *octets_of(desc.dst_port, 2),
                *octets_of(desc.seq, 4), *octets_of(desc.ack, 4), Cat(Const(0, 4), offset),
                flags, *octets_of(desc.window, 2), *octets_of(checksum, 2), Const(0, 8),
@@ -85,28 +86,27 @@ class TcpTxFrame(wiring.Component):
                           + [Const(v, 8) if isinstance(v, int) else v for v in options])
 
     @staticmethod
-    def _data_offset(desc):
-        """The header's length in 32-bit words, 4 bits."""
-        return Mux(desc.syn_options, Const((TCP_HEADER_LEN + SYN_OPTIONS_LEN) // 4, 4),
-                   Const(TCP_HEADER_LEN // 4, 4))
+    def _header_len(desc):
+        """The TCP header's octets: 20, 24 (MSS) or 28 (MSS and window scale)."""
+        return Mux(desc.syn_options,
+                   Mux(desc.ws_present, TCP_HEADER_LEN + MSS_OPTION_LEN + WS_OPTION_LEN,
+                       TCP_HEADER_LEN + MSS_OPTION_LEN), TCP_HEADER_LEN)
 
-    def _sum(self, m, desc):
+    def _sum(self, m, desc, offset):
         """Two registered adder stages: the binary sum of the pseudo-header, the header's
         words (checksum 0) and the payload's sum; then its fold and complement."""
         tcp_len = Signal(16)
-        m.d.comb += tcp_len.eq(desc.length + Mux(desc.syn_options,
-                                                 TCP_HEADER_LEN + SYN_OPTIONS_LEN,
-                                                 TCP_HEADER_LEN))
+        m.d.comb += tcp_len.eq(desc.length + self._header_len(desc))
+        ws = desc.syn_options & desc.ws_present
         words = [self.ip[16:], self.ip[:16], desc.dst_ip[16:], desc.dst_ip[:16],
                  Const(IpProto.TCP, 16), tcp_len, desc.src_port, desc.dst_port,
                  desc.seq[16:], desc.seq[:16], desc.ack[16:], desc.ack[:16],
-                 Cat(desc.flags.as_value(), Const(0, 4), self._data_offset(desc)),
+                 Cat(desc.flags.as_value(), Const(0, 4), offset),
                  desc.window, desc.payload_sum,
                  Mux(desc.syn_options, (TcpOption.MSS << 8) | 4, 0),
                  Mux(desc.syn_options, desc.mss, 0),
-                 Mux(desc.syn_options, (TcpOption.NOP << 8) | TcpOption.WINDOW_SCALE, 0),
-                 Mux(desc.syn_options, Cat(desc.ws, Const(0, 8 - len(desc.ws)), Const(3, 8)),
-                     0)]
+                 Mux(ws, (TcpOption.NOP << 8) | TcpOption.WINDOW_SCALE, 0),
+                 Mux(ws, Cat(desc.ws, Const(0, 8 - len(desc.ws)), Const(3, 8)), 0)]
         halves = [Signal(20, name=f"sum_{k}") for k in range(2)]
         half = (len(words) + 1) // 2
         for k, part in enumerate((words[:half], words[half:])):
@@ -122,8 +122,10 @@ class TcpTxFrame(wiring.Component):
         m = Module()
         W = self._width
         desc = self.desc.payload
-        checksum = self._sum(m, desc)
-        head = self._head(desc, checksum)
+        offset = Signal(4)                  # the data offset: the header in 32-bit words
+        m.d.comb += offset.eq(self._header_len(desc) >> 2)
+        checksum = self._sum(m, desc, offset)
+        head = self._head(desc, checksum, offset)
         s = _PAYLOAD_AT % W                 # header lanes of the beat where the payload starts
         assert s != 0, "the shift below is written for a payload that starts inside a beat"
         head_beats = -(-_PAYLOAD_AT // W)   # beats holding header octets (no SYN options)
@@ -177,7 +179,14 @@ class TcpTxFrame(wiring.Component):
         desc, out, pay = self.desc.payload, self.o.payload, self.payload.payload
         syn = desc.syn_options
         has_payload = ~syn & (desc.length != 0)
-        last_beat = Mux(syn, syn_beats - 1, head_beats - 1)
+        # the head's end (54, 58 or 62 octets): its last beat, and that beat's octets
+        ends = {(0, 0): _PAYLOAD_AT, (1, 0): _PAYLOAD_AT + MSS_OPTION_LEN, (1, 1): _HEAD_LEN}
+        last_beat = Signal(range(syn_beats))
+        last_n = Signal(range(W + 1))
+        for (with_syn, with_ws), end in ends.items():
+            with m.If((syn == with_syn) & ((desc.ws_present & syn) == with_ws)):
+                m.d.comb += [last_beat.eq(-(-end // W) - 1),
+                             last_n.eq(end - (-(-end // W) - 1) * W)]
         words = [head[8 * W * k:8 * W * (k + 1)] for k in range(syn_beats)]
         word = Signal(8 * W)
         with m.Switch(beat):
@@ -191,8 +200,7 @@ class TcpTxFrame(wiring.Component):
             m.d.sync += [self.o.valid.eq(1), out.first.eq(beat == 0), out.n.eq(W),
                          out.last.eq(0), out.data.eq(word), beat.eq(beat + 1),
                          out.dst.eq(desc.dst_ip), out.proto.eq(IpProto.TCP),
-                         out.length.eq(desc.length + Mux(syn, TCP_HEADER_LEN + SYN_OPTIONS_LEN,
-                                                         TCP_HEADER_LEN))]
+                         out.length.eq(desc.length + self._header_len(desc))]
             with m.If(joins & has_payload):
                 m.d.comb += self.payload.ready.eq(1)
                 m.d.sync += [out.data.eq(Cat(word[:8 * s], pay.data[:8 * (W - s)])),
@@ -206,7 +214,6 @@ class TcpTxFrame(wiring.Component):
                 with m.Else():
                     m.next = "BODY"
             with m.Elif(joins):
-                end = Mux(syn, _HEAD_LEN - (syn_beats - 1) * W, _PAYLOAD_AT - (head_beats - 1) * W)
-                m.d.sync += [out.n.eq(end), out.last.eq(1)]
+                m.d.sync += [out.n.eq(last_n), out.last.eq(1)]
                 m.d.comb += self.desc.ready.eq(1)
                 m.next = "IDLE"

@@ -31,10 +31,11 @@ def descriptors(rng, count):
                       ack=rng.getrandbits(32), window=rng.getrandbits(16))
         syn = kind == "syn"
         mss, ws = rng.getrandbits(16), rng.randrange(15)
+        ws_present = rng.random() < 0.7
         if syn:
             flags = rng.choice([TcpFlag.SYN, TcpFlag.SYN | TcpFlag.ACK])
             payload = b""
-            options = tcp.build_options(mss=mss, window_scale=ws)
+            options = tcp.build_options(mss=mss, window_scale=ws if ws_present else None)
         else:
             flags = rng.choice([TcpFlag.ACK, TcpFlag.RST, TcpFlag.RST | TcpFlag.ACK,
                                 TcpFlag.FIN | TcpFlag.ACK, TcpFlag.PSH | TcpFlag.ACK])
@@ -46,7 +47,7 @@ def descriptors(rng, count):
                                  **fields).build(DEFAULT_NIC_IP, dst)
         desc = dict(dst_ip=int(ipaddress.IPv4Address(dst)), flags=int(flags),
                     length=len(payload), payload_sum=ipv4.ones_sum(payload),
-                    syn_options=int(syn), mss=mss, ws=ws, **fields)
+                    syn_options=int(syn), mss=mss, ws=ws, ws_present=int(ws_present), **fields)
         out.append((desc, payload, segment))
     return out
 
