@@ -4,7 +4,8 @@ streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.opti
 :class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
 :class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the ACK's effects
 :class:`TcpAckUpdate`, RTT estimate :class:`TcpRttUpdate` and text and FIN
-:class:`TcpRxText`; the replies for no connection :class:`TcpReply`; the timer table
+:class:`TcpRxText`; SYN-SENT's rules :class:`TcpSynSent`; the replies for no connection
+:class:`TcpReply`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
@@ -25,6 +26,7 @@ from .ring_write import RingPosition, TcpRingWrite
 from .rtt_update import RttState, TcpRttUpdate
 from .rx_parse import TcpRxParse
 from .rx_text import RecvState, TcpRxText, TextSeg
+from .syn_sent import Connected, SynSentVerdict, TcpSynSent
 from .timer_table import TcpTimerTable, TimerArm
 from .tx_frame import TcpTxFrame
 
@@ -35,4 +37,5 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpTimerTable", "TimerArm", "TcpCookie",
            "TcpListeners", "ListenerWrite", "TcpRxCheck", "RxVerdict",
            "TcpRttUpdate", "RttState", "TcpAckUpdate", "SendState", "AckSeg",
-           "TcpRxText", "RecvState", "TextSeg", "TcpReply", "ReplyKind"]
+           "TcpRxText", "RecvState", "TextSeg", "TcpReply", "ReplyKind",
+           "TcpSynSent", "SynSentVerdict", "Connected"]
