@@ -4,12 +4,14 @@ streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.opti
 :class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
 :class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the ACK's effects
 :class:`TcpAckUpdate`, RTT estimate :class:`TcpRttUpdate` and text and FIN
-:class:`TcpRxText`; SYN-SENT's rules :class:`TcpSynSent`; the replies for no connection
+:class:`TcpRxText`; SYN-SENT's rules :class:`TcpSynSent`; the connection a cookie opens
+:class:`TcpAccept`; the replies for no connection
 :class:`TcpReply`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
 
+from .accept import Accepted, TcpAccept
 from .ack_update import AckSeg, SendState, TcpAckUpdate
 from .conn_table import TcpConnTable
 from .cookie import TcpCookie
@@ -38,4 +40,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpListeners", "ListenerWrite", "TcpRxCheck", "RxVerdict",
            "TcpRttUpdate", "RttState", "TcpAckUpdate", "SendState", "AckSeg",
            "TcpRxText", "RecvState", "TextSeg", "TcpReply", "ReplyKind",
-           "TcpSynSent", "SynSentVerdict", "Connected"]
+           "TcpSynSent", "SynSentVerdict", "Connected", "TcpAccept", "Accepted"]
