@@ -5,7 +5,7 @@ streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.opti
 :class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the ACK's effects
 :class:`TcpAckUpdate`, RTT estimate :class:`TcpRttUpdate` and text and FIN
 :class:`TcpRxText`; SYN-SENT's rules :class:`TcpSynSent`; the connection a cookie opens
-:class:`TcpAccept`; the replies for no connection
+:class:`TcpAccept`; the window advertised :class:`TcpWindowField`; the replies for no connection
 :class:`TcpReply`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
@@ -31,6 +31,7 @@ from .rx_text import RecvState, TcpRxText, TextSeg
 from .syn_sent import Connected, SynSentVerdict, TcpSynSent
 from .timer_table import TcpTimerTable, TimerArm
 from .tx_frame import TcpTxFrame
+from .window_field import TcpWindowField
 
 __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpOptionWalker", "TcpRxHeader", "TcpRxParse", "TcpConnTable",
@@ -40,4 +41,5 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpListeners", "ListenerWrite", "TcpRxCheck", "RxVerdict",
            "TcpRttUpdate", "RttState", "TcpAckUpdate", "SendState", "AckSeg",
            "TcpRxText", "RecvState", "TextSeg", "TcpReply", "ReplyKind",
-           "TcpSynSent", "SynSentVerdict", "Connected", "TcpAccept", "Accepted"]
+           "TcpSynSent", "SynSentVerdict", "Connected", "TcpAccept", "Accepted",
+           "TcpWindowField"]
