@@ -5,7 +5,8 @@ streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.opti
 :class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the ACK's effects
 :class:`TcpAckUpdate`, RTT estimate :class:`TcpRttUpdate` and text and FIN
 :class:`TcpRxText`; SYN-SENT's rules :class:`TcpSynSent`; the connection a cookie opens
-:class:`TcpAccept`; the window advertised :class:`TcpWindowField`; the replies for no connection
+:class:`TcpAccept`; the window advertised :class:`TcpWindowField`; the retransmission
+timeout :class:`TcpTimeout`; the replies for no connection
 :class:`TcpReply`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
@@ -29,6 +30,7 @@ from .rtt_update import RttState, TcpRttUpdate
 from .rx_parse import TcpRxParse
 from .rx_text import RecvState, TcpRxText, TextSeg
 from .syn_sent import Connected, SynSentVerdict, TcpSynSent
+from .timeout import TcpTimeout, TimeoutState
 from .timer_table import TcpTimerTable, TimerArm
 from .tx_frame import TcpTxFrame
 from .window_field import TcpWindowField
@@ -42,4 +44,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpRttUpdate", "RttState", "TcpAckUpdate", "SendState", "AckSeg",
            "TcpRxText", "RecvState", "TextSeg", "TcpReply", "ReplyKind",
            "TcpSynSent", "SynSentVerdict", "Connected", "TcpAccept", "Accepted",
-           "TcpWindowField"]
+           "TcpWindowField", "TcpTimeout", "TimeoutState"]
