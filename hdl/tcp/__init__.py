@@ -6,13 +6,14 @@ streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.opti
 :class:`TcpAckUpdate`, RTT estimate :class:`TcpRttUpdate` and text and FIN
 :class:`TcpRxText`; SYN-SENT's rules :class:`TcpSynSent`; the connection a cookie opens
 :class:`TcpAccept`; the window advertised :class:`TcpWindowField`; the retransmission
-timeout :class:`TcpTimeout`; the replies for no connection
+timeout :class:`TcpTimeout`; the send timers' rule :class:`TcpArm`; the replies for no connection
 :class:`TcpReply`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
 :class:`TcpTxFrame`."""
 
 from .accept import Accepted, TcpAccept
+from .arm import ArmState, TcpArm
 from .ack_update import AckSeg, SendState, TcpAckUpdate
 from .conn_table import TcpConnTable
 from .cookie import TcpCookie
@@ -44,4 +45,5 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpRttUpdate", "RttState", "TcpAckUpdate", "SendState", "AckSeg",
            "TcpRxText", "RecvState", "TextSeg", "TcpReply", "ReplyKind",
            "TcpSynSent", "SynSentVerdict", "Connected", "TcpAccept", "Accepted",
-           "TcpWindowField", "TcpTimeout", "TimeoutState"]
+           "TcpWindowField", "TcpTimeout", "TimeoutState", "TcpArm",
+           "ArmState"]
