@@ -6,7 +6,8 @@ streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.opti
 :class:`TcpAckUpdate`, RTT estimate :class:`TcpRttUpdate` and text and FIN
 :class:`TcpRxText`; SYN-SENT's rules :class:`TcpSynSent`; the connection a cookie opens
 :class:`TcpAccept`; the window advertised :class:`TcpWindowField`; the retransmission
-timeout :class:`TcpTimeout`; the send timers' rule :class:`TcpArm`; the replies for no connection
+timeout :class:`TcpTimeout`; the send timers' rule :class:`TcpArm`; where segments end
+:class:`TcpSendCut`; the replies for no connection
 :class:`TcpReply`; the timer table
 :class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
 writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
@@ -30,6 +31,7 @@ from .ring_write import RingPosition, TcpRingWrite
 from .rtt_update import RttState, TcpRttUpdate
 from .rx_parse import TcpRxParse
 from .rx_text import RecvState, TcpRxText, TextSeg
+from .send_cut import CutAnswer, CutRecord, CutRequest, ReleaseRequest, TcpSendCut
 from .syn_sent import Connected, SynSentVerdict, TcpSynSent
 from .timeout import TcpTimeout, TimeoutState
 from .timer_table import TcpTimerTable, TimerArm
@@ -46,4 +48,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpRxText", "RecvState", "TextSeg", "TcpReply", "ReplyKind",
            "TcpSynSent", "SynSentVerdict", "Connected", "TcpAccept", "Accepted",
            "TcpWindowField", "TcpTimeout", "TimeoutState", "TcpArm",
-           "ArmState"]
+           "ArmState", "TcpSendCut", "CutRecord", "CutRequest", "CutAnswer", "ReleaseRequest"]
