@@ -1,5 +1,6 @@
 """The TCP engine between the network layer and the RNIC core's per-connection byte
-streams. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
+streams. The connection table entry :class:`Tcb`; the receive events of synchronized
+connections :class:`TcpRxEngine`. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
 :class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
 :class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the ACK's effects
@@ -24,6 +25,7 @@ from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .option_walker import TcpOptionWalker
 from .rx_check import RxVerdict, TcpRxCheck
 from .rx_deliver import RxAction, TcpRxDeliver
+from .rx_engine import ConnEvent, RxEvent, TcbWrite, TcpDropEvent, TcpRxEngine
 from .rx_header import TcpRxHeader
 from .reply import ReplyKind, TcpReply
 from .ring_read import TcpRingRead, TxRequest
@@ -35,6 +37,7 @@ from .send_cut import CutAnswer, CutRecord, CutRequest, ReleaseRequest, TcpSendC
 from .syn_sent import Connected, SynSentVerdict, TcpSynSent
 from .timeout import TcpTimeout, TimeoutState
 from .timer_table import TcpTimerTable, TimerArm
+from .tcb import RecvFields, Tcb, TimerFields
 from .tx_frame import TcpTxFrame
 from .window_field import TcpWindowField
 
@@ -48,4 +51,6 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpRxText", "RecvState", "TextSeg", "TcpReply", "ReplyKind",
            "TcpSynSent", "SynSentVerdict", "Connected", "TcpAccept", "Accepted",
            "TcpWindowField", "TcpTimeout", "TimeoutState", "TcpArm",
-           "ArmState", "TcpSendCut", "CutRecord", "CutRequest", "CutAnswer", "ReleaseRequest"]
+           "ArmState", "TcpSendCut", "CutRecord", "CutRequest", "CutAnswer", "ReleaseRequest",
+           "Tcb", "RecvFields", "TimerFields", "TcpRxEngine", "RxEvent", "TcbWrite", "ConnEvent",
+           "TcpDropEvent"]

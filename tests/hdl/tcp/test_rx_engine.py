@@ -1,0 +1,194 @@
+"""TcpRxEngine in Amaranth's simulator against the model engine, segment by segment: a
+connection accepted by the model (its entry copied into the table), then a peer's mix of
+in-order, overlapping, out-of-order and out-of-window data, window probes, RSTs and SYNs
+in and out of the window, ACKs of nothing sent, segments without ACK, and FINs, near the
+sequence-number wrap. Every pure ACK equal to the model's, every octet the model delivers
+delivered, every drop with the model's reason, the connection's end reported, and the
+entry's receive fields equal to the model's after each segment."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from rnic.hdl.tcp.rx_engine import TcpRxEngine
+from rnic.host.model import tcp
+from rnic.host.model.tcp_engine import TcpEngine
+from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
+from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
+from tests.hdl.tcp.bench import flag_bits
+
+NIC, PEER = "169.254.7.2", "169.254.7.1"
+NIC_IP, PEER_IP = 0xA9FE0702, 0xA9FE0701
+PARAMS = dict(delack=40, time_wait=1000, rcv_wnd=65535, rto_min=200, rto_max=60000,
+              rto_initial=1000)
+
+
+def accepted(seed):
+    """A model engine with connection 0 accepted from PEER:40000 at port 7000."""
+    engine = TcpEngine(ip=NIC, cookie_secret=seed, **{k: PARAMS[k] for k in
+                                                     ("delack", "time_wait", "rcv_wnd",
+                                                      "rto_min", "rto_max", "rto_initial")})
+    engine.listen(7000)
+    isn = SEQ_MOD - 3000
+    syn = tcp.TcpSegment(src_port=40000, dst_port=7000, seq=isn, flags=TcpFlag.SYN,
+                         window=65535, options=tcp.build_options(mss=1460))
+    (syn_ack,) = engine.receive(PEER, syn.build(PEER, NIC), 0)
+    ack = tcp.TcpSegment(src_port=40000, dst_port=7000, seq=isn + 1,
+                         ack=(syn_ack.segment.seq + 1) % SEQ_MOD, flags=TcpFlag.ACK,
+                         window=65535)
+    engine.receive(PEER, ack.build(PEER, NIC), 0)
+    engine.events()
+    return engine, (isn + 1) % SEQ_MOD
+
+
+def tcb_fields(t):
+    """The gateware entry of the model's TCB ``t``."""
+    return {
+        "state": int(t.state), "remote_ip": t.remote_ip, "remote_port": t.remote_port,
+        "local_port": t.local_port, "iss": t.iss, "irs": t.irs, "data_end": t.data_end,
+        "fin_pending": t.fin_pending, "fin_seq": t.fin_seq,
+        "send": {k: int(getattr(t, k)) for k in (
+            "snd_una", "snd_nxt", "snd_max", "snd_wnd", "snd_wl1", "snd_wl2", "max_snd_wnd",
+            "snd_shift", "send_mss", "cwnd", "ssthresh", "ca_acked", "dupacks", "in_recovery",
+            "recover", "retries")},
+        "rtt": {"timing": t.rtt_seq is not None, "rtt_seq": t.rtt_seq or 0,
+                "rtt_time": t.rtt_time, "estimated": t.srtt8 is not None,
+                "srtt8": t.srtt8 or 0, "rttvar4": t.rttvar4 or 0, "rto": t.rto},
+        "recv": {"rcv_nxt": t.rcv_nxt, "rcv_adv": t.rcv_adv, "rcv_unacked": t.rcv_unacked,
+                 "rcv_shift": t.rcv_shift, "ack_now": t.ack_now, "dup_ack": t.dup_ack,
+                 "delack_armed": t.delack_at is not None, "delack_at": t.delack_at or 0},
+        "timers": {"rto_armed": t.rto_at is not None, "rto_at": t.rto_at or 0,
+                   "persist_armed": t.persist_at is not None, "persist_at": t.persist_at or 0,
+                   "persist_backoff": t.persist_backoff,
+                   "tw_armed": t.time_wait_at is not None, "tw_at": t.time_wait_at or 0},
+    }
+
+
+def peer_segments(rng, rcv_nxt, una, count):
+    """(flags, seq, ack, payload) of a peer's segments; ``rcv_nxt`` the model's next
+    expected octet, followed as in-order data goes in."""
+    out = []
+    nxt = rcv_nxt
+    for k in range(count):
+        ends = ["fin", "rst_exact"] if k >= 20 else []      # (a connection's end comes late)
+        kind = rng.choice(["data"] * 12 + ["old", "hole", "rst", "syn", "noack", "bad_ack",
+                                           "probe", "far"] * 2 + ends)
+        size = rng.choice([1, 100, 1460])
+        flags, seq, ack = TcpFlag.ACK, nxt, una
+        if kind == "old":
+            seq = (nxt - rng.randint(1, 200)) % SEQ_MOD
+        elif kind == "hole":
+            seq = (nxt + rng.randint(1, 3000)) % SEQ_MOD
+        elif kind in ("rst", "rst_exact"):
+            flags = TcpFlag.RST
+            seq = nxt if kind == "rst_exact" else (nxt + rng.randint(1, 5000)) % SEQ_MOD
+            size = 0
+        elif kind == "syn":
+            flags |= TcpFlag.SYN
+        elif kind == "noack":
+            flags = TcpFlag.PSH
+        elif kind == "bad_ack":
+            ack = (una + rng.randint(1, 100)) % SEQ_MOD
+        elif kind == "probe":
+            size = 0
+        elif kind == "far":
+            seq = (nxt + 100000) % SEQ_MOD
+        elif kind == "fin":
+            flags |= TcpFlag.FIN
+        payload = rng.randbytes(size)
+        out.append((int(flags), seq, ack, payload))
+        if kind in ("data", "fin"):
+            nxt = (nxt + size + (kind == "fin")) % SEQ_MOD
+    return out
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23, 24])
+def test_against_model(seed):
+    rng = random.Random(seed)
+    engine, peer_seq = accepted(seed)
+    conn = 0
+    una = engine._table[conn].snd_una
+    segments = peer_segments(rng, peer_seq, una, 120)
+    dut = TcpRxEngine(connections=4)
+    results = []
+
+    async def bench(ctx):
+        for name, value in PARAMS.items():
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.write.payload, {"conn": conn, "tcb": tcb_fields(engine._table[conn])})
+        ctx.set(dut.write.valid, 1)
+        await ctx.tick().until(dut.write.ready)
+        ctx.set(dut.write.valid, 0)
+        ctx.set(dut.action.ready, 1)
+        ctx.set(dut.ack.ready, 1)
+        ctx.set(dut.report.ready, 1)
+        for k, (flags, seq, ack, payload) in enumerate(segments):
+            now = 100 + 3 * k
+            ctx.set(dut.now, now)
+            info = dict(src_ip=PEER_IP, src_port=40000, dst_port=7000, seq=seq, ack=ack,
+                        flags=flag_bits(flags), window=65535, length=len(payload), mss=0,
+                        ws_present=0, ws=0, sack_permitted=0, bad_options=0)
+            ctx.set(dut.event.payload, {"conn": conn, "seg": info})
+            ctx.set(dut.event.valid, 1)
+            for _ in range(100):
+                _, _, taken = await ctx.tick().sample(dut.event.ready)
+                if taken:
+                    break
+            assert taken, f"segment {k} not taken: the engine is stuck"
+            ctx.set(dut.event.valid, 0)
+            step = {"acks": [], "action": None, "reports": [], "drops": []}
+            for _ in range(30):
+                _, _, av, a, kv, kd, rv, r, dv, dr = await ctx.tick().sample(
+                    dut.action.valid, dut.action.payload, dut.ack.valid, dut.ack.payload,
+                    dut.report.valid, dut.report.payload, dut.drop.valid, dut.drop.reason)
+                if av:
+                    step["action"] = (int(a.skip), int(a.keep))
+                if kv:
+                    step["acks"].append((int(kd.seq), int(kd.ack), int(kd.window),
+                                         kd.flags.as_value().value))
+                if rv:
+                    step["reports"].append(int(r.kind))
+                if dv:
+                    step["drops"].append(int(dr))
+            ctx.set(dut.read_conn, conn)
+            await ctx.tick()
+            step["tcb"] = ctx.get(dut.read_tcb)
+            results.append(step)
+            if step["reports"] and step["reports"][-1] in (TcpEventKind.RESET,
+                                                           TcpEventKind.CLOSED):
+                break
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+    kinds = set()
+    for k, step in enumerate(results):
+        flags, seq, ack, payload = segments[k]
+        now = 100 + 3 * k
+        before = dict(engine.counters)
+        segment = tcp.TcpSegment(src_port=40000, dst_port=7000, seq=seq, ack=ack, flags=flags,
+                                 window=65535, payload=payload).build(PEER, NIC)
+        outs = engine.receive(PEER, segment, now)
+        want_acks = [(o.segment.seq, o.segment.ack, o.segment.window, o.segment.flags)
+                     for o in outs]
+        assert step["acks"] == want_acks, (k, segments[k])
+        delivered = engine.read(conn)
+        skip, keep = step["action"]
+        assert payload[skip:skip + keep] == delivered, k
+        want_drops = [r for r in TcpDrop if engine.counters[r] != before[r]]
+        assert step["drops"] == [int(r) for r in want_drops], (k, want_drops)
+        events = [int(e.kind) for e in engine.events()]
+        assert step["reports"] == events, k
+        kinds.update(want_drops)
+        if engine._table[conn] is None:
+            assert TcpState(step["tcb"].state) == TcpState.CLOSED
+            break
+        t = engine._table[conn]
+        mine = step["tcb"]
+        assert (TcpState(mine.state), mine.recv.rcv_nxt, mine.recv.rcv_adv,
+                bool(mine.recv.delack_armed)) == (
+            t.state, t.rcv_nxt, t.rcv_adv, t.delack_at is not None), k
+    assert len(results) > 15 and len(kinds) >= 3, (len(results), kinds)
