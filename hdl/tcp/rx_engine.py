@@ -90,7 +90,7 @@ class TcpRxEngine(wiring.Component):
     now, delack, time_wait, rcv_wnd, rto_min, rto_max, rto_initial : In(32)
 
     Latency and throughput: a segment takes 7 cycles from its event to the entry written
-    back, more while an output waits; one at a time.
+    back, 9 when it sends an ACK, more while an output waits; one at a time.
     """
 
     def __init__(self, *, connections):
