@@ -18,13 +18,15 @@ from ..ddp_tx import DdpTx
 from ..mpa_rx import MpaRxDeframer
 from ..mpa_tx import MpaTxBeat, MpaTxFramer
 from ..regbank import RegisterBank
-from ..tcp import TcpConnTable, TcpRxParse, TcpTxFrame
+from ..tcp import TcpConnTable, TcpRxEngine, TcpRxParse, TcpTxFrame
 
 __all__ = ["FramerCore", "BLOCKS", "block_factory", "core_name", "core_ports"]
 
 #: Blocks that ``rnic build --top harness --core <block>`` builds alone: those of the core,
-#: then the TCP engine's (its receive parser, connection table and frame builder).
-BLOCKS = ("ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx", "tcp_rx", "tcp_table", "tcp_tx")
+#: then the TCP engine's (its receive parser, connection table, frame builder and receive
+#: engine).
+BLOCKS = ("ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx", "tcp_rx", "tcp_table", "tcp_tx",
+          "tcp_engine")
 
 
 class FramerCore(wiring.Component):
@@ -118,10 +120,13 @@ def block_factory(name):
             return TcpConnTable(connections=connections)
         if name == "tcp_tx":
             return TcpTxFrame(width=width)
+        if name == "tcp_engine":
+            return TcpRxEngine(connections=connections)
         return MpaTxFramer(width=width, connections=connections)
     make.__name__ = {"ddp_rx": "DdpRx", "ddp_tx": "DdpTx", "mpa_rx": "MpaRxDeframer",
                      "mpa_tx": "MpaTxFramer", "tcp_rx": "TcpRxParse",
-                     "tcp_table": "TcpConnTable", "tcp_tx": "TcpTxFrame"}[name]
+                     "tcp_table": "TcpConnTable", "tcp_tx": "TcpTxFrame",
+                     "tcp_engine": "TcpRxEngine"}[name]
     return make
 
 
