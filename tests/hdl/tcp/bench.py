@@ -55,3 +55,13 @@ async def receive_units(ctx, port, width, count, rng, *, backpressure=0.0, field
             octets, seen = b"", None
     ctx.set(port.ready, 0)
     return units
+
+
+def model_tcb(**fields):
+    """A model TCB (``rnic.host.model.tcp_engine._Tcb``): an ESTABLISHED connection at
+    sequence number 0 with RTO 200, but for ``fields``."""
+    from rnic.host.model.tcp_engine import _Tcb
+    from rnic.host.spec.tcp_engine import TcpState
+    return _Tcb(**{**dict(state=TcpState.ESTABLISHED, remote_ip=1, remote_port=2, local_port=3,
+                          iss=0, snd_una=0, snd_nxt=0, snd_max=0, ring_seq=0, rto=200),
+                   **fields})

@@ -10,10 +10,10 @@ from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.ack_update import TcpAckUpdate
 from rnic.host.model import tcp
-from rnic.host.model.tcp_engine import TcpEngine, _Tcb
+from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import DUPACK_THRESHOLD, MAX_WINDOW, TcpState
-from tests.hdl.tcp.bench import flag_bits
+from tests.hdl.tcp.bench import flag_bits, model_tcb
 
 FIELDS = ("snd_una", "snd_nxt", "snd_max", "snd_wnd", "snd_wl1", "snd_wl2", "max_snd_wnd",
           "snd_shift", "send_mss", "cwnd", "ssthresh", "ca_acked", "dupacks", "in_recovery",
@@ -55,7 +55,7 @@ def case(rng):
 
 def model(state, seg):
     engine = TcpEngine(ip="169.254.7.2")
-    tcb = _Tcb(state=TcpState.ESTABLISHED, remote_ip=1, remote_port=2, local_port=3, iss=0,
+    tcb = model_tcb(state=TcpState.ESTABLISHED, iss=0,
                ring_seq=state["snd_una"], rto=200,
                **{k: state[k] for k in FIELDS if k != "in_recovery"},
                in_recovery=bool(state["in_recovery"]))

@@ -7,9 +7,10 @@ import random
 from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.arm import TcpArm
-from rnic.host.model.tcp_engine import TcpEngine, _Tcb
+from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD
 from rnic.host.spec.tcp_engine import TcpState
+from tests.hdl.tcp.bench import model_tcb
 
 RTO_MAX, NOW = 60000, 9000
 
@@ -51,7 +52,7 @@ def test_against_model():
     for state, mine in zip(cases, got):
         engine = TcpEngine(ip="169.254.7.2", rto_max=RTO_MAX)
         held = (state["data_end"] - state["snd_una"]) % SEQ_MOD
-        tcb = _Tcb(state=state["state"], remote_ip=1, remote_port=2, local_port=3, iss=0,
+        tcb = model_tcb(state=state["state"], iss=0,
                    snd_una=state["snd_una"], snd_nxt=state["snd_nxt"],
                    snd_max=state["snd_max"], snd_wnd=state["snd_wnd"],
                    ring_seq=state["snd_una"] if held < SEQ_MOD // 2 else state["data_end"],

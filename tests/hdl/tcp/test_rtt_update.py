@@ -7,9 +7,10 @@ import random
 from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.rtt_update import TcpRttUpdate
-from rnic.host.model.tcp_engine import TcpEngine, _Tcb
+from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD
 from rnic.host.spec.tcp_engine import TcpState
+from tests.hdl.tcp.bench import model_tcb
 
 RTO_MIN, RTO_MAX, RTO_INITIAL = 200, 60000, 1000
 
@@ -30,7 +31,7 @@ def case(rng):
 def model(state, ack, now):
     engine = TcpEngine(ip="169.254.7.2", rto_min=RTO_MIN, rto_max=RTO_MAX,
                        rto_initial=RTO_INITIAL)
-    tcb = _Tcb(state=TcpState.ESTABLISHED, remote_ip=1, remote_port=2, local_port=3, iss=0,
+    tcb = model_tcb(state=TcpState.ESTABLISHED, iss=0,
                snd_una=0, snd_nxt=0, snd_max=0, ring_seq=0, rto=state["rto"],
                srtt8=state["srtt8"] if state["estimated"] else None,
                rttvar4=state["rttvar4"] if state["estimated"] else None,

@@ -9,10 +9,10 @@ from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.rx_check import RxVerdict, TcpRxCheck
 from rnic.host.model import tcp
-from rnic.host.model.tcp_engine import TcpEngine, _Tcb
+from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
-from tests.hdl.tcp.bench import flag_bits
+from tests.hdl.tcp.bench import flag_bits, model_tcb
 
 SYNCHRONIZED = [s for s in TcpState if s not in (TcpState.CLOSED, TcpState.SYN_SENT)]
 
@@ -46,8 +46,7 @@ def case(rng):
 def model_verdict(tcb, seg):
     """(verdict, reason, restart) the model gives."""
     engine = TcpEngine(ip="169.254.7.2")
-    entry = _Tcb(state=TcpState(tcb["state"]), remote_ip=1, remote_port=2, local_port=3,
-                 iss=0, snd_una=tcb["snd_una"], snd_nxt=tcb["snd_max"],
+    entry = model_tcb(state=TcpState(tcb["state"]), iss=0, snd_una=tcb["snd_una"], snd_nxt=tcb["snd_max"],
                  snd_max=tcb["snd_max"], ring_seq=tcb["snd_una"], rto=200,
                  rcv_nxt=tcb["rcv_nxt"], rcv_adv=tcb["rcv_adv"],
                  max_snd_wnd=tcb["max_snd_wnd"], time_wait_at=5)

@@ -9,10 +9,10 @@ from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.rx_text import TcpRxText
 from rnic.host.model import tcp
-from rnic.host.model.tcp_engine import TcpEngine, _Tcb
+from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
-from tests.hdl.tcp.bench import flag_bits
+from tests.hdl.tcp.bench import flag_bits, model_tcb
 
 DELACK, TIME_WAIT, NOW = 40, 1000, 5000
 STATES = [TcpState.ESTABLISHED, TcpState.FIN_WAIT_1, TcpState.FIN_WAIT_2,
@@ -37,8 +37,7 @@ def case(rng):
 def model(state, seg):
     engine = TcpEngine(ip="169.254.7.2", delack=DELACK, time_wait=TIME_WAIT)
     snd_una = 100
-    tcb = _Tcb(state=TcpState(state["state"]), remote_ip=1, remote_port=2, local_port=3,
-               iss=0, snd_una=snd_una, snd_nxt=snd_una, snd_max=snd_una, ring_seq=snd_una,
+    tcb = model_tcb(state=TcpState(state["state"]), iss=0, snd_una=snd_una, snd_nxt=snd_una, snd_max=snd_una, ring_seq=snd_una,
                rto=200, rcv_nxt=state["rcv_nxt"], rcv_adv=state["rcv_adv"],
                rcv_unacked=state["rcv_unacked"], send_mss=state["send_mss"],
                delack_at=77 if state["delack_armed"] else None,

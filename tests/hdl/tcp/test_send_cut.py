@@ -8,16 +8,17 @@ import random
 from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.send_cut import TcpSendCut
-from rnic.host.model.tcp_engine import TcpEngine, _Tcb
+from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD
 from rnic.host.spec.tcp_engine import TcpStat, TcpState
+from tests.hdl.tcp.bench import model_tcb
 
 CONNECTIONS, DEPTH = 3, 8
 
 
 def model_cut(records, seq, limit, may_split):
     engine = TcpEngine(ip="169.254.7.2")
-    tcb = _Tcb(state=TcpState.ESTABLISHED, remote_ip=1, remote_port=2, local_port=3, iss=0,
+    tcb = model_tcb(state=TcpState.ESTABLISHED, iss=0,
                snd_una=0, snd_nxt=0, snd_max=0, ring_seq=0, rto=200, send_mss=1 << 20)
     tcb.records = [list(r) for r in records]
     length = engine._cut(tcb, seq, limit, may_split=may_split)

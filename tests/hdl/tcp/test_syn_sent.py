@@ -8,10 +8,10 @@ from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.syn_sent import SynSentVerdict, TcpSynSent
 from rnic.host.model import tcp
-from rnic.host.model.tcp_engine import TcpEngine, _Tcb
+from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
-from tests.hdl.tcp.bench import flag_bits
+from tests.hdl.tcp.bench import flag_bits, model_tcb
 
 FIELDS = ("irs", "rcv_nxt", "rcv_adv", "snd_shift", "rcv_shift", "send_mss", "snd_wnd",
           "snd_wl1", "snd_wl2", "snd_una", "cwnd")
@@ -19,8 +19,7 @@ FIELDS = ("irs", "rcv_nxt", "rcv_adv", "snd_shift", "rcv_shift", "send_mss", "sn
 
 def model(params, snd_nxt, info):
     engine = TcpEngine(ip="169.254.7.2", **params)
-    tcb = _Tcb(state=TcpState.SYN_SENT, remote_ip=1, remote_port=2, local_port=3,
-               iss=(snd_nxt - 1) % SEQ_MOD, snd_una=(snd_nxt - 1) % SEQ_MOD, snd_nxt=snd_nxt,
+    tcb = model_tcb(state=TcpState.SYN_SENT, iss=(snd_nxt - 1) % SEQ_MOD, snd_una=(snd_nxt - 1) % SEQ_MOD, snd_nxt=snd_nxt,
                snd_max=snd_nxt, ring_seq=snd_nxt, rto=1000)
     engine._table[0] = tcb
     engine._rtt_ack = lambda *args: None

@@ -7,9 +7,10 @@ import random
 from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.timeout import TcpTimeout
-from rnic.host.model.tcp_engine import TcpEngine, _Tcb
+from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import TcpEventKind, TcpState
+from tests.hdl.tcp.bench import model_tcb
 
 FIELDS = ("retries", "rto", "snd_nxt", "cwnd", "ssthresh", "ca_acked", "dupacks",
           "in_recovery", "recover")
@@ -50,7 +51,7 @@ def test_against_model():
     sim.run()
     for state, (fields, flags) in zip(cases, got):
         engine = TcpEngine(ip="169.254.7.2", rto_max=RTO_MAX, max_retries=MAX_RETRIES)
-        tcb = _Tcb(state=state["state"], remote_ip=1, remote_port=2, local_port=3, iss=0,
+        tcb = model_tcb(state=state["state"], iss=0,
                    ring_seq=state["snd_una"], rtt_seq=1 if state["timing"] else None,
                    **{k: state[k] for k in FIELDS if k != "in_recovery"},
                    snd_una=state["snd_una"], snd_max=state["snd_max"],
