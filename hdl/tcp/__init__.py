@@ -1,18 +1,18 @@
 """The TCP engine between the network layer and the RNIC core's per-connection byte
-streams. The connection table entry :class:`Tcb`; the receive events of synchronized
-connections :class:`TcpRxEngine`. Its receive parser: :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
-:mod:`.lane_shift`), with the layouts of :mod:`.layouts`; the connection table
-:class:`TcpConnTable`; the listening ports :class:`TcpListeners`; the SYN cookies
-:class:`TcpCookie`; the first receive rules :class:`TcpRxCheck`; the ACK's effects
-:class:`TcpAckUpdate`, RTT estimate :class:`TcpRttUpdate` and text and FIN
-:class:`TcpRxText`; SYN-SENT's rules :class:`TcpSynSent`; the connection a cookie opens
-:class:`TcpAccept`; the window advertised :class:`TcpWindowField`; the retransmission
-timeout :class:`TcpTimeout`; the send timers' rule :class:`TcpArm`; where segments end
-:class:`TcpSendCut`; the replies for no connection
-:class:`TcpReply`; the timer table
-:class:`TcpTimerTable`; the delivery stage :class:`TcpRxDeliver`; the transmit side's ring
-writer :class:`TcpRingWrite`, ring reader :class:`TcpRingRead` and frame builder
-:class:`TcpTxFrame`."""
+streams (``docs/tcp.md``).
+
+The receive side: the parser :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
+:mod:`.lane_shift`), the connection table :class:`TcpConnTable`, the listening ports
+:class:`TcpListeners`, the SYN cookies :class:`TcpCookie`, the delivery stage
+:class:`TcpRxDeliver`, and the receive engine of synchronized connections
+:class:`TcpRxEngine` over a table of :class:`Tcb` entries. The rules of a connection's
+events: :class:`TcpRxCheck`, :class:`TcpAckUpdate`, :class:`TcpRttUpdate`,
+:class:`TcpRxText`, :class:`TcpSynSent`, :class:`TcpAccept`, :class:`TcpWindowField`,
+:class:`TcpTimeout`, :class:`TcpArm`, :class:`TcpReply`. The timers :class:`TcpTimerTable`.
+The send side: the ring writer :class:`TcpRingWrite`, where segments end
+:class:`TcpSendCut`, the ring reader :class:`TcpRingRead` and the frame builder
+:class:`TcpTxFrame`. Layouts in :mod:`.layouts`.
+"""
 
 from .accept import Accepted, TcpAccept
 from .arm import ArmState, TcpArm

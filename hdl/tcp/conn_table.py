@@ -128,7 +128,8 @@ class TcpConnTable(wiring.Component):
         resp = self.resp.payload
         match = Signal(WAYS)
         free = Signal(WAYS)
-        m.d.comb += [match.eq(Cat(*(bucket[k].valid & (bucket[k].key.as_value() == cmd.key.as_value())
+        key = cmd.key.as_value()
+        m.d.comb += [match.eq(Cat(*(bucket[k].valid & (bucket[k].key.as_value() == key)
                                     for k in range(WAYS)))),
                      free.eq(Cat(*(~bucket[k].valid for k in range(WAYS))))]
         new = Signal(entry)

@@ -54,8 +54,8 @@ def test_runs_land_in_their_rings(width, ring_log2):
             ctx.set(dut.start.valid, 1)
             await ctx.tick().until(dut.start.ready)
         ctx.set(dut.start.valid, 0)
-        await send(ctx, dut.i, [b for conn, octets in items for b in beats(octets, width, conn=conn)],
-                   rng, idle=0.2)
+        await send(ctx, dut.i, [b for conn, octets in items
+                                for b in beats(octets, width, conn=conn)], rng, idle=0.2)
 
     async def memory_slave(ctx):
         addresses, datas, responses = [], [], []

@@ -46,7 +46,8 @@ def case(rng):
 def model_verdict(tcb, seg):
     """(verdict, reason, restart) the model gives."""
     engine = TcpEngine(ip="169.254.7.2")
-    entry = model_tcb(state=TcpState(tcb["state"]), iss=0, snd_una=tcb["snd_una"], snd_nxt=tcb["snd_max"],
+    entry = model_tcb(state=TcpState(tcb["state"]), iss=0, snd_una=tcb["snd_una"],
+                      snd_nxt=tcb["snd_max"],
                  snd_max=tcb["snd_max"], ring_seq=tcb["snd_una"], rto=200,
                  rcv_nxt=tcb["rcv_nxt"], rcv_adv=tcb["rcv_adv"],
                  max_snd_wnd=tcb["max_snd_wnd"], time_wait_at=5)

@@ -1,11 +1,12 @@
 """TcpRxEngine in Amaranth's simulator against the model engine, segment by segment: a
 connection accepted by the model (its entry copied into the table; in some runs closed by
-us first, so that FIN-WAIT-1, FIN-WAIT-2, CLOSING, TIME-WAIT and LAST-ACK are met), then a peer's mix of
-in-order, overlapping, out-of-order and out-of-window data, window probes, RSTs and SYNs
-in and out of the window, ACKs of nothing sent, segments without ACK, and FINs, near the
-sequence-number wrap. Every pure ACK equal to the model's, every octet the model delivers
-delivered, every drop with the model's reason, the connection's end reported, and the
-entry's receive fields equal to the model's after each segment."""
+us first, or by the peer first and then by us, so that FIN-WAIT-1, FIN-WAIT-2, CLOSING,
+TIME-WAIT and LAST-ACK are met), then a peer's mix of in-order, overlapping, out-of-order
+and out-of-window data, window probes, RSTs and SYNs in and out of the window, ACKs of
+nothing sent, segments without ACK, and FINs, near the sequence-number wrap. Every pure
+ACK equal to the model's, every octet the model delivers delivered, every drop with the
+model's reason, the connection's end reported, and the entry's receive fields equal to
+the model's after each segment."""
 
 import random
 

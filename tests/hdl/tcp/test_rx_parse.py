@@ -25,8 +25,8 @@ FIELDS = ("src_ip", "src_port", "dst_port", "seq", "ack", "window", "length", "m
 
 def frame(segment, src=DEFAULT_PEER_IP):
     """The frame of TCP segment octets ``segment`` as the network layer hands it up."""
-    packet = (Ether(src=PEER_MAC, dst=DEFAULT_NIC_MAC.hex(":")) / IP(src=src, dst=DEFAULT_NIC_IP, proto=6)
-              / Raw(segment))
+    packet = (Ether(src=PEER_MAC, dst=DEFAULT_NIC_MAC.hex(":"))
+              / IP(src=src, dst=DEFAULT_NIC_IP, proto=6) / Raw(segment))
     return bytes(packet)
 
 

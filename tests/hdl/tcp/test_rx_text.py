@@ -37,7 +37,8 @@ def case(rng):
 def model(state, seg):
     engine = TcpEngine(ip="169.254.7.2", delack=DELACK, time_wait=TIME_WAIT)
     snd_una = 100
-    tcb = model_tcb(state=TcpState(state["state"]), iss=0, snd_una=snd_una, snd_nxt=snd_una, snd_max=snd_una, ring_seq=snd_una,
+    tcb = model_tcb(state=TcpState(state["state"]), iss=0, snd_una=snd_una, snd_nxt=snd_una,
+                    snd_max=snd_una, ring_seq=snd_una,
                rto=200, rcv_nxt=state["rcv_nxt"], rcv_adv=state["rcv_adv"],
                rcv_unacked=state["rcv_unacked"], send_mss=state["send_mss"],
                delack_at=77 if state["delack_armed"] else None,

@@ -19,7 +19,8 @@ FIELDS = ("irs", "rcv_nxt", "rcv_adv", "snd_shift", "rcv_shift", "send_mss", "sn
 
 def model(params, snd_nxt, info):
     engine = TcpEngine(ip="169.254.7.2", **params)
-    tcb = model_tcb(state=TcpState.SYN_SENT, iss=(snd_nxt - 1) % SEQ_MOD, snd_una=(snd_nxt - 1) % SEQ_MOD, snd_nxt=snd_nxt,
+    tcb = model_tcb(state=TcpState.SYN_SENT, iss=(snd_nxt - 1) % SEQ_MOD,
+                    snd_una=(snd_nxt - 1) % SEQ_MOD, snd_nxt=snd_nxt,
                snd_max=snd_nxt, ring_seq=snd_nxt, rto=1000)
     engine._table[0] = tcb
     engine._rtt_ack = lambda *args: None

@@ -49,7 +49,8 @@ def test_reports_what_is_due(connections):
                 stale = s["armed_at"] >= shown - 2
                 shown = None
                 due = s["armed"] and ((now - s["deadline"]) % (1 << 32)) < (1 << 31)
-                assert due or stale, f"connection {fired} reported before its deadline: {s} now {now} n {n}"
+                assert due or stale, (f"connection {fired} reported before its deadline: "
+                                      f"{s} now {now} n {n}")
                 s["pending"] = True
             if arm:
                 state[conn].update(armed=armed, deadline=deadline, pending=False, armed_at=n)

@@ -38,7 +38,8 @@ def test_against_model():
     sim.run()
     for (rcv_wnd, shift, rcv_nxt, rcv_adv), mine in zip(cases, got):
         engine = TcpEngine(ip="169.254.7.2", rcv_wnd=rcv_wnd, rcv_scale=shift)
-        tcb = model_tcb(state=TcpState.ESTABLISHED, iss=0, snd_una=0, snd_nxt=0, snd_max=0, ring_seq=0, rto=200,
+        tcb = model_tcb(state=TcpState.ESTABLISHED, iss=0, snd_una=0, snd_nxt=0, snd_max=0,
+                        ring_seq=0, rto=200,
                    rcv_nxt=rcv_nxt, rcv_adv=rcv_adv, rcv_shift=shift)
         segment = engine._emit(tcb, seq=0, flags=TcpFlag.ACK).segment
         assert mine == (segment.window, tcb.rcv_adv), (rcv_wnd, shift, rcv_nxt, rcv_adv)
