@@ -1,4 +1,4 @@
-"""The connection table entry (TCB) the engine keeps per connection in block RAM."""
+"""The connection table entry (TCB) the engine keeps per connection in its table memory."""
 
 from amaranth.lib import data
 
