@@ -11,7 +11,8 @@ events: :class:`TcpRxCheck`, :class:`TcpAckUpdate`, :class:`TcpRttUpdate`,
 :class:`TcpTimeout`, :class:`TcpArm`, :class:`TcpReply`. The timers :class:`TcpTimerTable`.
 The send side: the ring writer :class:`TcpRingWrite`, where segments end
 :class:`TcpSendCut`, the ring reader :class:`TcpRingRead` and the frame builder
-:class:`TcpTxFrame`. Layouts in :mod:`.layouts`.
+:class:`TcpTxFrame`. Layouts and field shapes in :mod:`.layouts`; sequence-number
+comparisons in :mod:`.seq`.
 """
 
 from .accept import Accepted, TcpAccept

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.tcp_engine import DUPACK_THRESHOLD, MAX_WINDOW
 
 from .layouts import TcpFlags
+from .seq import seq_after, seq_at_or_after
 
 __all__ = ["TcpAckUpdate", "SendState", "AckSeg"]
 
@@ -33,20 +34,6 @@ class AckSeg(data.StructLayout):
     def __init__(self):
         super().__init__({"seq": 32, "ack": 32, "window": 16, "flags": TcpFlags(),
                           "length": 16})
-
-
-def _after(m, a, b, name):
-    """``a`` after ``b`` in sequence space (``seq_gt``)."""
-    diff = Signal(32, name=f"{name}_diff")
-    m.d.comb += diff.eq(a - b)
-    return ~diff[31] & (diff != 0)
-
-
-def _at_or_after(m, a, b, name):
-    """``seq_geq(a, b)``."""
-    diff = Signal(32, name=f"{name}_diff")
-    m.d.comb += diff.eq(a - b)
-    return ~diff[31]
 
 
 class TcpAckUpdate(wiring.Component):
@@ -94,7 +81,7 @@ class TcpAckUpdate(wiring.Component):
         window = Signal(32)
         m.d.comb += window.eq(seg.window << i.snd_shift)
         m.d.comb += o.eq(i)
-        new = _after(m, seg.ack, i.snd_una, "new")
+        new = seq_after(m, seg.ack, i.snd_una, "new")
         duplicate = ((seg.ack == i.snd_una) & (seg.length == 0) & ~seg.flags.syn
                      & ~seg.flags.fin & (window == i.snd_wnd) & (i.snd_wnd != 0)
                      & (i.snd_max != i.snd_una))
@@ -105,9 +92,9 @@ class TcpAckUpdate(wiring.Component):
             self._duplicate(m)
         # the window, once SND.UNA is updated (ack is at or after it then, or the segment
         # was no ACK of new data and is checked against the SND.UNA before)
-        newer = (_after(m, seg.seq, i.snd_wl1, "wl1")
-                 | ((seg.seq == i.snd_wl1) & _at_or_after(m, seg.ack, i.snd_wl2, "wl2")))
-        current = _at_or_after(m, seg.ack, i.snd_una, "una")
+        newer = (seq_after(m, seg.seq, i.snd_wl1, "wl1")
+                 | ((seg.seq == i.snd_wl1) & seq_at_or_after(m, seg.ack, i.snd_wl2, "wl2")))
+        current = seq_at_or_after(m, seg.ack, i.snd_una, "una")
         with m.If(current & newer):
             m.d.comb += [o.snd_wnd.eq(window), o.snd_wl1.eq(seg.seq), o.snd_wl2.eq(seg.ack),
                          o.max_snd_wnd.eq(Mux(window > i.max_snd_wnd, window, i.max_snd_wnd))]
@@ -120,8 +107,8 @@ class TcpAckUpdate(wiring.Component):
         acked = Signal(32)
         m.d.comb += acked.eq(seg.ack - i.snd_una)
         m.d.comb += [o.snd_una.eq(seg.ack), o.retries.eq(0)]
-        full = _at_or_after(m, seg.ack, i.recover, "recover")
-        with m.If(_after(m, seg.ack, i.snd_nxt, "nxt")):
+        full = seq_at_or_after(m, seg.ack, i.recover, "recover")
+        with m.If(seq_after(m, seg.ack, i.snd_nxt, "nxt")):
             m.d.comb += o.snd_nxt.eq(seg.ack)
         with m.If(i.in_recovery):
             with m.If(full):
@@ -154,7 +141,7 @@ class TcpAckUpdate(wiring.Component):
         count = Mux(i.dupacks == _DUPACKS_MAX, _DUPACKS_MAX, i.dupacks + 1)
         m.d.comb += o.dupacks.eq(count)
         third = (i.dupacks == DUPACK_THRESHOLD - 1)
-        passed = _at_or_after(m, i.snd_una, i.recover, "passed")
+        passed = seq_at_or_after(m, i.snd_una, i.recover, "passed")
         with m.If(i.in_recovery):
             inflated = Signal(34)
             m.d.comb += inflated.eq(i.cwnd + mss)

@@ -7,7 +7,8 @@ from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec import tcp_engine as spec
 
-from .rx_check import TcpState
+from .layouts import TcpState
+from .seq import seq_after
 
 __all__ = ["TcpArm", "ArmState", "PERSIST_BACKOFF_BITS"]
 
@@ -60,9 +61,8 @@ class TcpArm(wiring.Component):
         m = Module()
         i, o = self.i, self.o
         m.d.comb += o.eq(i)
-        held = Signal(32)                   # octets in the ring: written, not acknowledged
-        m.d.comb += held.eq(i.data_end - i.snd_una)
-        in_ring = ~held[31] & (held != 0)
+        # octets in the ring: written, not acknowledged
+        in_ring = seq_after(m, i.data_end, i.snd_una, "held")
         backed_off = Signal(32 + (1 << PERSIST_BACKOFF_BITS))
         m.d.comb += backed_off.eq(i.rto << i.persist_backoff)
         with m.If(i.state == spec.TcpState.TIME_WAIT):

@@ -4,13 +4,21 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.utils import bits_for
 
+from rnic.host.spec import tcp_engine as engine_spec
 from rnic.host.spec.limits import check_width
 from rnic.host.spec.tcp import MAX_OPTIONS_LEN, MAX_WINDOW_SCALE
 
 from ..beat import OctetBeat
 from ..net.layouts import FrameBeat
+from ..shapes import shaped_enum
 
-__all__ = ["TcpFlags", "TcpHeaderInfo", "TcpSegInfo", "TcpTxDesc", "ShiftBeat"]
+#: :class:`rnic.host.spec.tcp_engine.TcpState`, ``TcpDrop`` and ``TcpEventKind`` as field
+#: shapes.
+TcpState = shaped_enum(engine_spec.TcpState, 4, module=__name__)
+TcpDrop = shaped_enum(engine_spec.TcpDrop, 4, module=__name__)
+TcpEventKind = shaped_enum(engine_spec.TcpEventKind, 3, module=__name__)
+
+__all__ = ["TcpState", "TcpDrop", "TcpEventKind", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo", "TcpTxDesc", "ShiftBeat"]
 
 
 class TcpFlags(data.StructLayout):
@@ -22,10 +30,10 @@ class TcpFlags(data.StructLayout):
                           ("fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr")})
 
 
-def _fixed_fields():
-    """The fields of a segment's headers that every stage of the receive path carries."""
+def _segment_fields():
+    """The header fields a received and a sent segment both carry (``length``: payload
+    octets)."""
     return {
-        "src_ip": unsigned(32),
         "src_port": unsigned(16),
         "dst_port": unsigned(16),
         "seq": unsigned(32),
@@ -34,6 +42,11 @@ def _fixed_fields():
         "window": unsigned(16),
         "length": unsigned(16),
     }
+
+
+def _fixed_fields():
+    """The fields of a segment's headers that every stage of the receive path carries."""
+    return {"src_ip": unsigned(32), **_segment_fields()}
 
 
 class TcpHeaderInfo(data.StructLayout):
@@ -85,13 +98,7 @@ class TcpTxDesc(data.StructLayout):
     def __init__(self):
         super().__init__({
             "dst_ip": unsigned(32),
-            "src_port": unsigned(16),
-            "dst_port": unsigned(16),
-            "seq": unsigned(32),
-            "ack": unsigned(32),
-            "flags": TcpFlags(),
-            "window": unsigned(16),
-            "length": unsigned(16),
+            **_segment_fields(),
             "payload_sum": unsigned(16),
             "syn_options": unsigned(1),
             "mss": unsigned(16),

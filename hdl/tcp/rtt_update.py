@@ -7,6 +7,8 @@ from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec.tcp_engine import RTTVAR_SHIFT, SRTT_SHIFT
 
+from .seq import seq_at_or_after
+
 __all__ = ["TcpRttUpdate", "RttState"]
 
 
@@ -58,9 +60,7 @@ class TcpRttUpdate(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         i, o = self.i, self.o
-        past = Signal(32)
-        m.d.comb += past.eq(self.ack - i.rtt_seq)
-        covers = i.timing & ~past[31]           # ack is at or after the timed number
+        covers = i.timing & seq_at_or_after(m, self.ack, i.rtt_seq, "past")
         sample = Signal(32)
         m.d.comb += sample.eq(self.now - i.rtt_time)
         delta = Signal(signed(34))

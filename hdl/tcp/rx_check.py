@@ -7,15 +7,10 @@ from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec import tcp_engine as spec
 
-from ..shapes import shaped_enum
-from .layouts import TcpFlags
+from .layouts import TcpDrop, TcpFlags, TcpState
+from .seq import seq_after, seq_before, window_left
 
-__all__ = ["TcpRxCheck", "RxVerdict", "TcpState", "TcpDrop", "RxCheckTcb", "RxCheckSeg"]
-
-#: :class:`rnic.host.spec.tcp_engine.TcpState` and ``TcpDrop`` as 4-bit field shapes.
-TcpState = shaped_enum(spec.TcpState, 4, module=__name__)
-TcpDrop = shaped_enum(spec.TcpDrop, 4, module=__name__)
-
+__all__ = ["TcpRxCheck", "RxVerdict", "RxCheckTcb", "RxCheckSeg"]
 
 class RxVerdict(enum.Enum, shape=unsigned(2)):
     """What the engine does with the segment: go on to the ACK's effects, the window and
@@ -86,14 +81,8 @@ class TcpRxCheck(wiring.Component):
         acceptable = self._acceptable(m, tcb, seg)
         time_wait = tcb.state == spec.TcpState.TIME_WAIT
 
-        # (sequence comparisons: a after b when (a - b) mod 2**32 is in 1 .. 2**31 - 1, a
-        # before b when it is 2**31 or more, as rnic.host.model.tcp.seq_diff)
-        past_max = Signal(32)
-        past_oldest = Signal(32)
-        m.d.comb += [past_max.eq(seg.ack - tcb.snd_max),
-                     past_oldest.eq(seg.ack - (tcb.snd_una - tcb.max_snd_wnd))]
-        after_max = ~past_max[31] & (past_max != 0)
-        too_old = past_oldest[31]
+        after_max = seq_after(m, seg.ack, tcb.snd_max, "past_max")
+        too_old = seq_before(m, seg.ack, tcb.snd_una - tcb.max_snd_wnd, "past_oldest")
 
         def verdict(value, reason=None):
             m.d.comb += self.verdict.eq(value)
@@ -128,10 +117,7 @@ class TcpRxCheck(wiring.Component):
     @staticmethod
     def _acceptable(m, tcb, seg):
         """The four cases of the acceptability test."""
-        span = Signal(32)                   # RCV.WND: what was advertised, 0 if behind
-        advertised = Signal(32)
-        m.d.comb += advertised.eq(tcb.rcv_adv - tcb.rcv_nxt)
-        m.d.comb += span.eq(advertised & ~advertised[31].replicate(32))
+        span = window_left(m, tcb.rcv_adv, tcb.rcv_nxt, "span")   # RCV.WND as advertised
         length = Signal(18)                 # sequence space: octets, SYN and FIN
         m.d.comb += length.eq(seg.length + seg.flags.syn + seg.flags.fin)
         first_in = Signal(32)

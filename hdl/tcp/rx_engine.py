@@ -9,22 +9,18 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec import tcp_engine as spec
 
 from ..beat import conn_bits
-from ..shapes import shaped_enum
 from .ack_update import TcpAckUpdate
 from .arm import TcpArm
-from .layouts import TcpSegInfo, TcpTxDesc
+from .layouts import TcpDrop, TcpEventKind, TcpSegInfo, TcpTxDesc
 from .rtt_update import TcpRttUpdate
-from .rx_check import RxVerdict, TcpDrop, TcpRxCheck
+from .rx_check import RxVerdict, TcpRxCheck
 from .rx_deliver import RxAction
 from .rx_text import TcpRxText
+from .seq import seq_after
 from .tcb import Tcb
 from .window_field import TcpWindowField
 
-__all__ = ["TcpRxEngine", "RxEvent", "TcbWrite", "ConnEvent", "TcpEventKind", "TcpDropEvent"]
-
-#: :class:`rnic.host.spec.tcp_engine.TcpEventKind` as a 3-bit field shape.
-TcpEventKind = shaped_enum(spec.TcpEventKind, 3, module=__name__)
-
+__all__ = ["TcpRxEngine", "RxEvent", "TcbWrite", "ConnEvent", "TcpDropEvent"]
 
 #: A counter event: ``valid`` for one cycle per segment dropped, ``reason`` its
 #: :class:`~rnic.hdl.tcp.rx_check.TcpDrop`.
@@ -124,7 +120,8 @@ class TcpRxEngine(wiring.Component):
         seg = Signal(TcpSegInfo())
         verdict = Signal(RxVerdict)
         reason = Signal(TcpDrop)
-        armed = self._wire_blocks(m, blocks, t, seg)
+        fin_acked = self._fin_acked(m, t)
+        armed = self._wire_blocks(m, blocks, t, seg, fin_acked)
         for port in (self.action, self.ack, self.report):
             with m.If(port.ready):
                 m.d.sync += port.valid.eq(0)
@@ -152,7 +149,7 @@ class TcpRxEngine(wiring.Component):
             with m.State("DECIDE"):
                 self._decide(m, t, conn, seg, verdict, reason, blocks, wr)
             with m.State("TEXT"):
-                self._text(m, t, conn, seg, blocks)
+                self._text(m, t, conn, seg, blocks, fin_acked)
             with m.State("FLUSH"):
                 self._flush(m, t, blocks)
             with m.State("STORE"):
@@ -163,7 +160,7 @@ class TcpRxEngine(wiring.Component):
                 m.next = "IDLE"
         return m
 
-    def _wire_blocks(self, m, blocks, t, seg):
+    def _wire_blocks(self, m, blocks, t, seg, fin_acked):
         """The rule blocks' inputs from the entry and the segment; returns the entry with
         the send timers set (TcpArm's)."""
         check, ack, rtt, text = blocks["check"], blocks["ack"], blocks["rtt"], blocks["text"]
@@ -184,7 +181,7 @@ class TcpRxEngine(wiring.Component):
             text.i.rcv_adv.eq(t.recv.rcv_adv), text.i.rcv_unacked.eq(t.recv.rcv_unacked),
             text.i.send_mss.eq(t.send.send_mss), text.i.ack_now.eq(t.recv.ack_now),
             text.i.dup_ack.eq(t.recv.dup_ack), text.i.delack_armed.eq(t.recv.delack_armed),
-            text.i.delack_at.eq(t.recv.delack_at), text.i.fin_acked.eq(self._fin_acked(m, t)),
+            text.i.delack_at.eq(t.recv.delack_at), text.i.fin_acked.eq(fin_acked),
             text.seg.seq.eq(seg.seq), text.seg.flags.eq(seg.flags),
             text.seg.length.eq(seg.length), text.now.eq(self.now), text.delack.eq(self.delack),
             window.rcv_nxt.eq(t.recv.rcv_nxt), window.rcv_adv.eq(t.recv.rcv_adv),
@@ -195,10 +192,11 @@ class TcpRxEngine(wiring.Component):
 
     @staticmethod
     def _fin_acked(m, t):
-        """Our FIN is sent and acknowledged (SND.UNA past it)."""
-        past = Signal(32, name="fin_past")
-        m.d.comb += past.eq(t.send.snd_una - t.fin_seq)
-        return t.fin_pending & ~past[31] & (past != 0)
+        """Our FIN is sent and acknowledged (SND.UNA past it), as a signal."""
+        acked = Signal(name="fin_acked")
+        m.d.comb += acked.eq(t.fin_pending & seq_after(m, t.send.snd_una, t.fin_seq,
+                                                       "fin_past"))
+        return acked
 
     @staticmethod
     def _wire_arm(m, arm, t):
@@ -236,11 +234,10 @@ class TcpRxEngine(wiring.Component):
                 m.d.sync += [t.rtt.eq(rtt.o), t.timers.rto_armed.eq(0)]
             m.next = "TEXT"
 
-    def _text(self, m, t, conn, seg, blocks):
+    def _text(self, m, t, conn, seg, blocks, fin_acked):
         """FIN acknowledged (FIN-WAIT-1 -> FIN-WAIT-2, CLOSING -> TIME-WAIT, LAST-ACK ->
         CLOSED), then the text and the peer's FIN."""
         text = blocks["text"]
-        fin_acked = self._fin_acked(m, t)
         S = spec.TcpState
         with m.If(fin_acked & (t.state == S.LAST_ACK)):
             self._free(m, t, conn, seg, spec.TcpEventKind.CLOSED, None)

@@ -8,7 +8,8 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec import tcp_engine as spec
 
 from .layouts import TcpFlags
-from .rx_check import TcpState
+from .layouts import TcpState
+from .seq import window_left
 
 __all__ = ["TcpRxText", "RecvState", "TextSeg"]
 
@@ -84,10 +85,7 @@ class TcpRxText(wiring.Component):
                      | (i.state == spec.TcpState.FIN_WAIT_2))
         behind = Signal(32)                 # RCV.NXT - SEG.SEQ: octets already delivered
         m.d.comb += behind.eq(i.rcv_nxt - seg.seq)
-        room = Signal(32)                   # the advertised window, 0 if behind
-        advertised = Signal(32)
-        m.d.comb += [advertised.eq(i.rcv_adv - i.rcv_nxt),
-                     room.eq(advertised & ~advertised[31].replicate(32))]
+        room = window_left(m, i.rcv_adv, i.rcv_nxt, "room")   # the advertised window
         # what is kept: the octets from ``behind`` on, at most ``room`` of them
         beyond = Signal(17)
         m.d.comb += beyond.eq(Mux(behind < seg.length, seg.length - behind, 0))

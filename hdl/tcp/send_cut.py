@@ -1,12 +1,13 @@
 """Where a segment ends: the FPDU ends of each connection's unacknowledged octets, and the
 walk that finds the last one a segment can reach."""
 
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..beat import conn_bits
+from .seq import seq_at_or_after, seq_distance
 
 __all__ = ["TcpSendCut", "CutRecord", "CutRequest", "CutAnswer", "ReleaseRequest"]
 
@@ -144,13 +145,12 @@ class TcpSendCut(wiring.Component):
         reading = Signal()
         m.d.comb += [rd.addr.eq(conn * D + at[:bits]), rd.en.eq(1)]
         m.d.sync += reading.eq(~reading)
-        done = Signal(32)
-        m.d.comb += done.eq(una - rd.data.end)
+        acknowledged = seq_at_or_after(m, una, rd.data.end, "done")
         with m.If(at == tails[conn]):
             m.d.sync += reading.eq(0)
             m.next = "IDLE"
         with m.Elif(reading):
-            with m.If(~done[31]):           # end at or before una: acknowledged
+            with m.If(acknowledged):
                 m.d.sync += [heads[conn].eq(at + 1), at.eq(at + 1)]
             with m.Else():
                 m.next = "IDLE"
@@ -160,8 +160,7 @@ class TcpSendCut(wiring.Component):
         reading = Signal()
         m.d.comb += [rd.addr.eq(conn * D + at[:bits]), rd.en.eq(1)]
         m.d.sync += reading.eq(~reading)
-        reach = Signal(32)
-        m.d.comb += reach.eq(rd.data.end - req.seq)
+        reach = seq_distance(m, rd.data.end, req.seq, "reach")
         answer = self.answer.payload
 
         def finish(value, split=0):

@@ -7,8 +7,7 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec import tcp_engine as spec
 from rnic.host.spec.tcp import DEFAULT_MSS, MAX_WINDOW_SCALE
 
-from .layouts import TcpSegInfo
-from .rx_check import TcpDrop
+from .layouts import TcpDrop, TcpSegInfo
 
 __all__ = ["TcpSynSent", "SynSentVerdict", "Connected", "initial_window"]
 

@@ -4,8 +4,8 @@ from amaranth.lib import data
 
 from .ack_update import SendState
 from .arm import PERSIST_BACKOFF_BITS
+from .layouts import TcpState
 from .rtt_update import RttState
-from .rx_check import TcpState
 
 __all__ = ["Tcb", "RecvFields", "TimerFields"]
 

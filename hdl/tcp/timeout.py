@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec import tcp_engine as spec
 
-from .rx_check import TcpState
+from .layouts import TcpState
 
 __all__ = ["TcpTimeout", "TimeoutState"]
 

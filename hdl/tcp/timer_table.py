@@ -5,6 +5,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..beat import conn_bits
+from .seq import seq_at_or_after
 
 __all__ = ["TcpTimerTable", "TimerArm"]
 
@@ -71,9 +72,8 @@ class TcpTimerTable(wiring.Component):
                      wr.en.eq(self.arm.valid)]
 
         due = Signal()
-        late = Signal(32)
-        m.d.comb += [late.eq(self.now - rd.data.deadline),
-                     due.eq(rd.data.armed & ~late[-1] & ~pending.bit_select(looked, 1))]
+        m.d.comb += due.eq(rd.data.armed & seq_at_or_after(m, self.now, rd.data.deadline, "late")
+                           & ~pending.bit_select(looked, 1))
         hold = self.fired.valid & ~self.fired.ready
         with m.If(self.fired.ready):
             m.d.sync += self.fired.valid.eq(0)

@@ -128,7 +128,6 @@ class TcpTxFrame(wiring.Component):
         head = self._head(desc, checksum, offset)
         s = _PAYLOAD_AT % W                 # header lanes of the beat where the payload starts
         assert s != 0, "the shift below is written for a payload that starts inside a beat"
-        head_beats = -(-_PAYLOAD_AT // W)   # beats holding header octets (no SYN options)
         syn_beats = -(-_HEAD_LEN // W)
         out = self.o.payload
         beat = Signal(range(syn_beats + 1))  # index of the next head beat
@@ -147,7 +146,7 @@ class TcpTxFrame(wiring.Component):
             with m.State("SUM"):
                 m.next = "HEAD"
             with m.State("HEAD"):
-                self._head_beats(m, head, beat, free, s, head_beats, syn_beats, prev, prev_n)
+                self._head_beats(m, head, beat, free, s, syn_beats, prev, prev_n)
             with m.State("BODY"):
                 with m.If(free & self.payload.valid):
                     m.d.comb += self.payload.ready.eq(1)
@@ -172,7 +171,7 @@ class TcpTxFrame(wiring.Component):
                     m.next = "IDLE"
         return m
 
-    def _head_beats(self, m, head, beat, free, s, head_beats, syn_beats, prev, prev_n):
+    def _head_beats(self, m, head, beat, free, s, syn_beats, prev, prev_n):
         """The beats of the head; the last one of a segment with payload also carries the
         payload's first ``W - s`` octets."""
         W = self._width

@@ -8,6 +8,8 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.tcp import MAX_WINDOW_SCALE
 from rnic.host.spec.tcp_engine import MAX_UNSCALED_WINDOW
 
+from .seq import seq_after
+
 __all__ = ["TcpWindowField"]
 
 
@@ -51,8 +53,7 @@ class TcpWindowField(wiring.Component):
         m.d.comb += self.window.eq(Mux(wanted > MAX_UNSCALED_WINDOW, MAX_UNSCALED_WINDOW,
                                        wanted))
         edge = Signal(32)
-        further = Signal(32)
-        m.d.comb += [edge.eq(self.rcv_nxt + (self.window << self.rcv_shift)),
-                     further.eq(edge - self.rcv_adv)]
-        m.d.comb += self.new_adv.eq(Mux(~further[31] & (further != 0), edge, self.rcv_adv))
+        m.d.comb += edge.eq(self.rcv_nxt + (self.window << self.rcv_shift))
+        m.d.comb += self.new_adv.eq(Mux(seq_after(m, edge, self.rcv_adv, "further"), edge,
+                                        self.rcv_adv))
         return m
