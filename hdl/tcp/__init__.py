@@ -12,7 +12,7 @@ events: :class:`TcpRxCheck`, :class:`TcpAckUpdate`, :class:`TcpRttUpdate`,
 The send side: the ring writer :class:`TcpRingWrite`, where segments end
 :class:`TcpSendCut`, the ring reader :class:`TcpRingRead` and the frame builder
 :class:`TcpTxFrame`. Layouts and field shapes in :mod:`.layouts`; sequence-number
-comparisons in :mod:`.seq`.
+comparisons in :mod:`.seq`; the steps of the staged rule blocks in :mod:`.stage`.
 """
 
 from .accept import Accepted, TcpAccept

@@ -1,7 +1,7 @@
 """Which of a connection's send timers runs after an event: retransmission or persist
 (RFC 6298 section 5.1 and 5.2, RFC 9293 section 3.8.6.1)."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -9,6 +9,7 @@ from rnic.host.spec import tcp_engine as spec
 
 from .layouts import TcpState
 from .seq import seq_after
+from .stage import staged
 
 __all__ = ["TcpArm", "ArmState", "PERSIST_BACKOFF_BITS"]
 
@@ -40,7 +41,8 @@ class TcpArm(wiring.Component):
     * otherwise the persist timer stops (its backoff to 0), and the retransmission timer
       stops when nothing is unacknowledged, or starts at ``now + RTO`` if it does not run.
 
-    Combinational.
+    Latency: :data:`LATENCY` cycles from inputs that hold still
+    (:mod:`~rnic.hdl.tcp.stage`).
 
     Ports
     -----
@@ -57,26 +59,33 @@ class TcpArm(wiring.Component):
             "o": Out(ArmState()),
         })
 
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 2
+
     def elaborate(self, platform):
         m = Module()
         i, o = self.i, self.o
+        # 1: octets in the ring (written, not acknowledged), the backed-off RTO, the RTO's
+        # deadline
+        in_ring = staged(m, seq_after(m, i.data_end, i.snd_una, "held"), "in_ring")
+        backed_off = staged(m, i.rto << i.persist_backoff, "backed_off")
+        rto_at = staged(m, self.now + i.rto, "rto_at", 32)
+        # 2: the persist deadlines, backed off or at the maximum
+        too_long = staged(m, backed_off > self.rto_max, "too_long")
+        persist_at = staged(m, self.now + backed_off, "persist_at", 32)
+        persist_at_max = staged(m, self.now + self.rto_max, "persist_at_max", 32)
         m.d.comb += o.eq(i)
-        # octets in the ring: written, not acknowledged
-        in_ring = seq_after(m, i.data_end, i.snd_una, "held")
-        backed_off = Signal(32 + (1 << PERSIST_BACKOFF_BITS))
-        m.d.comb += backed_off.eq(i.rto << i.persist_backoff)
         with m.If(i.state == spec.TcpState.TIME_WAIT):
             pass
         with m.Elif((i.state != spec.TcpState.SYN_SENT) & (i.snd_wnd == 0) & in_ring):
             m.d.comb += [o.rto_armed.eq(0), o.snd_nxt.eq(i.snd_una)]
             with m.If(~i.persist_armed):
                 m.d.comb += [o.persist_armed.eq(1),
-                             o.persist_at.eq(self.now + Mux(backed_off > self.rto_max,
-                                                            self.rto_max, backed_off))]
+                             o.persist_at.eq(Mux(too_long, persist_at_max, persist_at))]
         with m.Else():
             m.d.comb += [o.persist_armed.eq(0), o.persist_backoff.eq(0)]
             with m.If(i.snd_max == i.snd_una):
                 m.d.comb += o.rto_armed.eq(0)
             with m.Elif(~i.rto_armed):
-                m.d.comb += [o.rto_armed.eq(1), o.rto_at.eq(self.now + i.rto)]
+                m.d.comb += [o.rto_armed.eq(1), o.rto_at.eq(rto_at)]
         return m

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.tcp_engine import RTTVAR_SHIFT, SRTT_SHIFT
 
 from .seq import seq_at_or_after
+from .stage import staged
 
 __all__ = ["TcpRttUpdate", "RttState"]
 
@@ -34,7 +35,8 @@ class TcpRttUpdate(wiring.Component):
     * RTO = max(``rto_min``, SRTT + max(1, 4 * RTTVAR)), at most ``rto_max``, or
       ``rto_initial`` while there is no estimate.
 
-    Combinational. The estimate is kept in 32 bits: exact for round trips below 2**28
+    Latency: :data:`LATENCY` cycles from inputs that hold still
+    (:mod:`~rnic.hdl.tcp.stage`). The estimate is kept in 32 bits: exact for round trips below 2**28
     ticks.
 
     Ports
@@ -57,29 +59,41 @@ class TcpRttUpdate(wiring.Component):
             "o": Out(RttState()),
         })
 
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 4
+
     def elaborate(self, platform):
         m = Module()
         i, o = self.i, self.o
-        covers = i.timing & seq_at_or_after(m, self.ack, i.rtt_seq, "past")
-        sample = Signal(32)
-        m.d.comb += sample.eq(self.now - i.rtt_time)
-        delta = Signal(signed(34))
-        m.d.comb += delta.eq(sample - (i.srtt8 >> SRTT_SHIFT))
-        magnitude = Signal(33)
-        m.d.comb += magnitude.eq(Mux(delta < 0, -delta, delta))
-
-        m.d.comb += o.eq(i)
+        srtt = i.srtt8 >> SRTT_SHIFT
+        # 1: whether the sample ends, the sample
+        covers = staged(m, i.timing & seq_at_or_after(m, self.ack, i.rtt_seq, "past"), "covers")
+        sample = staged(m, self.now - i.rtt_time, "sample", 32)
+        decayed = staged(m, i.rttvar4 - (i.rttvar4 >> RTTVAR_SHIFT), "decayed", 32)
+        # 2: its difference from SRTT, both ways
+        above = Signal(signed(34))
+        below = Signal(signed(34))
+        m.d.comb += [above.eq(sample - srtt), below.eq(srtt - sample)]
+        delta = staged(m, above, "delta")
+        magnitude = staged(m, Mux(above < 0, below, above), "magnitude", 33)
+        # 3: the estimate
+        estimate = Signal(RttState())
+        m.d.comb += estimate.eq(i)
         with m.If(covers):
-            m.d.comb += o.timing.eq(0)
+            m.d.comb += estimate.timing.eq(0)
             with m.If(~i.estimated):
-                m.d.comb += [o.estimated.eq(1), o.srtt8.eq(sample << SRTT_SHIFT),
-                             o.rttvar4.eq(sample << (RTTVAR_SHIFT - 1))]
+                m.d.comb += [estimate.estimated.eq(1),
+                             estimate.srtt8.eq(sample << SRTT_SHIFT),
+                             estimate.rttvar4.eq(sample << (RTTVAR_SHIFT - 1))]
             with m.Else():
-                m.d.comb += [o.srtt8.eq(i.srtt8 + delta),
-                             o.rttvar4.eq(i.rttvar4 + magnitude - (i.rttvar4 >> RTTVAR_SHIFT))]
-        rto = Signal(34)
-        m.d.comb += rto.eq((o.srtt8 >> SRTT_SHIFT) + Mux(o.rttvar4 == 0, 1, o.rttvar4))
-        with m.If(~o.estimated):
+                m.d.comb += [estimate.srtt8.eq(i.srtt8 + delta),
+                             estimate.rttvar4.eq(decayed + magnitude)]
+        new = staged(m, estimate, "estimate", RttState())
+        # 4: the timeout from it
+        rto = staged(m, (new.srtt8 >> SRTT_SHIFT) + Mux(new.rttvar4 == 0, 1, new.rttvar4),
+                     "rto_estimated", 34)
+        m.d.comb += [o.eq(new), o.rtt_seq.eq(i.rtt_seq), o.rtt_time.eq(i.rtt_time)]
+        with m.If(~new.estimated):
             m.d.comb += o.rto.eq(self.rto_initial)
         with m.Elif(rto < self.rto_min):
             m.d.comb += o.rto.eq(self.rto_min)

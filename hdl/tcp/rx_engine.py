@@ -2,6 +2,8 @@
 the connection table, through the rule blocks, to the delivery action, the ACK owed and
 the connection's events."""
 
+import contextlib
+
 from amaranth.hdl import Module, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -10,7 +12,7 @@ from rnic.host.spec import tcp_engine as spec
 
 from ..beat import conn_bits
 from .ack_update import TcpAckUpdate
-from .arm import TcpArm
+from .arm import ArmState, TcpArm
 from .layouts import TcpDrop, TcpEventKind, TcpSegInfo, TcpTxDesc
 from .rtt_update import TcpRttUpdate
 from .rx_check import RxVerdict, TcpRxCheck
@@ -85,8 +87,10 @@ class TcpRxEngine(wiring.Component):
         The table entry ``read_conn`` holds, a cycle later, between events.
     now, delack, time_wait, rcv_wnd, rto_min, rto_max, rto_initial : In(32)
 
-    Latency and throughput: a segment takes 7 cycles from its event to the entry written
-    back, 9 when it sends an ACK, more while an output waits; one at a time.
+    Latency and throughput: a segment takes 22 cycles from its event to the entry written
+    back, 24 when it sends an ACK, 17 when it is dropped, more while an output waits; one
+    at a time. Each state waits for the ``LATENCY`` of the rule blocks it reads; the time
+    base is sampled when the event is taken.
     """
 
     def __init__(self, *, connections):
@@ -119,14 +123,24 @@ class TcpRxEngine(wiring.Component):
         conn = Signal(conn_bits(self._connections))
         seg = Signal(TcpSegInfo())
         verdict = Signal(RxVerdict)
+        restart_time_wait = Signal()
         reason = Signal(TcpDrop)
+        now = Signal(32, name="event_now")  # the time base when the segment was taken
         fin_acked = self._fin_acked(m, t)
-        armed = self._wire_blocks(m, blocks, t, seg, fin_acked)
+        armed = self._wire_blocks(m, blocks, t, seg, fin_acked, now)
         for port in (self.action, self.ack, self.report):
             with m.If(port.ready):
                 m.d.sync += port.valid.eq(0)
         m.d.comb += self.read_tcb.eq(rd.data)
         outputs_free = ~self.action.valid & ~self.ack.valid & ~self.report.valid
+        # each state waits for the rule blocks it reads (their inputs hold still meanwhile)
+        self._latency = {
+            "DECIDE": max(TcpAckUpdate.LATENCY, TcpRttUpdate.LATENCY),
+            "TEXT": TcpRxText.LATENCY,
+            "FLUSH": TcpWindowField.LATENCY,
+            "STORE": TcpArm.LATENCY + 1,       # (its outputs registered)
+        }
+        self._settle = Signal(range(max(self._latency.values()) + 1), name="settle")
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += [rd.addr.eq(self.read_conn), rd.en.eq(1)]
@@ -135,32 +149,47 @@ class TcpRxEngine(wiring.Component):
                                  wr.data.eq(self.write.payload.tcb), wr.en.eq(1)]
                 with m.Elif(self.event.valid & outputs_free):
                     m.d.comb += [self.event.ready.eq(1), rd.addr.eq(self.event.payload.conn)]
-                    m.d.sync += [conn.eq(self.event.payload.conn), seg.eq(self.event.payload.seg)]
+                    m.d.sync += [conn.eq(self.event.payload.conn), seg.eq(self.event.payload.seg),
+                                 now.eq(self.now)]
                     m.next = "LOAD"
             with m.State("LOAD"):
                 m.d.sync += t.eq(rd.data)
                 m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += [verdict.eq(blocks["check"].verdict),
-                             reason.eq(blocks["check"].reason)]
-                with m.If(blocks["check"].restart_time_wait):
-                    m.d.sync += t.timers.tw_at.eq(self.now + self.time_wait)
-                m.next = "DECIDE"
-            with m.State("DECIDE"):
-                self._decide(m, t, conn, seg, verdict, reason, blocks, wr)
-            with m.State("TEXT"):
-                self._text(m, t, conn, seg, blocks, fin_acked)
-            with m.State("FLUSH"):
+                             reason.eq(blocks["check"].reason),
+                             restart_time_wait.eq(blocks["check"].restart_time_wait)]
+                self._goto(m, "DECIDE")
+            with m.State("DECIDE"), self._settled(m):
+                with m.If(restart_time_wait):
+                    m.d.sync += t.timers.tw_at.eq(now + self.time_wait)
+                self._decide(m, t, conn, seg, verdict, reason, blocks)
+            with m.State("TEXT"), self._settled(m):
+                self._text(m, t, conn, seg, blocks, fin_acked, now)
+            with m.State("FLUSH"), self._settled(m):
                 self._flush(m, t, blocks)
-            with m.State("STORE"):
+            with m.State("STORE"), self._settled(m):
                 m.d.comb += [wr.addr.eq(conn), wr.data.eq(armed), wr.en.eq(1)]
-                m.next = "IDLE"
+                self._goto(m, "IDLE")
             with m.State("CLOSE"):
                 m.d.comb += [wr.addr.eq(conn), wr.data.eq(t), wr.en.eq(1)]
                 m.next = "IDLE"
         return m
 
-    def _wire_blocks(self, m, blocks, t, seg, fin_acked):
+    def _goto(self, m, state):
+        """To ``state``, which first waits for the rule blocks it reads."""
+        m.next = state
+        m.d.sync += self._settle.eq(self._latency.get(state, 0))
+
+    @contextlib.contextmanager
+    def _settled(self, m):
+        """The body of a state, once its rule blocks are settled."""
+        with m.If(self._settle != 0):
+            m.d.sync += self._settle.eq(self._settle - 1)
+        with m.Else():
+            yield
+
+    def _wire_blocks(self, m, blocks, t, seg, fin_acked, now):
         """The rule blocks' inputs from the entry and the segment; returns the entry with
         the send timers set (TcpArm's)."""
         check, ack, rtt, text = blocks["check"], blocks["ack"], blocks["rtt"], blocks["text"]
@@ -174,7 +203,7 @@ class TcpRxEngine(wiring.Component):
             ack.i.eq(t.send), ack.seg.seq.eq(seg.seq), ack.seg.ack.eq(seg.ack),
             ack.seg.window.eq(seg.window), ack.seg.flags.eq(seg.flags),
             ack.seg.length.eq(seg.length),
-            rtt.i.eq(t.rtt), rtt.ack.eq(seg.ack), rtt.now.eq(self.now),
+            rtt.i.eq(t.rtt), rtt.ack.eq(seg.ack), rtt.now.eq(now),
             rtt.rto_min.eq(self.rto_min), rtt.rto_max.eq(self.rto_max),
             rtt.rto_initial.eq(self.rto_initial),
             text.i.state.eq(t.state), text.i.rcv_nxt.eq(t.recv.rcv_nxt),
@@ -183,10 +212,10 @@ class TcpRxEngine(wiring.Component):
             text.i.dup_ack.eq(t.recv.dup_ack), text.i.delack_armed.eq(t.recv.delack_armed),
             text.i.delack_at.eq(t.recv.delack_at), text.i.fin_acked.eq(fin_acked),
             text.seg.seq.eq(seg.seq), text.seg.flags.eq(seg.flags),
-            text.seg.length.eq(seg.length), text.now.eq(self.now), text.delack.eq(self.delack),
+            text.seg.length.eq(seg.length), text.now.eq(now), text.delack.eq(self.delack),
             window.rcv_nxt.eq(t.recv.rcv_nxt), window.rcv_adv.eq(t.recv.rcv_adv),
             window.rcv_wnd.eq(self.rcv_wnd), window.rcv_shift.eq(t.recv.rcv_shift),
-            arm.now.eq(self.now), arm.rto_max.eq(self.rto_max),
+            arm.now.eq(now), arm.rto_max.eq(self.rto_max),
         ]
         return self._wire_arm(m, arm, t)
 
@@ -209,42 +238,45 @@ class TcpRxEngine(wiring.Component):
                      i.rto_at.eq(t.timers.rto_at), i.persist_armed.eq(t.timers.persist_armed),
                      i.persist_at.eq(t.timers.persist_at),
                      i.persist_backoff.eq(t.timers.persist_backoff)]
+        # registered: the rule's logic stays off the path to the table's write port
+        o = Signal(ArmState(), name="arm_o")
+        m.d.sync += o.eq(arm.o)
         out = Signal(Tcb(), name="armed_tcb")
-        m.d.comb += [out.eq(t), out.send.snd_nxt.eq(arm.o.snd_nxt),
-                     out.timers.rto_armed.eq(arm.o.rto_armed), out.timers.rto_at.eq(arm.o.rto_at),
-                     out.timers.persist_armed.eq(arm.o.persist_armed),
-                     out.timers.persist_at.eq(arm.o.persist_at),
-                     out.timers.persist_backoff.eq(arm.o.persist_backoff)]
+        m.d.comb += [out.eq(t), out.send.snd_nxt.eq(o.snd_nxt),
+                     out.timers.rto_armed.eq(o.rto_armed), out.timers.rto_at.eq(o.rto_at),
+                     out.timers.persist_armed.eq(o.persist_armed),
+                     out.timers.persist_at.eq(o.persist_at),
+                     out.timers.persist_backoff.eq(o.persist_backoff)]
         return out
 
-    def _decide(self, m, t, conn, seg, verdict, reason, blocks, wr):
+    def _decide(self, m, t, conn, seg, verdict, reason, blocks):
         """The checks' verdict: drop, reset, or the ACK's effects and FIN transitions."""
         with m.If(verdict == RxVerdict.RESET):
-            self._free(m, t, conn, seg, spec.TcpEventKind.RESET, wr)
+            self._free(m, t, conn, seg, spec.TcpEventKind.RESET)
         with m.Elif(verdict != RxVerdict.ACCEPT):
             m.d.comb += [self.drop.valid.eq(1), self.drop.reason.eq(reason)]
             with m.If(verdict == RxVerdict.DROP_ACK):
                 m.d.sync += t.recv.dup_ack.eq(1)
             self._deliver(m, conn, seg, keep=0, skip=0)
-            m.next = "FLUSH"
+            self._goto(m, "FLUSH")
         with m.Else():
             ack, rtt = blocks["ack"], blocks["rtt"]
             m.d.sync += t.send.eq(ack.o)
             with m.If(ack.new_data):
                 m.d.sync += [t.rtt.eq(rtt.o), t.timers.rto_armed.eq(0)]
-            m.next = "TEXT"
+            self._goto(m, "TEXT")
 
-    def _text(self, m, t, conn, seg, blocks, fin_acked):
+    def _text(self, m, t, conn, seg, blocks, fin_acked, now):
         """FIN acknowledged (FIN-WAIT-1 -> FIN-WAIT-2, CLOSING -> TIME-WAIT, LAST-ACK ->
         CLOSED), then the text and the peer's FIN."""
         text = blocks["text"]
         S = spec.TcpState
         with m.If(fin_acked & (t.state == S.LAST_ACK)):
-            self._free(m, t, conn, seg, spec.TcpEventKind.CLOSED, None)
+            self._free(m, t, conn, seg, spec.TcpEventKind.CLOSED)
         with m.Elif(fin_acked & (t.state == S.CLOSING)):
-            self._time_wait(m, t)
+            self._time_wait(m, t, now)
             self._deliver(m, conn, seg, keep=0, skip=0)
-            m.next = "FLUSH"
+            self._goto(m, "FLUSH")
         with m.Else():
             with m.If(fin_acked & (t.state == S.FIN_WAIT_1)):
                 m.d.comb += text.i.state.eq(S.FIN_WAIT_2)
@@ -260,12 +292,12 @@ class TcpRxEngine(wiring.Component):
                 m.d.sync += [self.report.valid.eq(1), self.report.payload.conn.eq(conn),
                              self.report.payload.kind.eq(spec.TcpEventKind.PEER_CLOSED)]
             with m.If(text.time_wait):
-                self._time_wait(m, t)
-            m.next = "FLUSH"
+                self._time_wait(m, t, now)
+            self._goto(m, "FLUSH")
 
-    def _time_wait(self, m, t):
+    def _time_wait(self, m, t, now):
         m.d.sync += [t.state.eq(spec.TcpState.TIME_WAIT), t.timers.tw_armed.eq(1),
-                     t.timers.tw_at.eq(self.now + self.time_wait), t.timers.rto_armed.eq(0),
+                     t.timers.tw_at.eq(now + self.time_wait), t.timers.rto_armed.eq(0),
                      t.timers.persist_armed.eq(0)]
 
     def _flush(self, m, t, blocks):
@@ -282,16 +314,16 @@ class TcpRxEngine(wiring.Component):
                          t.recv.dup_ack.eq(0), t.recv.delack_armed.eq(0),
                          t.recv.rcv_unacked.eq(0)]
         with m.Elif(~self.ack.valid):
-            m.next = "STORE"
+            self._goto(m, "STORE")
 
     def _deliver(self, m, conn, seg, *, keep, skip):
         a = self.action.payload
         m.d.sync += [self.action.valid.eq(1), a.conn.eq(conn), a.length.eq(seg.length),
                      a.skip.eq(skip), a.keep.eq(keep)]
 
-    def _free(self, m, t, conn, seg, kind, wr):
+    def _free(self, m, t, conn, seg, kind):
         """The connection ends: its entry CLOSED, reported, its payload dropped."""
         m.d.sync += [t.state.eq(spec.TcpState.CLOSED), self.report.valid.eq(1),
                      self.report.payload.conn.eq(conn), self.report.payload.kind.eq(kind)]
         self._deliver(m, conn, seg, keep=0, skip=0)
-        m.next = "CLOSE"
+        self._goto(m, "CLOSE")

@@ -1,7 +1,7 @@
 """What an accepted segment's text and FIN do: which octets are delivered, RCV.NXT, the
 ACK owed, and the close states (RFC 9293 section 3.10.7.4, seventh and eighth steps)."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,6 +10,7 @@ from rnic.host.spec import tcp_engine as spec
 from .layouts import TcpFlags
 from .layouts import TcpState
 from .seq import window_left
+from .stage import staged
 
 __all__ = ["TcpRxText", "RecvState", "TextSeg"]
 
@@ -49,7 +50,8 @@ class TcpRxText(wiring.Component):
       acknowledged), FIN-WAIT-2 -> TIME-WAIT (``time_wait``: the engine starts its timer
       and stops the others).
 
-    Combinational.
+    Latency: :data:`LATENCY` cycles from inputs that hold still
+    (:mod:`~rnic.hdl.tcp.stage`).
 
     Ports
     -----
@@ -76,6 +78,9 @@ class TcpRxText(wiring.Component):
             "time_wait": Out(1),
         })
 
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 4
+
     def elaborate(self, platform):
         m = Module()
         i, o, seg = self.i, self.o, self.seg
@@ -83,15 +88,27 @@ class TcpRxText(wiring.Component):
         receiving = ((i.state == spec.TcpState.ESTABLISHED)
                      | (i.state == spec.TcpState.FIN_WAIT_1)
                      | (i.state == spec.TcpState.FIN_WAIT_2))
-        behind = Signal(32)                 # RCV.NXT - SEG.SEQ: octets already delivered
-        m.d.comb += behind.eq(i.rcv_nxt - seg.seq)
-        room = window_left(m, i.rcv_adv, i.rcv_nxt, "room")   # the advertised window
-        # what is kept: the octets from ``behind`` on, at most ``room`` of them
-        beyond = Signal(17)
-        m.d.comb += beyond.eq(Mux(behind < seg.length, seg.length - behind, 0))
-        keep = Signal(16)
-        m.d.comb += keep.eq(Mux(beyond < room, beyond, room))
-
+        # 1: the octets already delivered (RCV.NXT - SEG.SEQ), the advertised window
+        behind = staged(m, i.rcv_nxt - seg.seq, "behind", 32)
+        room = staged(m, window_left(m, i.rcv_adv, i.rcv_nxt, "room"), "room")
+        s = dict(
+            fin_nxt=staged(m, i.rcv_nxt + 1, "fin_nxt", 32),
+            delack_at=staged(m, self.now + self.delack, "delack_at", 32),
+            # the octets that owe an ACK at once (ACK_EVERY_SEGMENTS send MSS in all)
+            short=staged(m, spec.ACK_EVERY_SEGMENTS * i.send_mss - i.rcv_unacked, "short",
+                         signed(34)),
+        )
+        # 2, 3: what is kept: the octets from ``behind`` on, at most ``room`` of them
+        beyond = staged(m, Mux(behind < seg.length, seg.length - behind, 0), "beyond", 17)
+        keep = staged(m, Mux(beyond < room, beyond, room), "keep", 16)
+        # 4: the sums with it
+        s.update(
+            unacked=staged(m, i.rcv_unacked + keep, "unacked", 32),
+            nxt=staged(m, i.rcv_nxt + keep, "nxt", 32),
+            fin_nxt=staged(m, s["fin_nxt"] + keep, "fin_keep_nxt", 32),
+            ack_due=staged(m, keep >= s["short"], "ack_due"),
+            fin_here=staged(m, behind + keep == seg.length, "fin_here"),
+        )
         with m.If(receiving & ((seg.length != 0) | seg.flags.fin)):
             with m.If(behind[31]):
                 m.d.comb += [self.out_of_order.eq(1), o.dup_ack.eq(1)]
@@ -99,28 +116,25 @@ class TcpRxText(wiring.Component):
                 m.d.comb += [self.skip.eq(behind), self.keep.eq(keep)]
                 with m.If((behind != 0) & (seg.length != 0)):
                     m.d.comb += o.ack_now.eq(1)
-                self._delivered(m, keep)
-                with m.If(seg.flags.fin & (behind + keep == seg.length)):
-                    self._fin(m, keep)
+                self._delivered(m, keep, s)
+                with m.If(seg.flags.fin & s["fin_here"]):
+                    self._fin(m, s)
         return m
 
-    def _delivered(self, m, keep):
+    def _delivered(self, m, keep, s):
         """RCV.NXT and the ACK owed after ``keep`` octets."""
         i, o = self.i, self.o
         with m.If(keep != 0):
-            unacked = Signal(33)
-            m.d.comb += [unacked.eq(i.rcv_unacked + keep), o.rcv_nxt.eq(i.rcv_nxt + keep),
-                         o.rcv_unacked.eq(unacked)]
-            with m.If(unacked >= spec.ACK_EVERY_SEGMENTS * i.send_mss):
+            m.d.comb += [o.rcv_nxt.eq(s["nxt"]), o.rcv_unacked.eq(s["unacked"])]
+            with m.If(s["ack_due"]):
                 m.d.comb += o.ack_now.eq(1)
             with m.Elif(~i.delack_armed):
-                m.d.comb += [o.delack_armed.eq(1), o.delack_at.eq(self.now + self.delack)]
+                m.d.comb += [o.delack_armed.eq(1), o.delack_at.eq(s["delack_at"])]
 
-    def _fin(self, m, keep):
+    def _fin(self, m, s):
         """The peer's FIN, right after the delivered octets."""
         i, o = self.i, self.o
-        m.d.comb += [o.rcv_nxt.eq(i.rcv_nxt + keep + 1), o.ack_now.eq(1),
-                     self.peer_closed.eq(1)]
+        m.d.comb += [o.rcv_nxt.eq(s["fin_nxt"]), o.ack_now.eq(1), self.peer_closed.eq(1)]
         with m.If(i.state == spec.TcpState.ESTABLISHED):
             m.d.comb += o.state.eq(spec.TcpState.CLOSE_WAIT)
         with m.Elif((i.state == spec.TcpState.FIN_WAIT_1) & ~i.fin_acked):

@@ -9,6 +9,7 @@ from rnic.host.spec.tcp import MAX_WINDOW_SCALE
 from rnic.host.spec.tcp_engine import MAX_UNSCALED_WINDOW
 
 from .seq import seq_after
+from .stage import staged
 
 __all__ = ["TcpWindowField"]
 
@@ -20,7 +21,8 @@ class TcpWindowField(wiring.Component):
     the edge never moves left), at most 65535; ``rcv_adv`` moves to the new edge when it
     is further.
 
-    Combinational.
+    Latency: :data:`LATENCY` cycles from inputs that hold still
+    (:mod:`~rnic.hdl.tcp.stage`).
 
     Ports
     -----
@@ -40,20 +42,23 @@ class TcpWindowField(wiring.Component):
             "new_adv": Out(32),
         })
 
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 4
+
     def elaborate(self, platform):
         m = Module()
-        ahead = Signal(32)                  # the advertised edge past RCV.NXT
-        m.d.comb += ahead.eq(self.rcv_adv - self.rcv_nxt)
-        keep = Signal(32)                   # ... in the scale's units, rounded up; 0 if behind
-        m.d.comb += keep.eq(Mux(ahead[31], 0,
-                                (ahead + (1 << self.rcv_shift) - 1) >> self.rcv_shift))
-        offered = Signal(32)
-        m.d.comb += offered.eq(self.rcv_wnd >> self.rcv_shift)
+        shift = self.rcv_shift
+        # 1: the advertised edge past RCV.NXT, and the offer in the scale's units
+        ahead = staged(m, self.rcv_adv - self.rcv_nxt, "ahead", 32)
+        offered = staged(m, self.rcv_wnd >> shift, "offered", 32)
+        # 2: what keeps the edge, rounded up (0 if behind)
+        keep = staged(m, Mux(ahead[31], 0, (ahead + (1 << shift) - 1) >> shift), "keep", 32)
+        # 3: the field; 4: the edge it advertises
         wanted = Mux(offered > keep, offered, keep)
-        m.d.comb += self.window.eq(Mux(wanted > MAX_UNSCALED_WINDOW, MAX_UNSCALED_WINDOW,
-                                       wanted))
-        edge = Signal(32)
-        m.d.comb += edge.eq(self.rcv_nxt + (self.window << self.rcv_shift))
+        window = staged(m, Mux(wanted > MAX_UNSCALED_WINDOW, MAX_UNSCALED_WINDOW, wanted),
+                        "window", 16)
+        m.d.comb += self.window.eq(window)
+        edge = staged(m, self.rcv_nxt + (window << shift), "edge", 32)
         m.d.comb += self.new_adv.eq(Mux(seq_after(m, edge, self.rcv_adv, "further"), edge,
                                         self.rcv_adv))
         return m

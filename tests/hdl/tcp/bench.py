@@ -4,7 +4,7 @@ beat rules (``first`` on the first beat only, every beat but the last full)."""
 
 from rnic.hdl.tcp.layouts import TcpFlags
 
-__all__ = ["beats", "flag_bits", "send", "receive_units"]
+__all__ = ["beats", "flag_bits", "settle", "send", "receive_units"]
 
 
 def beats(octets, width, **fields):
@@ -18,6 +18,12 @@ def beats(octets, width, **fields):
 def flag_bits(flags):
     """The fields of :class:`~rnic.hdl.tcp.layouts.TcpFlags` for a flags octet."""
     return {name: (flags >> k) & 1 for k, (name, _) in enumerate(TcpFlags())}
+
+
+async def settle(ctx, block):
+    """Wait out a rule block's ``LATENCY`` after its inputs are set (they hold still)."""
+    for _ in range(block.LATENCY):
+        await ctx.tick()
 
 
 async def send(ctx, port, items, rng, *, idle=0.0):

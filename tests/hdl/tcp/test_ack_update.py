@@ -13,7 +13,7 @@ from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import DUPACK_THRESHOLD, MAX_WINDOW, TcpState
-from tests.hdl.tcp.bench import flag_bits, model_tcb
+from tests.hdl.tcp.bench import flag_bits, model_tcb, settle
 
 FIELDS = ("snd_una", "snd_nxt", "snd_max", "snd_wnd", "snd_wl1", "snd_wl2", "max_snd_wnd",
           "snd_shift", "send_mss", "cwnd", "ssthresh", "ca_acked", "dupacks", "in_recovery",
@@ -89,10 +89,12 @@ def test_against_model():
         for state, seg in cases:
             ctx.set(dut.i, state)
             ctx.set(dut.seg, dict(seg, flags=flag_bits(seg["flags"])))
+            await settle(ctx, dut)
             o = ctx.get(dut.o)
             got.append(({k: int(getattr(o, k)) for k in FIELDS}, bool(ctx.get(dut.send_first))))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     seen = set()

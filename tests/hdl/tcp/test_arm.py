@@ -10,7 +10,7 @@ from rnic.hdl.tcp.arm import TcpArm
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD
 from rnic.host.spec.tcp_engine import TcpState
-from tests.hdl.tcp.bench import model_tcb
+from tests.hdl.tcp.bench import model_tcb, settle
 
 RTO_MAX, NOW = 60000, 9000
 
@@ -40,12 +40,14 @@ def test_against_model():
         ctx.set(dut.rto_max, RTO_MAX)
         for state in cases:
             ctx.set(dut.i, state)
+            await settle(ctx, dut)
             o = ctx.get(dut.o)
             got.append({k: int(getattr(o, k)) for k in ("snd_nxt", "rto_armed", "rto_at",
                                                          "persist_armed", "persist_at",
                                                          "persist_backoff")})
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     kinds = set()

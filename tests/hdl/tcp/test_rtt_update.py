@@ -10,7 +10,7 @@ from rnic.hdl.tcp.rtt_update import TcpRttUpdate
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD
 from rnic.host.spec.tcp_engine import TcpState
-from tests.hdl.tcp.bench import model_tcb
+from tests.hdl.tcp.bench import model_tcb, settle
 
 RTO_MIN, RTO_MAX, RTO_INITIAL = 200, 60000, 1000
 
@@ -57,11 +57,13 @@ def test_against_model():
             ctx.set(dut.i, state)
             ctx.set(dut.ack, ack)
             ctx.set(dut.now, now)
+            await settle(ctx, dut)
             o = ctx.get(dut.o)
             got.append(dict(timing=bool(o.timing), estimated=bool(o.estimated),
                             srtt8=o.srtt8, rttvar4=o.rttvar4, rto=o.rto))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     kinds = set()

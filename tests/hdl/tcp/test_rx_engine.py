@@ -166,7 +166,7 @@ def test_against_model(seed, closed):
             assert taken, f"segment {k} not taken: the engine is stuck"
             ctx.set(dut.event.valid, 0)
             step = {"acks": [], "action": None, "reports": [], "drops": []}
-            for _ in range(30):
+            for _ in range(40):
                 _, _, av, a, kv, kd, rv, r, dv, dr = await ctx.tick().sample(
                     dut.action.valid, dut.action.payload, dut.ack.valid, dut.ack.payload,
                     dut.report.valid, dut.report.payload, dut.drop.valid, dut.drop.reason)

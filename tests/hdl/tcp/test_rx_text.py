@@ -12,7 +12,7 @@ from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
-from tests.hdl.tcp.bench import flag_bits, model_tcb
+from tests.hdl.tcp.bench import flag_bits, model_tcb, settle
 
 DELACK, TIME_WAIT, NOW = 40, 1000, 5000
 STATES = [TcpState.ESTABLISHED, TcpState.FIN_WAIT_1, TcpState.FIN_WAIT_2,
@@ -75,6 +75,7 @@ def test_against_model():
         for state, seg in cases:
             ctx.set(dut.i, state)
             ctx.set(dut.seg, dict(seg, flags=flag_bits(seg["flags"])))
+            await settle(ctx, dut)
             o = ctx.get(dut.o)
             got.append(dict(state=int(o.state), rcv_nxt=o.rcv_nxt, rcv_unacked=o.rcv_unacked,
                             ack_now=o.ack_now, dup_ack=o.dup_ack, delack_armed=o.delack_armed,
@@ -84,6 +85,7 @@ def test_against_model():
                             time_wait=ctx.get(dut.time_wait)))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     seen = set()

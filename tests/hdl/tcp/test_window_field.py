@@ -10,7 +10,7 @@ from rnic.hdl.tcp.window_field import TcpWindowField
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import TcpState
-from tests.hdl.tcp.bench import model_tcb
+from tests.hdl.tcp.bench import model_tcb, settle
 
 
 def test_against_model():
@@ -31,9 +31,11 @@ def test_against_model():
             ctx.set(dut.rcv_shift, shift)
             ctx.set(dut.rcv_nxt, rcv_nxt)
             ctx.set(dut.rcv_adv, rcv_adv)
+            await settle(ctx, dut)
             got.append((ctx.get(dut.window), ctx.get(dut.new_adv)))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     for (rcv_wnd, shift, rcv_nxt, rcv_adv), mine in zip(cases, got):
