@@ -4,8 +4,10 @@ streams (``docs/tcp.md``).
 The receive side: the parser :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), the connection table :class:`TcpConnTable`, the listening ports
 :class:`TcpListeners`, the SYN cookies :class:`TcpCookie`, the delivery stage
-:class:`TcpRxDeliver`, and the receive engine of synchronized connections
-:class:`TcpRxEngine` over a table of :class:`Tcb` entries. The rules of a connection's
+:class:`TcpRxDeliver`, the receive engine of synchronized connections
+:class:`TcpRxEngine` over a table of :class:`Tcb` entries, the front that takes each
+segment to its connection, a listener or a RST :class:`TcpRxFront` (with the free ids
+:class:`TcpConnIds`), and all of them joined: :class:`TcpRxPath`. The rules of a connection's
 events: :class:`TcpRxCheck`, :class:`TcpAckUpdate`, :class:`TcpRttUpdate`,
 :class:`TcpRxText`, :class:`TcpSynSent`, :class:`TcpAccept`, :class:`TcpWindowField`,
 :class:`TcpTimeout`, :class:`TcpArm`, :class:`TcpReply`. The timers :class:`TcpTimerTable`.
@@ -19,7 +21,8 @@ from .accept import Accepted, TcpAccept
 from .arm import ArmState, TcpArm
 from .ack_update import AckSeg, SendState, TcpAckUpdate
 from .conn_table import TcpConnTable
-from .cookie import TcpCookie
+from .conn_ids import TcpConnIds
+from .cookie import TcpCookie, cookie_mss_index
 from .lane_shift import LaneShift
 from .listeners import ListenerWrite, TcpListeners
 from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
@@ -27,6 +30,8 @@ from .option_walker import TcpOptionWalker
 from .rx_check import RxVerdict, TcpRxCheck
 from .rx_deliver import RxAction, TcpRxDeliver
 from .rx_engine import ConnEvent, RxEvent, TcbWrite, TcpDropEvent, TcpRxEngine
+from .rx_front import TcpRxFront
+from .rx_path import TcpRxPath
 from .rx_header import TcpRxHeader
 from .reply import ReplyKind, TcpReply
 from .ring_read import TcpRingRead, TxRequest
@@ -54,4 +59,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpWindowField", "TcpTimeout", "TimeoutState", "TcpArm",
            "ArmState", "TcpSendCut", "CutRecord", "CutRequest", "CutAnswer", "ReleaseRequest",
            "Tcb", "RecvFields", "TimerFields", "TcpRxEngine", "RxEvent", "TcbWrite", "ConnEvent",
-           "TcpDropEvent"]
+           "TcpDropEvent", "TcpRxFront", "TcpRxPath", "TcpConnIds", "cookie_mss_index"]

@@ -58,7 +58,8 @@ class TcpAckUpdate(wiring.Component):
 
     Latency: :data:`LATENCY` cycles from inputs that hold still
     (:mod:`~rnic.hdl.tcp.stage`): the comparisons and sums of the inputs, the sums of
-    those, the candidates for cwnd, then the choice among them. The RTT estimate is :class:`~rnic.hdl.tcp.rtt_update.TcpRttUpdate`'s.
+    those, the candidates for cwnd, then the choice among them. The RTT estimate is
+    :class:`~rnic.hdl.tcp.rtt_update.TcpRttUpdate`'s.
 
     Ports
     -----

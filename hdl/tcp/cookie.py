@@ -1,17 +1,18 @@
 """SYN cookies in gateware: the ISS of a SYN-ACK, and the check of the ACK that returns it."""
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rnic.host.spec.tcp import MAX_WINDOW_SCALE
+from rnic.host.spec.tcp import DEFAULT_MSS, MAX_WINDOW_SCALE
 from rnic.host.spec.tcp_engine import (COOKIE_AGES, COOKIE_HASH_BITS, COOKIE_MSS_BITS,
+                                       COOKIE_MSS_TABLE,
                                        COOKIE_NO_WSCALE, COOKIE_TIME_BITS, COOKIE_TIME_SHIFT,
                                        COOKIE_WSCALE_BITS)
 
 from ..crc32c import CRC32C_INIT, crc32c_step
 
-__all__ = ["TcpCookie", "CookieMake", "CookieCheck", "CookieVerdict"]
+__all__ = ["TcpCookie", "CookieMake", "CookieCheck", "CookieVerdict", "cookie_mss_index"]
 
 _LOW_BITS = COOKIE_MSS_BITS + COOKIE_TIME_BITS + COOKIE_WSCALE_BITS
 _WORDS = 5
@@ -42,6 +43,17 @@ class CookieVerdict(data.StructLayout):
     def __init__(self):
         super().__init__({"ok": 1, "mss_index": COOKIE_MSS_BITS,
                           "wscale_code": COOKIE_WSCALE_BITS})
+
+
+def cookie_mss_index(m, mss):
+    """The model's :func:`~rnic.host.model.tcp_engine.cookie_mss_index` of a SYN's MSS
+    option (``mss`` 0: none, the default MSS), as a signal added to ``m``."""
+    peer = Mux(mss == 0, DEFAULT_MSS, mss)
+    index = Signal(COOKIE_MSS_BITS, name="mss_index")
+    for i, value in enumerate(COOKIE_MSS_TABLE):
+        with m.If(peer >= value):
+            m.d.comb += index.eq(i)
+    return index
 
 
 def _word(value):

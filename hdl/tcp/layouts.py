@@ -18,7 +18,8 @@ TcpState = shaped_enum(engine_spec.TcpState, 4, module=__name__)
 TcpDrop = shaped_enum(engine_spec.TcpDrop, 4, module=__name__)
 TcpEventKind = shaped_enum(engine_spec.TcpEventKind, 3, module=__name__)
 
-__all__ = ["TcpState", "TcpDrop", "TcpEventKind", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo", "TcpTxDesc", "ShiftBeat"]
+__all__ = ["TcpState", "TcpDrop", "TcpEventKind", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
+           "TcpTxDesc", "ShiftBeat"]
 
 
 class TcpFlags(data.StructLayout):

@@ -18,15 +18,15 @@ from ..ddp_tx import DdpTx
 from ..mpa_rx import MpaRxDeframer
 from ..mpa_tx import MpaTxBeat, MpaTxFramer
 from ..regbank import RegisterBank
-from ..tcp import TcpConnTable, TcpRxEngine, TcpRxParse, TcpTxFrame
+from ..tcp import TcpConnTable, TcpRxEngine, TcpRxParse, TcpRxPath, TcpTxFrame
 
 __all__ = ["FramerCore", "BLOCKS", "block_factory", "core_name", "core_ports"]
 
 #: Blocks that ``rnic build --top harness --core <block>`` builds alone: those of the core,
-#: then the TCP engine's (its receive parser, connection table, frame builder and receive
-#: engine).
+#: then the TCP engine's (its receive parser, connection table, frame builder, receive
+#: engine, and the whole receive path).
 BLOCKS = ("ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx", "tcp_rx", "tcp_table", "tcp_tx",
-          "tcp_engine")
+          "tcp_engine", "tcp_rx_path")
 
 
 class FramerCore(wiring.Component):
@@ -122,11 +122,13 @@ def block_factory(name):
             return TcpTxFrame(width=width)
         if name == "tcp_engine":
             return TcpRxEngine(connections=connections)
+        if name == "tcp_rx_path":
+            return TcpRxPath(width=width, connections=connections)
         return MpaTxFramer(width=width, connections=connections)
     make.__name__ = {"ddp_rx": "DdpRx", "ddp_tx": "DdpTx", "mpa_rx": "MpaRxDeframer",
                      "mpa_tx": "MpaTxFramer", "tcp_rx": "TcpRxParse",
                      "tcp_table": "TcpConnTable", "tcp_tx": "TcpTxFrame",
-                     "tcp_engine": "TcpRxEngine"}[name]
+                     "tcp_engine": "TcpRxEngine", "tcp_rx_path": "TcpRxPath"}[name]
     return make
 
 

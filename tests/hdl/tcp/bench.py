@@ -2,9 +2,16 @@
 a byte string, idle cycles on an input, back-pressure on an output, units checked for the
 beat rules (``first`` on the first beat only, every beat but the last full)."""
 
-from rnic.hdl.tcp.layouts import TcpFlags
+from scapy.layers.inet import IP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
 
-__all__ = ["beats", "flag_bits", "settle", "send", "receive_units"]
+from rnic.hdl.tcp.layouts import TcpFlags
+from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PEER_IP
+
+__all__ = ["beats", "flag_bits", "frame", "settle", "send", "receive_units"]
+
+PEER_MAC = "02:00:0a:07:00:01"
 
 
 def beats(octets, width, **fields):
@@ -13,6 +20,14 @@ def beats(octets, width, **fields):
     return [{"data": int.from_bytes(octets[k:k + width], "little"),
              "n": len(octets[k:k + width]), "first": k == 0, "last": k + width >= len(octets),
              **fields} for k in range(0, len(octets), width)]
+
+
+def frame(segment, src=DEFAULT_PEER_IP):
+    """The frame of TCP segment octets ``segment`` from ``src`` as the network layer hands
+    it up."""
+    packet = (Ether(src=PEER_MAC, dst=DEFAULT_NIC_MAC.hex(":"))
+              / IP(src=src, dst=DEFAULT_NIC_IP, proto=6) / Raw(segment))
+    return bytes(packet)
 
 
 def flag_bits(flags):

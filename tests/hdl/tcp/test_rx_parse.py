@@ -9,25 +9,15 @@ import random
 import pytest
 from amaranth.sim import Simulator
 from scapy.layers.inet import IP, TCP
-from scapy.layers.l2 import Ether
-from scapy.packet import Raw
 
 from rnic.hdl.tcp import LaneShift, TcpRxParse
 from rnic.host.model import tcp
-from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PEER_IP
+from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_PEER_IP
 from rnic.host.spec.tcp import SEQ_MOD
-from tests.hdl.tcp.bench import beats, receive_units, send
+from tests.hdl.tcp.bench import beats, frame, receive_units, send
 
-PEER_MAC = "02:00:0a:07:00:01"
 FIELDS = ("src_ip", "src_port", "dst_port", "seq", "ack", "window", "length", "mss",
           "sack_permitted", "bad_options")
-
-
-def frame(segment, src=DEFAULT_PEER_IP):
-    """The frame of TCP segment octets ``segment`` as the network layer hands it up."""
-    packet = (Ether(src=PEER_MAC, dst=DEFAULT_NIC_MAC.hex(":"))
-              / IP(src=src, dst=DEFAULT_NIC_IP, proto=6) / Raw(segment))
-    return bytes(packet)
 
 
 def scapy_tcp(rng, options, payload, flags="PA"):

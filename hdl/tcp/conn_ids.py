@@ -1,0 +1,68 @@
+"""Which connection ids are free, and the lowest of them (the model's ``_listener`` gives a
+new connection the lowest free id)."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..beat import conn_bits
+
+__all__ = ["TcpConnIds"]
+
+
+def _lowest(m, bits, base, name):
+    """``(any, index)`` of the lowest set bit of ``bits`` (``index`` counts from
+    ``base``), as a tree of halves: log2 levels deep."""
+    if len(bits) == 1:
+        return bits[0], base
+    half = len(bits) // 2
+    lo_any, lo_index = _lowest(m, bits[:half], base, f"{name}l")
+    hi_any, hi_index = _lowest(m, bits[half:], base + half, f"{name}h")
+    index = Signal(range(base + len(bits)), name=f"{name}_index")
+    m.d.comb += index.eq(Mux(lo_any, lo_index, hi_index))
+    return lo_any | hi_any, index
+
+
+class TcpConnIds(wiring.Component):
+    """The connection ids in use, and the lowest free one.
+
+    Parameters
+    ----------
+    connections : int
+
+    Ports
+    -----
+    any_free : Out(1)
+    free_id : Out(conn_bits(connections))
+        The lowest id not in use (``any_free``), registered.
+    take : In(1)
+        ``free_id`` is used from now on.
+    release : In(1)
+    release_id : In(conn_bits(connections))
+        ``release_id`` is free from now on (``take`` wins when both name one id).
+
+    Latency: ``any_free`` and ``free_id`` follow a take or a release 2 cycles later. All
+    ids start free.
+    """
+
+    def __init__(self, *, connections):
+        self._connections = connections
+        bits = conn_bits(connections)
+        super().__init__({
+            "any_free": Out(1),
+            "free_id": Out(bits),
+            "take": In(1),
+            "release": In(1),
+            "release_id": In(bits),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        used = Signal(self._connections)
+        with m.If(self.release):
+            m.d.sync += used.bit_select(self.release_id, 1).eq(0)
+        with m.If(self.take):
+            m.d.sync += used.bit_select(self.free_id, 1).eq(1)
+        found, index = _lowest(m, ~used, 0, "free")
+        m.d.sync += [self.any_free.eq(found), self.free_id.eq(index)]
+        return m

@@ -1,0 +1,141 @@
+"""The engine's receive path: parser, front, receive engine and delivery, with the
+segments they answer with."""
+
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rnic.host.spec.limits import check_width
+from rnic.host.spec.tcp import MAX_WINDOW_SCALE
+
+from ..beat import OctetBeat, conn_bits
+from ..net.layouts import FrameBeat
+from .layouts import TcpTxDesc
+from .listeners import ListenerWrite
+from .rx_deliver import TcpRxDeliver
+from .rx_engine import ConnEvent, TcbWrite, TcpDropEvent, TcpRxEngine
+from .rx_front import TcpRxFront
+from .rx_parse import TcpRxParse
+from .tcb import Tcb
+
+__all__ = ["TcpRxPath"]
+
+#: The engine's parameters (32-bit inputs; ``mss`` and ``rcv_scale`` narrower).
+PARAMS = ("now", "secret", "rcv_wnd", "rto_initial", "rto_min", "rto_max", "delack",
+          "time_wait")
+
+
+class TcpRxPath(wiring.Component):
+    """Received TCP segments in, delivered octets and answers out:
+    :class:`~rnic.hdl.tcp.rx_parse.TcpRxParse` → :class:`~rnic.hdl.tcp.rx_front.TcpRxFront`
+    → :class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine`, and the payload through
+    :class:`~rnic.hdl.tcp.rx_deliver.TcpRxDeliver` as their actions say. What they send
+    (RSTs and SYN-ACKs of the front, pure ACKs of the engine) leaves on ``tx``.
+
+    Parameters
+    ----------
+    width : int
+        Octets per beat, one of :data:`rnic.host.spec.limits.WIDTHS`.
+    connections : int
+    listeners : int
+
+    Ports
+    -----
+    i : In(stream.Signature(FrameBeat(width)))
+        The network layer's TCP frames
+        (:attr:`rnic.hdl.net.network_layer.NetworkLayer.tcp`).
+    o : Out(stream.Signature(OctetBeat(width=, connections=)))
+        The octets delivered, in order per connection (the core's ``rx_wire``).
+    tx : Out(stream.Signature(TcpTxDesc))
+        Segments to send (:class:`~rnic.hdl.tcp.tx_frame.TcpTxFrame`); registered.
+    report : Out(stream.Signature(ConnEvent(connections=)))
+    drops : Out(TcpDropEvent).array(2)
+        The front's drops and the receive engine's.
+    listen : In(stream.Signature(ListenerWrite(entries=listeners)))
+    write : In(stream.Signature(TcbWrite(connections=)))
+    read_conn : In(conn_bits(connections))
+    read_tcb : Out(Tcb)
+        The receive engine's table ports (between segments).
+    now, secret, rcv_wnd, rto_initial, rto_min, rto_max, delack, time_wait : In(32)
+    mss : In(16)
+    rcv_scale : In(range(15))
+
+    Throughput: one segment at a time through the front and the engine (the
+    :class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine` cycles and the front's); payload beats
+    one per cycle.
+    """
+
+    def __init__(self, *, width, connections, listeners=4):
+        self._width = check_width(width)
+        self._connections = connections
+        self._listeners = listeners
+        n = connections
+        super().__init__({
+            "i": In(stream.Signature(FrameBeat(width=width))),
+            "o": Out(stream.Signature(OctetBeat(width=width, connections=n))),
+            "tx": Out(stream.Signature(TcpTxDesc())),
+            "report": Out(stream.Signature(ConnEvent(connections=n))),
+            "drops": Out(TcpDropEvent).array(2),
+            "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
+            "write": In(stream.Signature(TcbWrite(connections=n))),
+            "read_conn": In(conn_bits(n)),
+            "read_tcb": Out(Tcb()),
+            **{name: In(32) for name in PARAMS},
+            "mss": In(16),
+            "rcv_scale": In(range(MAX_WINDOW_SCALE + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._connections
+        m.submodules.parse = parse = TcpRxParse(width=self._width)
+        m.submodules.front = front = TcpRxFront(connections=n, listeners=self._listeners)
+        m.submodules.engine = engine = TcpRxEngine(connections=n)
+        m.submodules.deliver = deliver = TcpRxDeliver(width=self._width, connections=n)
+        wiring.connect(m, wiring.flipped(self.i), parse.i)
+        wiring.connect(m, parse.seg, front.seg)
+        wiring.connect(m, parse.payload, deliver.payload)
+        wiring.connect(m, front.event, engine.event)
+        wiring.connect(m, engine.action, front.engine_action)
+        wiring.connect(m, engine.report, front.engine_report)
+        wiring.connect(m, front.action, deliver.action)
+        wiring.connect(m, deliver.o, wiring.flipped(self.o))
+        wiring.connect(m, front.report, wiring.flipped(self.report))
+        wiring.connect(m, wiring.flipped(self.listen), front.listen)
+        for port, source in zip(self.drops, (front.drop, engine.drop)):
+            m.d.comb += [port.valid.eq(source.valid), port.reason.eq(source.reason)]
+        m.d.comb += [engine.read_conn.eq(self.read_conn), self.read_tcb.eq(engine.read_tcb)]
+        for name in ("now", "rcv_wnd", "rto_initial"):
+            m.d.comb += [getattr(front, name).eq(getattr(self, name)),
+                         getattr(engine, name).eq(getattr(self, name))]
+        for name in ("secret", "mss", "rcv_scale"):
+            m.d.comb += getattr(front, name).eq(getattr(self, name))
+        for name in ("rto_min", "rto_max", "delack", "time_wait"):
+            m.d.comb += getattr(engine, name).eq(getattr(self, name))
+        self._tables(m, front, engine)
+        self._answers(m, front.reply, engine.ack)
+        return m
+
+    def _tables(self, m, front, engine):
+        """The engine's entries: the front's new connections, and the host's writes when
+        the front has none."""
+        w = engine.write
+        with m.If(front.write.valid):
+            m.d.comb += [w.valid.eq(1), w.payload.eq(front.write.payload),
+                         front.write.ready.eq(w.ready)]
+        with m.Else():
+            m.d.comb += [w.valid.eq(self.write.valid), w.payload.eq(self.write.payload),
+                         self.write.ready.eq(w.ready)]
+
+    def _answers(self, m, reply, ack):
+        """The front's replies and the engine's ACKs into one registered stream (the
+        front's first)."""
+        with m.If(self.tx.ready):
+            m.d.sync += self.tx.valid.eq(0)
+        with m.If(~self.tx.valid | self.tx.ready):
+            with m.If(reply.valid):
+                m.d.comb += reply.ready.eq(1)
+                m.d.sync += [self.tx.valid.eq(1), self.tx.payload.eq(reply.payload)]
+            with m.Elif(ack.valid):
+                m.d.comb += ack.ready.eq(1)
+                m.d.sync += [self.tx.valid.eq(1), self.tx.payload.eq(ack.payload)]

@@ -1,0 +1,237 @@
+"""TcpRxPath (parser, front, receive engine, delivery) in Amaranth's simulator against the
+model's TcpEngine, segment for segment: peers open connections through SYN cookies (after
+a SYN flood, with bad cookies and SYN-ACKs mixed in), send data in order, out of order,
+duplicated and overlapping across the sequence wrap, interleaved over every connection id;
+more peers than ids; segments with malformed options or for no connection; RSTs and FINs
+that end connections and free their ids for the next peer. Every segment sent, every octet
+delivered, every report and every drop counter must equal the model's."""
+
+import random
+from collections import Counter
+
+import pytest
+from amaranth.sim import Simulator
+
+from rnic.hdl.tcp.rx_path import TcpRxPath
+from rnic.host.model import tcp
+from rnic.host.model.tcp_engine import TcpEngine
+from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
+from tests.hdl.tcp.bench import beats, frame, send
+
+NIC, NIC_IP = "169.254.7.2", 0xA9FE0702
+PARAMS = dict(delack=40, time_wait=1000, rcv_wnd=65535, rto_min=200, rto_max=60000,
+              rto_initial=1000)
+PORT, CLOSED_PORT = 7000, 7001
+NOW = 5000
+SECRET = 0x5EC2E7
+CONNECTIONS = 4
+
+
+class Peer:
+    """A peer's side of one connection: its address and port, the next sequence number it
+    sends, and what the NIC's SYN-ACK said."""
+
+    def __init__(self, rng, index):
+        self.ip = f"169.254.8.{index + 1}"
+        self.port = 40000 + index
+        self.seq = rng.choice([SEQ_MOD - rng.randint(1, 3000), rng.getrandbits(32)])
+        self.ack = 0
+
+    def segment(self, *, flags=TcpFlag.ACK, payload=b"", seq=None, ack=None, options=b"",
+                port=PORT):
+        return self.ip, tcp.TcpSegment(
+            src_port=self.port, dst_port=port, seq=self.seq if seq is None else seq,
+            ack=self.ack if ack is None else ack, flags=flags, window=65535,
+            options=options, payload=payload).build(self.ip, NIC)
+
+
+class Scenario:
+    """Segments fed to the model as they are made (later ones use its answers), with what
+    the model sent, reported, delivered and counted."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.model = TcpEngine(ip=NIC, connections=CONNECTIONS, cookie_secret=SECRET,
+                               **PARAMS)
+        self.model.listen(PORT)
+        self.frames, self.sent, self.reports = [], [], []
+        self.delivered = Counter()
+        self.octets = {}
+
+    def feed(self, src_ip, octets):
+        self.frames.append(frame(octets, src=src_ip))
+        outs = self.model.receive(src_ip, octets, NOW)
+        self.sent += [descriptor(o.segment, int(o.dst_ip)) for o in outs]
+        for event in self.model.events():
+            self.reports.append((event.conn, int(event.kind)))
+        for conn in range(CONNECTIONS):
+            data = self.model.read(conn)
+            self.octets[conn] = self.octets.get(conn, b"") + data
+        return outs
+
+    def connect(self, peer, *, options=None):
+        """SYN, then the ACK of the SYN-ACK; True when the model opened the connection."""
+        options = tcp.build_options(mss=1460, window_scale=7, sack_permitted=True,
+                                    timestamps=(1, 0)) if options is None else options
+        (syn_ack,) = self.feed(*peer.segment(flags=TcpFlag.SYN, ack=0, options=options))
+        peer.seq = (peer.seq + 1) % SEQ_MOD
+        peer.ack = (syn_ack.segment.seq + 1) % SEQ_MOD
+        before = len(self.reports)
+        self.feed(*peer.segment())
+        return len(self.reports) > before
+
+    def data(self, peer, length, *, offset=0, advance=True):
+        payload = self.rng.randbytes(length)
+        self.feed(*peer.segment(flags=TcpFlag.ACK | TcpFlag.PSH, payload=payload,
+                                seq=(peer.seq + offset) % SEQ_MOD))
+        if advance and offset == 0:
+            peer.seq = (peer.seq + length) % SEQ_MOD
+
+
+def descriptor(segment, dst_ip):
+    """The fields of a segment sent, as :class:`~rnic.hdl.tcp.layouts.TcpTxDesc` has them."""
+    syn = bool(segment.flags & TcpFlag.SYN)
+    options = tcp.parse_options(segment.options) if syn else None
+    return (dst_ip, segment.src_port, segment.dst_port, segment.seq, segment.ack,
+            int(segment.flags), segment.window, len(segment.payload),
+            options.mss if syn else 0, options.window_scale if syn else None)
+
+
+def flood_and_connect(rng):
+    """A SYN flood from many ports, bad cookies, a SYN-ACK and a RST at the listener, then
+    peers that connect and send across the sequence wrap."""
+    s = Scenario(rng)
+    for k in range(30):
+        flood = Peer(rng, 100 + k)
+        s.feed(*flood.segment(flags=TcpFlag.SYN, ack=0))
+    bad = Peer(rng, 1)
+    s.feed(*bad.segment(ack=rng.getrandbits(32)))                       # BAD_COOKIE, RST
+    s.feed(*bad.segment(flags=TcpFlag.SYN | TcpFlag.ACK, ack=5))        # BAD_COOKIE, RST
+    s.feed(*bad.segment(flags=TcpFlag.RST, ack=0))                      # dropped
+    s.feed(*bad.segment(flags=TcpFlag.PSH, ack=0, payload=b"x"))        # neither SYN nor ACK
+    peers = [Peer(rng, 10 + k) for k in range(2)]
+    assert all(s.connect(p) for p in peers)
+    for _ in range(40):
+        p = rng.choice(peers)
+        s.data(p, rng.choice([1, 100, 536, 1460]))
+    return s
+
+
+def noise(rng):
+    """Segments for no connection, malformed options, a connection without window scaling
+    or MSS, out-of-order, duplicate and overlapping data, a RST that ends it."""
+    s = Scenario(rng)
+    stray = Peer(rng, 3)
+    s.feed(*stray.segment(port=CLOSED_PORT, ack=77))                    # RST <SEQ=ack>
+    s.feed(*stray.segment(port=CLOSED_PORT, flags=TcpFlag.SYN | TcpFlag.FIN, ack=0,
+                          payload=b"abc"))                              # RST,ACK
+    s.feed(*stray.segment(port=CLOSED_PORT, flags=TcpFlag.RST))         # nothing
+    s.feed(*stray.segment(options=bytes([2, 6, 5, 0])))                 # BAD_OPTIONS
+    s.feed(*stray.segment(options=bytes([8, 1, 0, 0])))                 # BAD_OPTIONS
+    p = Peer(rng, 4)
+    assert s.connect(p, options=b"")
+    s.data(p, 300)
+    s.data(p, 200, offset=500)                                          # out of order
+    s.data(p, 300, offset=-300, advance=False)                          # duplicate
+    s.data(p, 400, offset=-100)                                         # overlapping
+    peer_seq = p.seq
+    s.data(p, 400)
+    p.seq = peer_seq + 100
+    s.data(p, 50)
+    s.feed(*p.segment(flags=TcpFlag.RST,
+                      seq=s.model._table[0].rcv_nxt))                   # RESET, id free
+    q = Peer(rng, 5)
+    assert s.connect(q)
+    s.data(q, 1000)
+    s.feed(*q.segment(flags=TcpFlag.FIN | TcpFlag.ACK))
+    return s
+
+
+def crowd(rng):
+    """More peers than connection ids, interleaved data on every connection, a FIN and
+    RSTs in the middle."""
+    s = Scenario(rng)
+    peers = [Peer(rng, 20 + k) for k in range(CONNECTIONS + 2)]
+    opened = [p for p in peers if s.connect(p)]
+    assert len(opened) == CONNECTIONS
+    for step in range(60):
+        p = rng.choice(opened)
+        if step == 30:
+            s.feed(*p.segment(flags=TcpFlag.RST))
+            opened.remove(p)
+            continue
+        s.data(p, rng.choice([1, 7, 300, 1460]), offset=rng.choice([0, 0, 0, 0, 100]))
+    late = peers[-1]
+    late.seq = rng.getrandbits(32)
+    assert s.connect(late)
+    s.data(late, 99)
+    return s
+
+
+SCENARIOS = {"flood": flood_and_connect, "noise": noise, "crowd": crowd}
+
+
+def run(s, width, seed):
+    rng = random.Random(seed)
+    dut = TcpRxPath(width=width, connections=CONNECTIONS)
+    got = {"sent": [], "reports": [], "drops": Counter(), "octets": {}}
+    done = []
+
+    async def stimulus(ctx):
+        for name, value in dict(PARAMS, now=NOW, secret=SECRET, mss=1460, rcv_scale=0).items():
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.listen.payload, {"index": 0, "valid": 1, "port": PORT, "echo": 0})
+        ctx.set(dut.listen.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.listen.valid, 0)
+        for octets in s.frames:
+            await send(ctx, dut.i, beats(octets, width), rng, idle=0.2)
+        await ctx.tick().repeat(300)
+        done.append(True)
+
+    async def collect(ctx):
+        ctx.set(dut.report.ready, 1)
+        while not done:
+            ctx.set(dut.o.ready, rng.random() > 0.2)
+            ctx.set(dut.tx.ready, rng.random() > 0.3)
+            _, _, o_ok, o, t_ok, t, r_ok, r, *drops = await ctx.tick().sample(
+                dut.o.valid & dut.o.ready, dut.o.payload, dut.tx.valid & dut.tx.ready,
+                dut.tx.payload, dut.report.valid, dut.report.payload,
+                *(getattr(port, name) for port in dut.drops for name in ("valid", "reason")))
+            if o_ok:
+                conn = int(o.conn)
+                data = int(o.data).to_bytes(width, "little")[:int(o.n)]
+                got["octets"][conn] = got["octets"].get(conn, b"") + data
+            if t_ok:
+                got["sent"].append((int(t.dst_ip), int(t.src_port), int(t.dst_port),
+                                    int(t.seq), int(t.ack), t.flags.as_value().value,
+                                    int(t.window), int(t.length), int(t.mss),
+                                    int(t.ws) if t.ws_present else None))
+            if r_ok:
+                got["reports"].append((int(r.conn), int(r.kind)))
+            for valid, reason in zip(drops[::2], drops[1::2]):
+                if valid:
+                    got["drops"][int(reason)] += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(stimulus)
+    sim.add_testbench(collect, background=True)
+    sim.run()
+    return got
+
+
+@pytest.mark.parametrize("width", [4, 8])
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_against_model(name, width):
+    rng = random.Random(f"{name}{width}")
+    s = SCENARIOS[name](rng)
+    got = run(s, width, seed=width)
+    assert len(got["sent"]) == len(s.sent)
+    for k, (mine, want) in enumerate(zip(got["sent"], s.sent)):
+        assert mine == want, (k, mine, want)
+    assert got["reports"] == s.reports
+    want_drops = Counter({int(r): c for r, c in s.model.counters.items() if c})
+    assert got["drops"] == want_drops
+    assert {c: d for c, d in got["octets"].items() if d} == {
+        c: d for c, d in s.octets.items() if d}
