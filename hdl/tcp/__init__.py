@@ -10,7 +10,8 @@ segment to its connection, a listener or a RST :class:`TcpRxFront` (with the fre
 :class:`TcpConnIds`), and all of them joined: :class:`TcpRxPath`. The rules of a connection's
 events: :class:`TcpRxCheck`, :class:`TcpAckUpdate`, :class:`TcpRttUpdate`,
 :class:`TcpRxText`, :class:`TcpSynSent`, :class:`TcpAccept`, :class:`TcpWindowField`,
-:class:`TcpTimeout`, :class:`TcpArm`, :class:`TcpReply`. The timers :class:`TcpTimerTable`.
+:class:`TcpTimeout`, :class:`TcpArm`, :class:`TcpReply`, :class:`TcpTimersDue`. The timers
+:class:`TcpTimerTable`.
 The send side: the ring writer :class:`TcpRingWrite`, where segments end
 :class:`TcpSendCut`, the ring reader :class:`TcpRingRead` and the frame builder
 :class:`TcpTxFrame`. Layouts and field shapes in :mod:`.layouts`; sequence-number
@@ -18,32 +19,34 @@ comparisons in :mod:`.seq`; the steps of the staged rule blocks in :mod:`.stage`
 """
 
 from .accept import Accepted, TcpAccept
-from .arm import ArmState, TcpArm
 from .ack_update import AckSeg, SendState, TcpAckUpdate
-from .conn_table import TcpConnTable
+from .arm import ArmState, TcpArm
 from .conn_ids import TcpConnIds
+from .conn_table import TcpConnTable
 from .cookie import TcpCookie, cookie_mss_index
+from .events import ConnEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
 from .lane_shift import LaneShift
-from .listeners import ListenerWrite, TcpListeners
 from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
+from .listeners import ListenerWrite, TcpListeners
 from .option_walker import TcpOptionWalker
-from .rx_check import RxVerdict, TcpRxCheck
-from .rx_deliver import RxAction, TcpRxDeliver
-from .rx_engine import ConnEvent, RxEvent, TcbWrite, TcpDropEvent, TcpRxEngine
-from .rx_front import TcpRxFront
-from .rx_path import TcpRxPath
-from .rx_header import TcpRxHeader
 from .reply import ReplyKind, TcpReply
 from .ring_read import TcpRingRead, TxRequest
 from .ring_write import RingPosition, TcpRingWrite
 from .rtt_update import RttState, TcpRttUpdate
+from .rx_check import RxVerdict, TcpRxCheck
+from .rx_deliver import RxAction, TcpRxDeliver
+from .rx_engine import TcpRxEngine
+from .rx_front import TcpRxFront
+from .rx_header import TcpRxHeader
 from .rx_parse import TcpRxParse
+from .rx_path import TcpRxPath
 from .rx_text import RecvState, TcpRxText, TextSeg
 from .send_cut import CutAnswer, CutRecord, CutRequest, ReleaseRequest, TcpSendCut
 from .syn_sent import Connected, SynSentVerdict, TcpSynSent
+from .tcb import RecvFields, Tcb, TimerFields
 from .timeout import TcpTimeout, TimeoutState
 from .timer_table import TcpTimerTable, TimerArm
-from .tcb import RecvFields, Tcb, TimerFields
+from .timers_due import TcpTimersDue
 from .tx_frame import TcpTxFrame
 from .window_field import TcpWindowField
 
@@ -59,4 +62,5 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpWindowField", "TcpTimeout", "TimeoutState", "TcpArm",
            "ArmState", "TcpSendCut", "CutRecord", "CutRequest", "CutAnswer", "ReleaseRequest",
            "Tcb", "RecvFields", "TimerFields", "TcpRxEngine", "RxEvent", "TcbWrite", "ConnEvent",
-           "TcpDropEvent", "TcpRxFront", "TcpRxPath", "TcpConnIds", "cookie_mss_index"]
+           "TcpDropEvent", "TcpRxFront", "TcpRxPath", "TcpConnIds", "cookie_mss_index",
+           "FreeConn", "TcpTimersDue"]

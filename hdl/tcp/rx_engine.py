@@ -1,53 +1,31 @@
-"""The engine's receive events on synchronized connections: one segment at a time against
-the connection table, through the rule blocks, to the delivery action, the ACK owed and
-the connection's events."""
+"""The engine's receive events on synchronized connections: one segment or timer report
+at a time against the connection table, through the rule blocks, to the delivery action,
+the ACK owed and the connection's events."""
 
 import contextlib
 
-from amaranth.hdl import Module, Signal
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec import tcp_engine as spec
 
 from ..beat import conn_bits
 from .ack_update import TcpAckUpdate
-from .arm import ArmState, TcpArm
-from .layouts import TcpDrop, TcpEventKind, TcpSegInfo, TcpTxDesc
+from .arm import TcpArm
+from .events import ConnEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
+from .layouts import TcpDrop, TcpSegInfo, TcpTxDesc
 from .rtt_update import TcpRttUpdate
+from .rule_wiring import wire_rules
 from .rx_check import RxVerdict, TcpRxCheck
 from .rx_deliver import RxAction
 from .rx_text import TcpRxText
-from .seq import seq_after
 from .tcb import Tcb
+from .timer_table import TimerArm
+from .timers_due import TcpTimersDue
 from .window_field import TcpWindowField
 
-__all__ = ["TcpRxEngine", "RxEvent", "TcbWrite", "ConnEvent", "TcpDropEvent"]
-
-#: A counter event: ``valid`` for one cycle per segment dropped, ``reason`` its
-#: :class:`~rnic.hdl.tcp.rx_check.TcpDrop`.
-TcpDropEvent = wiring.Signature({"valid": Out(1), "reason": Out(TcpDrop)})
-
-
-class RxEvent(data.StructLayout):
-    """A received segment of connection ``conn``."""
-
-    def __init__(self, *, connections):
-        super().__init__({"conn": conn_bits(connections), "seg": TcpSegInfo()})
-
-
-class TcbWrite(data.StructLayout):
-    """Connection ``conn``'s entry becomes ``tcb``."""
-
-    def __init__(self, *, connections):
-        super().__init__({"conn": conn_bits(connections), "tcb": Tcb()})
-
-
-class ConnEvent(data.StructLayout):
-    """What connection ``conn`` reports (``kind``)."""
-
-    def __init__(self, *, connections):
-        super().__init__({"conn": conn_bits(connections), "kind": TcpEventKind})
+__all__ = ["TcpRxEngine"]
 
 
 class TcpRxEngine(wiring.Component):
@@ -68,16 +46,29 @@ class TcpRxEngine(wiring.Component):
     ----------
     connections : int
 
+    A report of the timer table (``fired``) is the TIME-WAIT and delayed-ACK steps of the
+    model's ``_timers`` (:class:`~rnic.hdl.tcp.timers_due.TcpTimersDue`): TIME-WAIT over
+    frees the connection (CLOSED), a delayed ACK due is sent. Every entry written back
+    arms the connection's next deadline of those two (``arm``); a freed one disarms it.
+
     Ports
     -----
     event : In(stream.Signature(RxEvent(connections=)))
         Segments of synchronized connections (the connection table found them).
+    fired : In(stream.Signature(conn_bits(connections)))
+        Connections whose deadline passed (:class:`~rnic.hdl.tcp.timer_table.TcpTimerTable`);
+        taken before a waiting segment, up to ``connections`` of them in a row.
+    arm : Out(stream.Signature(TimerArm(connections=)))
+        Each connection's next deadline, for the timer table (always ready).
     action : Out(stream.Signature(RxAction(connections=)))
         One per segment: which of its payload octets to deliver.
     ack : Out(stream.Signature(TcpTxDesc))
         A pure ACK owed.
     report : Out(stream.Signature(ConnEvent(connections=)))
         RESET, CLOSED, PEER_CLOSED.
+    free : Out(stream.Signature(FreeConn(connections=)))
+        A connection reported RESET or CLOSED, with its key (the front takes it out of
+        the connection table and frees the id).
     drop : Out(TcpDropEvent)
         One pulse per segment dropped, with its reason.
     write : In(stream.Signature(TcbWrite(connections=)))
@@ -87,8 +78,8 @@ class TcpRxEngine(wiring.Component):
         The table entry ``read_conn`` holds, a cycle later, between events.
     now, delack, time_wait, rcv_wnd, rto_min, rto_max, rto_initial : In(32)
 
-    Latency and throughput: a segment takes 22 cycles from its event to the entry written
-    back, 24 when it sends an ACK, 17 when it is dropped, more while an output waits; one
+    Latency and throughput: a segment takes 23 cycles from its event to the entry written
+    back, 25 when it sends an ACK, 18 when it is dropped, more while an output waits; one
     at a time. Each state waits for the ``LATENCY`` of the rule blocks it reads; the time
     base is sampled when the event is taken.
     """
@@ -98,6 +89,9 @@ class TcpRxEngine(wiring.Component):
         n = connections
         super().__init__({
             "event": In(stream.Signature(RxEvent(connections=n))),
+            "fired": In(stream.Signature(conn_bits(n))),
+            "arm": Out(stream.Signature(TimerArm(connections=n))),
+            "free": Out(stream.Signature(FreeConn(connections=n))),
             "action": Out(stream.Signature(RxAction(connections=n))),
             "ack": Out(stream.Signature(TcpTxDesc())),
             "report": Out(stream.Signature(ConnEvent(connections=n))),
@@ -116,7 +110,8 @@ class TcpRxEngine(wiring.Component):
         rd = table.read_port()
         wr = table.write_port()
         blocks = dict(check=TcpRxCheck(), ack=TcpAckUpdate(), rtt=TcpRttUpdate(),
-                      text=TcpRxText(), window=TcpWindowField(), arm=TcpArm())
+                      text=TcpRxText(), window=TcpWindowField(), arm=TcpArm(),
+                      timers=TcpTimersDue())
         for name, block in blocks.items():
             m.submodules[name] = block
         t = Signal(Tcb())                   # the entry being worked on
@@ -125,14 +120,19 @@ class TcpRxEngine(wiring.Component):
         verdict = Signal(RxVerdict)
         restart_time_wait = Signal()
         reason = Signal(TcpDrop)
-        now = Signal(32, name="event_now")  # the time base when the segment was taken
-        fin_acked = self._fin_acked(m, t)
-        armed = self._wire_blocks(m, blocks, t, seg, fin_acked, now)
-        for port in (self.action, self.ack, self.report):
+        now = Signal(32, name="event_now")  # the time base when the event was taken
+        timer = Signal()                    # the event is a timer report
+        # timer reports in a row: each connection's due timers go before a segment that
+        # waits (as the model's poll at a time goes before the segments of that time),
+        # but no more than one report per connection can hold a segment back
+        streak = Signal(range(self._connections + 1))
+        armed, fin_acked = wire_rules(m, blocks, t, seg, now, self)
+        outputs = (self.action, self.ack, self.report, self.free)
+        for port in outputs:
             with m.If(port.ready):
                 m.d.sync += port.valid.eq(0)
         m.d.comb += self.read_tcb.eq(rd.data)
-        outputs_free = ~self.action.valid & ~self.ack.valid & ~self.report.valid
+        outputs_free = ~Cat(port.valid for port in outputs).any()
         # each state waits for the rule blocks it reads (their inputs hold still meanwhile)
         self._latency = {
             "DECIDE": max(TcpAckUpdate.LATENCY, TcpRttUpdate.LATENCY),
@@ -147,14 +147,23 @@ class TcpRxEngine(wiring.Component):
                 with m.If(self.write.valid):
                     m.d.comb += [self.write.ready.eq(1), wr.addr.eq(self.write.payload.conn),
                                  wr.data.eq(self.write.payload.tcb), wr.en.eq(1)]
+                with m.Elif(self.fired.valid & outputs_free
+                            & ~(self.event.valid & (streak == self._connections))):
+                    m.d.comb += [self.fired.ready.eq(1), rd.addr.eq(self.fired.payload)]
+                    m.d.sync += [conn.eq(self.fired.payload), now.eq(self.now), timer.eq(1),
+                                 streak.eq(Mux(streak == self._connections, streak,
+                                               streak + 1))]
+                    m.next = "LOAD"
                 with m.Elif(self.event.valid & outputs_free):
                     m.d.comb += [self.event.ready.eq(1), rd.addr.eq(self.event.payload.conn)]
                     m.d.sync += [conn.eq(self.event.payload.conn), seg.eq(self.event.payload.seg),
-                                 now.eq(self.now)]
+                                 now.eq(self.now), timer.eq(0), streak.eq(0)]
                     m.next = "LOAD"
             with m.State("LOAD"):
                 m.d.sync += t.eq(rd.data)
-                m.next = "CHECK"
+                m.next = "TIMERS"
+            with m.State("TIMERS"):
+                self._timers(m, t, conn, blocks["timers"], timer)
             with m.State("CHECK"):
                 m.d.sync += [verdict.eq(blocks["check"].verdict),
                              reason.eq(blocks["check"].reason),
@@ -169,10 +178,14 @@ class TcpRxEngine(wiring.Component):
             with m.State("FLUSH"), self._settled(m):
                 self._flush(m, t, blocks)
             with m.State("STORE"), self._settled(m):
-                m.d.comb += [wr.addr.eq(conn), wr.data.eq(armed), wr.en.eq(1)]
+                m.d.comb += [wr.addr.eq(conn), wr.data.eq(armed), wr.en.eq(1),
+                             self.arm.valid.eq(1), self.arm.payload.conn.eq(conn),
+                             self.arm.payload.armed.eq(blocks["timers"].armed),
+                             self.arm.payload.deadline.eq(blocks["timers"].deadline)]
                 self._goto(m, "IDLE")
             with m.State("CLOSE"):
-                m.d.comb += [wr.addr.eq(conn), wr.data.eq(t), wr.en.eq(1)]
+                m.d.comb += [wr.addr.eq(conn), wr.data.eq(t), wr.en.eq(1),
+                             self.arm.valid.eq(1), self.arm.payload.conn.eq(conn)]
                 m.next = "IDLE"
         return m
 
@@ -188,66 +201,6 @@ class TcpRxEngine(wiring.Component):
             m.d.sync += self._settle.eq(self._settle - 1)
         with m.Else():
             yield
-
-    def _wire_blocks(self, m, blocks, t, seg, fin_acked, now):
-        """The rule blocks' inputs from the entry and the segment; returns the entry with
-        the send timers set (TcpArm's)."""
-        check, ack, rtt, text = blocks["check"], blocks["ack"], blocks["rtt"], blocks["text"]
-        window, arm = blocks["window"], blocks["arm"]
-        m.d.comb += [
-            check.tcb.state.eq(t.state), check.tcb.rcv_nxt.eq(t.recv.rcv_nxt),
-            check.tcb.rcv_adv.eq(t.recv.rcv_adv), check.tcb.snd_una.eq(t.send.snd_una),
-            check.tcb.snd_max.eq(t.send.snd_max), check.tcb.max_snd_wnd.eq(t.send.max_snd_wnd),
-            check.seg.seq.eq(seg.seq), check.seg.ack.eq(seg.ack), check.seg.flags.eq(seg.flags),
-            check.seg.length.eq(seg.length),
-            ack.i.eq(t.send), ack.seg.seq.eq(seg.seq), ack.seg.ack.eq(seg.ack),
-            ack.seg.window.eq(seg.window), ack.seg.flags.eq(seg.flags),
-            ack.seg.length.eq(seg.length),
-            rtt.i.eq(t.rtt), rtt.ack.eq(seg.ack), rtt.now.eq(now),
-            rtt.rto_min.eq(self.rto_min), rtt.rto_max.eq(self.rto_max),
-            rtt.rto_initial.eq(self.rto_initial),
-            text.i.state.eq(t.state), text.i.rcv_nxt.eq(t.recv.rcv_nxt),
-            text.i.rcv_adv.eq(t.recv.rcv_adv), text.i.rcv_unacked.eq(t.recv.rcv_unacked),
-            text.i.send_mss.eq(t.send.send_mss), text.i.ack_now.eq(t.recv.ack_now),
-            text.i.dup_ack.eq(t.recv.dup_ack), text.i.delack_armed.eq(t.recv.delack_armed),
-            text.i.delack_at.eq(t.recv.delack_at), text.i.fin_acked.eq(fin_acked),
-            text.seg.seq.eq(seg.seq), text.seg.flags.eq(seg.flags),
-            text.seg.length.eq(seg.length), text.now.eq(now), text.delack.eq(self.delack),
-            window.rcv_nxt.eq(t.recv.rcv_nxt), window.rcv_adv.eq(t.recv.rcv_adv),
-            window.rcv_wnd.eq(self.rcv_wnd), window.rcv_shift.eq(t.recv.rcv_shift),
-            arm.now.eq(now), arm.rto_max.eq(self.rto_max),
-        ]
-        return self._wire_arm(m, arm, t)
-
-    @staticmethod
-    def _fin_acked(m, t):
-        """Our FIN is sent and acknowledged (SND.UNA past it), as a signal."""
-        acked = Signal(name="fin_acked")
-        m.d.comb += acked.eq(t.fin_pending & seq_after(m, t.send.snd_una, t.fin_seq,
-                                                       "fin_past"))
-        return acked
-
-    @staticmethod
-    def _wire_arm(m, arm, t):
-        """TcpArm's view of the entry; returns the entry with its timers set."""
-        i = arm.i
-        m.d.comb += [i.state.eq(t.state), i.snd_wnd.eq(t.send.snd_wnd),
-                     i.snd_una.eq(t.send.snd_una), i.snd_nxt.eq(t.send.snd_nxt),
-                     i.snd_max.eq(t.send.snd_max), i.data_end.eq(t.data_end),
-                     i.rto.eq(t.rtt.rto), i.rto_armed.eq(t.timers.rto_armed),
-                     i.rto_at.eq(t.timers.rto_at), i.persist_armed.eq(t.timers.persist_armed),
-                     i.persist_at.eq(t.timers.persist_at),
-                     i.persist_backoff.eq(t.timers.persist_backoff)]
-        # registered: the rule's logic stays off the path to the table's write port
-        o = Signal(ArmState(), name="arm_o")
-        m.d.sync += o.eq(arm.o)
-        out = Signal(Tcb(), name="armed_tcb")
-        m.d.comb += [out.eq(t), out.send.snd_nxt.eq(o.snd_nxt),
-                     out.timers.rto_armed.eq(o.rto_armed), out.timers.rto_at.eq(o.rto_at),
-                     out.timers.persist_armed.eq(o.persist_armed),
-                     out.timers.persist_at.eq(o.persist_at),
-                     out.timers.persist_backoff.eq(o.persist_backoff)]
-        return out
 
     def _decide(self, m, t, conn, seg, verdict, reason, blocks):
         """The checks' verdict: drop, reset, or the ACK's effects and FIN transitions."""
@@ -322,8 +275,26 @@ class TcpRxEngine(wiring.Component):
                      a.skip.eq(skip), a.keep.eq(keep)]
 
     def _free(self, m, t, conn, seg, kind):
-        """The connection ends: its entry CLOSED, reported, its payload dropped."""
+        """The connection ends: its entry CLOSED, reported, freed with its key, the
+        segment's payload (``seg``, None for a timer) dropped."""
+        key = self.free.payload.key
         m.d.sync += [t.state.eq(spec.TcpState.CLOSED), self.report.valid.eq(1),
-                     self.report.payload.conn.eq(conn), self.report.payload.kind.eq(kind)]
-        self._deliver(m, conn, seg, keep=0, skip=0)
+                     self.report.payload.conn.eq(conn), self.report.payload.kind.eq(kind),
+                     self.free.valid.eq(1), self.free.payload.conn.eq(conn),
+                     key.remote_ip.eq(t.remote_ip), key.remote_port.eq(t.remote_port),
+                     key.local_port.eq(t.local_port)]
+        if seg is not None:
+            self._deliver(m, conn, seg, keep=0, skip=0)
         self._goto(m, "CLOSE")
+
+    def _timers(self, m, t, conn, timers, timer):
+        """A timer report: TIME-WAIT over frees the connection; a delayed ACK due is owed
+        at once. A segment goes on to its checks."""
+        with m.If(~timer):
+            m.next = "CHECK"
+        with m.Elif(timers.tw_due):
+            self._free(m, t, conn, None, spec.TcpEventKind.CLOSED)
+        with m.Else():
+            with m.If(timers.delack_due):
+                m.d.sync += t.recv.ack_now.eq(1)
+            self._goto(m, "FLUSH")

@@ -16,7 +16,7 @@ from .layouts import TcpSegInfo, TcpTxDesc
 from .listeners import ListenerWrite, TcpListeners
 from .reply import ReplyKind, TcpReply
 from .rx_deliver import RxAction
-from .rx_engine import ConnEvent, RxEvent, TcbWrite, TcpDropEvent
+from .events import ConnEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
 
 __all__ = ["TcpRxFront"]
 
@@ -29,8 +29,7 @@ class TcpRxFront(wiring.Component):
     * malformed options: dropped (BAD_OPTIONS), no answer;
     * a segment of a connection in the table: an event for the receive engine
       (:class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine`), whose delivery action and reports
-      pass through here; a connection it reports RESET or CLOSED leaves the table and
-      its id is free;
+      pass through here;
     * for a listening port (:class:`~rnic.hdl.tcp.listeners.TcpListeners`): a SYN gets a
       SYN-ACK whose ISS is a cookie (:class:`~rnic.hdl.tcp.cookie.TcpCookie`), no state
       kept; an ACK whose ack - 1 is a good cookie opens an ESTABLISHED connection on the
@@ -42,7 +41,9 @@ class TcpRxFront(wiring.Component):
     * anything else: dropped (NO_CONNECTION) with a RST unless it is one
       (:class:`~rnic.hdl.tcp.reply.TcpReply`).
 
-    A segment the front itself handles gets a delivery action that keeps nothing.
+    A segment the front itself handles gets a delivery action that keeps nothing. A
+    connection the engine frees (``free``) leaves the connection table and its id is
+    free, before the next segment is taken.
 
     Parameters
     ----------
@@ -59,6 +60,7 @@ class TcpRxFront(wiring.Component):
         To the receive engine: segments of connections, entries of new ones.
     engine_action : In(stream.Signature(RxAction(connections=)))
     engine_report : In(stream.Signature(ConnEvent(connections=)))
+    free : In(stream.Signature(FreeConn(connections=)))
         The receive engine's.
     action : Out(stream.Signature(RxAction(connections=)))
         One per segment, in order (:class:`~rnic.hdl.tcp.rx_deliver.TcpRxDeliver`).
@@ -88,6 +90,7 @@ class TcpRxFront(wiring.Component):
             "write": Out(stream.Signature(TcbWrite(connections=n))),
             "engine_action": In(stream.Signature(RxAction(connections=n))),
             "engine_report": In(stream.Signature(ConnEvent(connections=n))),
+            "free": In(stream.Signature(FreeConn(connections=n))),
             "action": Out(stream.Signature(RxAction(connections=n))),
             "report": Out(stream.Signature(ConnEvent(connections=n))),
             "reply": Out(stream.Signature(TcpTxDesc())),
@@ -121,12 +124,28 @@ class TcpRxFront(wiring.Component):
         m.d.comb += [table.resp.ready.eq(1), cookie.cookie.ready.eq(1),
                      cookie.verdict.ready.eq(1)]
         key = table.cmd.payload.key
-        m.d.comb += [key.local_port.eq(info.dst_port), key.remote_port.eq(info.src_port),
-                     key.remote_ip.eq(info.src_ip), table.cmd.payload.conn.eq(conn)]
+        freed = Signal.like(self.free.payload, name="freed")   # the key REMOVE takes out
+        with m.If(table.cmd.payload.op == ConnTableOp.REMOVE):
+            m.d.comb += key.eq(freed.key)
+        with m.Else():
+            m.d.comb += [key.local_port.eq(info.dst_port), key.remote_port.eq(info.src_port),
+                         key.remote_ip.eq(info.src_ip)]
+        m.d.comb += table.cmd.payload.conn.eq(conn)
+        # the engine's reports, whenever they come (a timer's too), but not over ACCEPTED
+        accepting = Signal()
+        er = self.engine_report
+        m.d.comb += er.ready.eq(~self.report.valid & ~accepting)
+        with m.If(er.valid & er.ready):
+            m.d.sync += [self.report.valid.eq(1), self.report.payload.eq(er.payload)]
         flags = info.flags
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.seg.ready.eq(~Cat(port.valid for port in outputs).any())
+                free = ~Cat(port.valid for port in outputs).any()
+                m.d.comb += [self.free.ready.eq(1), self.seg.ready.eq(free & ~self.free.valid)]
+                with m.If(self.free.valid):
+                    m.d.sync += freed.eq(self.free.payload)
+                    m.d.comb += [ids.release.eq(1), ids.release_id.eq(self.free.payload.conn)]
+                    m.next = "REMOVE"
                 with m.If(self.seg.valid & self.seg.ready):
                     m.d.sync += [info.eq(self.seg.payload), kind.eq(ReplyKind.RESET)]
                     m.next = "LOOKUP"
@@ -177,8 +196,15 @@ class TcpRxFront(wiring.Component):
                     m.next = "SYN_ACK"
             with m.State("SYN_ACK"):
                 self._finish(m, info, None, reply=1)
+            with m.State("ACCEPTED"):
+                # reported before the engine can report anything of the connection
+                m.d.comb += accepting.eq(1)
+                with m.If(~self.report.valid):
+                    m.d.sync += [self.report.valid.eq(1), self.report.payload.conn.eq(conn),
+                                 self.report.payload.kind.eq(spec.TcpEventKind.ACCEPTED)]
+                    m.next = "ENGINE"
             with m.State("ENGINE"):
-                self._engine(m, ids, conn)
+                self._engine(m)
             with m.State("REMOVE"):
                 m.d.comb += [table.cmd.valid.eq(1), table.cmd.payload.op.eq(ConnTableOp.REMOVE)]
                 with m.If(table.cmd.ready):
@@ -240,39 +266,27 @@ class TcpRxFront(wiring.Component):
             t.send.ssthresh.eq(spec.MAX_WINDOW), t.send.recover.eq(a.recover),
             t.rtt.rto.eq(self.rto_initial), t.recv.rcv_nxt.eq(a.rcv_nxt),
             t.recv.rcv_adv.eq(a.rcv_adv), t.recv.rcv_shift.eq(a.rcv_shift),
-            self.report.valid.eq(1), self.report.payload.conn.eq(conn),
-            self.report.payload.kind.eq(spec.TcpEventKind.ACCEPTED),
         ]
         self._event(m, info, conn)
+        m.next = "ACCEPTED"
 
     def _event(self, m, info, conn):
         m.d.sync += [self.event.valid.eq(1), self.event.payload.conn.eq(conn),
                      self.event.payload.seg.eq(info)]
         m.next = "ENGINE"
 
-    def _engine(self, m, ids, conn):
-        """The engine's action and reports through; a RESET or CLOSED frees the id and
-        takes the key (the segment's) out of the table."""
-        ea, er = self.engine_action, self.engine_report
+    def _engine(self, m):
+        """The engine's action through; done once it and the segment's reports are
+        taken."""
+        ea = self.engine_action
         acted = Signal()
-        freeing = Signal()
-        m.d.comb += [ea.ready.eq(~self.action.valid & ~acted),
-                     er.ready.eq(~self.report.valid)]
+        m.d.comb += ea.ready.eq(~self.action.valid & ~acted)
         with m.If(ea.valid & ea.ready):
             m.d.sync += [self.action.valid.eq(1), self.action.payload.eq(ea.payload),
                          acted.eq(1)]
-        with m.If(er.valid & er.ready):
-            m.d.sync += [self.report.valid.eq(1), self.report.payload.eq(er.payload)]
-            with m.If((er.payload.kind == spec.TcpEventKind.RESET)
-                      | (er.payload.kind == spec.TcpEventKind.CLOSED)):
-                m.d.sync += freeing.eq(1)
-        with m.If(acted & ~er.valid & ~self.event.valid):
-            m.d.sync += [acted.eq(0), freeing.eq(0)]
-            with m.If(freeing):
-                m.d.comb += [ids.release.eq(1), ids.release_id.eq(conn)]
-                m.next = "REMOVE"
-            with m.Else():
-                m.next = "IDLE"
+        with m.If(acted & ~self.engine_report.valid & ~self.event.valid):
+            m.d.sync += acted.eq(0)
+            m.next = "IDLE"
 
     def _finish(self, m, info, reason, *, reply=0):
         """The segment handled here: counted as ``reason`` (None: not a drop), its payload

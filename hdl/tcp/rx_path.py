@@ -13,10 +13,12 @@ from ..net.layouts import FrameBeat
 from .layouts import TcpTxDesc
 from .listeners import ListenerWrite
 from .rx_deliver import TcpRxDeliver
-from .rx_engine import ConnEvent, TcbWrite, TcpDropEvent, TcpRxEngine
+from .events import ConnEvent, TcbWrite, TcpDropEvent
+from .rx_engine import TcpRxEngine
 from .rx_front import TcpRxFront
 from .rx_parse import TcpRxParse
 from .tcb import Tcb
+from .timer_table import TcpTimerTable
 
 __all__ = ["TcpRxPath"]
 
@@ -29,8 +31,10 @@ class TcpRxPath(wiring.Component):
     """Received TCP segments in, delivered octets and answers out:
     :class:`~rnic.hdl.tcp.rx_parse.TcpRxParse` → :class:`~rnic.hdl.tcp.rx_front.TcpRxFront`
     → :class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine`, and the payload through
-    :class:`~rnic.hdl.tcp.rx_deliver.TcpRxDeliver` as their actions say. What they send
-    (RSTs and SYN-ACKs of the front, pure ACKs of the engine) leaves on ``tx``.
+    :class:`~rnic.hdl.tcp.rx_deliver.TcpRxDeliver` as their actions say; the
+    connections' delayed ACKs and TIME-WAIT through a
+    :class:`~rnic.hdl.tcp.timer_table.TcpTimerTable`. What they send (RSTs and SYN-ACKs
+    of the front, pure ACKs of the engine) leaves on ``tx``.
 
     Parameters
     ----------
@@ -92,12 +96,17 @@ class TcpRxPath(wiring.Component):
         m.submodules.front = front = TcpRxFront(connections=n, listeners=self._listeners)
         m.submodules.engine = engine = TcpRxEngine(connections=n)
         m.submodules.deliver = deliver = TcpRxDeliver(width=self._width, connections=n)
+        m.submodules.timers = timers = TcpTimerTable(connections=n)
         wiring.connect(m, wiring.flipped(self.i), parse.i)
         wiring.connect(m, parse.seg, front.seg)
         wiring.connect(m, parse.payload, deliver.payload)
         wiring.connect(m, front.event, engine.event)
         wiring.connect(m, engine.action, front.engine_action)
         wiring.connect(m, engine.report, front.engine_report)
+        wiring.connect(m, engine.free, front.free)
+        wiring.connect(m, engine.arm, timers.arm)
+        wiring.connect(m, timers.fired, engine.fired)
+        m.d.comb += timers.now.eq(self.now)
         wiring.connect(m, front.action, deliver.action)
         wiring.connect(m, deliver.o, wiring.flipped(self.o))
         wiring.connect(m, front.report, wiring.flipped(self.report))

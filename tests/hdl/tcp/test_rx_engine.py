@@ -6,7 +6,9 @@ and out-of-window data, window probes, RSTs and SYNs in and out of the window, A
 nothing sent, segments without ACK, and FINs, near the sequence-number wrap. Every pure
 ACK equal to the model's, every octet the model delivers delivered, every drop with the
 model's reason, the connection's end reported, and the entry's receive fields equal to
-the model's after each segment."""
+the model's after each segment. Timer reports: the delayed ACK and the end of TIME-WAIT
+as the model's poll, before and at their deadlines, with the timer table armed and
+disarmed."""
 
 import random
 
@@ -225,3 +227,104 @@ def test_against_model(seed, closed):
             t.state, t.rcv_nxt, t.rcv_adv, t.delack_at is not None), k
     ended = engine._table[conn] is None
     assert ended or (k > 12 and len(kinds) >= 3), (k, kinds)
+
+
+def run_steps(fields, steps):
+    """Runs a TcpRxEngine whose connection 0 starts as ``fields`` (:func:`tcb_fields`), through
+    ``steps``: ``("segment", now, (flags, seq, ack, payload))`` or ``("fired", now)``; per
+    step the pure ACKs, reports, frees and timer arms it gave."""
+    dut = TcpRxEngine(connections=4)
+    results = []
+
+    async def bench(ctx):
+        for name, value in PARAMS.items():
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.write.payload, {"conn": 0, "tcb": fields})
+        ctx.set(dut.write.valid, 1)
+        await ctx.tick().until(dut.write.ready)
+        ctx.set(dut.write.valid, 0)
+        for port in (dut.action, dut.ack, dut.report, dut.free):
+            ctx.set(port.ready, 1)
+        for kind, now, *segment in steps:
+            ctx.set(dut.now, now)
+            if kind == "segment":
+                flags, seq, ack, payload = segment[0]
+                info = dict(src_ip=PEER_IP, src_port=40000, dst_port=7000, seq=seq, ack=ack,
+                            flags=flag_bits(flags), window=65535, length=len(payload), mss=0,
+                            ws_present=0, ws=0, sack_permitted=0, bad_options=0)
+                port, value = dut.event, {"conn": 0, "seg": info}
+            else:
+                port, value = dut.fired, 0
+            ctx.set(port.payload, value)
+            ctx.set(port.valid, 1)
+            await ctx.tick().until(port.ready)
+            ctx.set(port.valid, 0)
+            step = {"acks": [], "reports": [], "frees": [], "arms": []}
+            for _ in range(40):
+                _, _, kv, kd, rv, r, fv, f, av, a = await ctx.tick().sample(
+                    dut.ack.valid, dut.ack.payload, dut.report.valid, dut.report.payload,
+                    dut.free.valid, dut.free.payload, dut.arm.valid, dut.arm.payload)
+                if kv:
+                    step["acks"].append((int(kd.seq), int(kd.ack), int(kd.window)))
+                if rv:
+                    step["reports"].append(int(r.kind))
+                if fv:
+                    step["frees"].append((int(f.conn), int(f.key.remote_ip),
+                                          int(f.key.remote_port), int(f.key.local_port)))
+                if av:
+                    step["arms"].append((int(a.conn), int(a.armed),
+                                         int(a.deadline) if a.armed else None))
+            results.append(step)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return results
+
+
+def test_delayed_ack():
+    """A small segment arms the delayed ACK at now + delack; a report before then sends
+    nothing and arms it again; one at the deadline sends the model's ACK and disarms."""
+    engine, peer_seq = accepted(5)
+    una = engine._table[0].snd_una
+    segment = (int(TcpFlag.ACK | TcpFlag.PSH), peer_seq, una, b"hello")
+    start = tcb_fields(engine._table[0])
+    want = [engine.receive(PEER, tcp.TcpSegment(
+        src_port=40000, dst_port=7000, seq=peer_seq, ack=una, flags=segment[0], window=65535,
+        payload=segment[3]).build(PEER, NIC), 100)]
+    deadline = 100 + PARAMS["delack"]
+    assert engine._table[0].delack_at == deadline
+    want += [engine.poll(deadline - 1), engine.poll(deadline)]
+    assert [len(w) for w in want] == [0, 0, 1]
+    got = run_steps(start, [("segment", 100, segment), ("fired", deadline - 1),
+                            ("fired", deadline)])
+    assert [s["arms"] for s in got] == [[(0, 1, deadline)], [(0, 1, deadline)],
+                                        [(0, 0, None)]]
+    assert got[2]["acks"] == [(o.segment.seq, o.segment.ack, o.segment.window)
+                              for o in want[2]]
+    assert not got[0]["acks"] and not got[1]["acks"]
+
+
+def test_time_wait_over():
+    """A connection in TIME-WAIT: a report before the wait is over changes nothing; the
+    one after frees it (CLOSED, its key) and disarms its timer, as the model's poll."""
+    engine, peer_seq = accepted(6)
+    (fin,) = engine.close(0, 0)
+    fin_ack = tcp.TcpSegment(src_port=40000, dst_port=7000, seq=peer_seq,
+                             ack=(fin.segment.seq + 1) % SEQ_MOD,
+                             flags=TcpFlag.FIN | TcpFlag.ACK, window=65535)
+    engine.receive(PEER, fin_ack.build(PEER, NIC), 10)
+    engine.events()
+    t = engine._table[0]
+    assert t.state == TcpState.TIME_WAIT
+    over = t.time_wait_at
+    fields = tcb_fields(t)
+    assert engine.poll(over - 1) == [] and engine.events() == []
+    assert engine.poll(over) == [] and [e.kind for e in engine.events()] == [
+        TcpEventKind.CLOSED]
+    got = run_steps(fields, [("fired", over - 1), ("fired", over)])
+    assert got[0]["reports"] == [] and got[0]["arms"] == [(0, 1, over)]
+    assert got[1]["reports"] == [TcpEventKind.CLOSED]
+    assert got[1]["frees"] == [(0, PEER_IP, 40000, 7000)]
+    assert got[1]["arms"] == [(0, 0, None)]

@@ -1,0 +1,45 @@
+"""What the engine's blocks tell each other: segments and timer reports for the receive
+engine, entries written, a connection's reports and frees, drop events."""
+
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import Out
+
+from ..beat import conn_bits
+from .conn_table import ConnKey
+from .layouts import TcpDrop, TcpEventKind, TcpSegInfo
+from .tcb import Tcb
+
+__all__ = ["TcpDropEvent", "RxEvent", "TcbWrite", "ConnEvent", "FreeConn"]
+
+#: A counter event: ``valid`` for one cycle per segment dropped, ``reason`` its
+#: :class:`~rnic.hdl.tcp.rx_check.TcpDrop`.
+TcpDropEvent = wiring.Signature({"valid": Out(1), "reason": Out(TcpDrop)})
+
+
+class RxEvent(data.StructLayout):
+    """A received segment of connection ``conn``."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": conn_bits(connections), "seg": TcpSegInfo()})
+
+
+class TcbWrite(data.StructLayout):
+    """Connection ``conn``'s entry becomes ``tcb``."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": conn_bits(connections), "tcb": Tcb()})
+
+
+class ConnEvent(data.StructLayout):
+    """What connection ``conn`` reports (``kind``)."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": conn_bits(connections), "kind": TcpEventKind})
+
+
+class FreeConn(data.StructLayout):
+    """Connection ``conn`` is over: its ``key`` leaves the connection table and the id is
+    free."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": conn_bits(connections), "key": ConnKey()})

@@ -1,0 +1,77 @@
+"""The receive engine's rule blocks wired to the entry it works on."""
+
+from amaranth.hdl import Signal
+
+from .arm import ArmState
+from .seq import seq_after
+from .tcb import Tcb
+
+__all__ = ["wire_rules"]
+
+
+def wire_rules(m, blocks, t, seg, now, params):
+    """The rule blocks' inputs from the entry ``t``, the segment ``seg``, the time ``now``
+    and the engine's ``params`` (a component with the ports ``rto_min``, ``rto_max``,
+    ``rto_initial``, ``delack`` and ``rcv_wnd``); returns the entry with the send timers
+    set (TcpArm's, registered) and whether our FIN is acknowledged."""
+    fin_acked = _fin_acked(m, t)
+    check, ack, rtt, text = blocks["check"], blocks["ack"], blocks["rtt"], blocks["text"]
+    window, arm = blocks["window"], blocks["arm"]
+    m.d.comb += [
+        check.tcb.state.eq(t.state), check.tcb.rcv_nxt.eq(t.recv.rcv_nxt),
+        check.tcb.rcv_adv.eq(t.recv.rcv_adv), check.tcb.snd_una.eq(t.send.snd_una),
+        check.tcb.snd_max.eq(t.send.snd_max), check.tcb.max_snd_wnd.eq(t.send.max_snd_wnd),
+        check.seg.seq.eq(seg.seq), check.seg.ack.eq(seg.ack), check.seg.flags.eq(seg.flags),
+        check.seg.length.eq(seg.length),
+        ack.i.eq(t.send), ack.seg.seq.eq(seg.seq), ack.seg.ack.eq(seg.ack),
+        ack.seg.window.eq(seg.window), ack.seg.flags.eq(seg.flags),
+        ack.seg.length.eq(seg.length),
+        rtt.i.eq(t.rtt), rtt.ack.eq(seg.ack), rtt.now.eq(now),
+        rtt.rto_min.eq(params.rto_min), rtt.rto_max.eq(params.rto_max),
+        rtt.rto_initial.eq(params.rto_initial),
+        text.i.state.eq(t.state), text.i.rcv_nxt.eq(t.recv.rcv_nxt),
+        text.i.rcv_adv.eq(t.recv.rcv_adv), text.i.rcv_unacked.eq(t.recv.rcv_unacked),
+        text.i.send_mss.eq(t.send.send_mss), text.i.ack_now.eq(t.recv.ack_now),
+        text.i.dup_ack.eq(t.recv.dup_ack), text.i.delack_armed.eq(t.recv.delack_armed),
+        text.i.delack_at.eq(t.recv.delack_at), text.i.fin_acked.eq(fin_acked),
+        text.seg.seq.eq(seg.seq), text.seg.flags.eq(seg.flags),
+        text.seg.length.eq(seg.length), text.now.eq(now), text.delack.eq(params.delack),
+        window.rcv_nxt.eq(t.recv.rcv_nxt), window.rcv_adv.eq(t.recv.rcv_adv),
+        window.rcv_wnd.eq(params.rcv_wnd), window.rcv_shift.eq(t.recv.rcv_shift),
+        arm.now.eq(now), arm.rto_max.eq(params.rto_max),
+    ]
+    timers = blocks["timers"]
+    m.d.comb += [timers.tw_armed.eq(t.timers.tw_armed), timers.tw_at.eq(t.timers.tw_at),
+                 timers.delack_armed.eq(t.recv.delack_armed),
+                 timers.delack_at.eq(t.recv.delack_at), timers.now.eq(now)]
+    return _wire_arm(m, arm, t), fin_acked
+
+
+def _fin_acked(m, t):
+    """Our FIN is sent and acknowledged (SND.UNA past it), as a signal."""
+    acked = Signal(name="fin_acked")
+    m.d.comb += acked.eq(t.fin_pending & seq_after(m, t.send.snd_una, t.fin_seq,
+                                                   "fin_past"))
+    return acked
+
+
+def _wire_arm(m, arm, t):
+    """TcpArm's view of the entry; returns the entry with its timers set."""
+    i = arm.i
+    m.d.comb += [i.state.eq(t.state), i.snd_wnd.eq(t.send.snd_wnd),
+                 i.snd_una.eq(t.send.snd_una), i.snd_nxt.eq(t.send.snd_nxt),
+                 i.snd_max.eq(t.send.snd_max), i.data_end.eq(t.data_end),
+                 i.rto.eq(t.rtt.rto), i.rto_armed.eq(t.timers.rto_armed),
+                 i.rto_at.eq(t.timers.rto_at), i.persist_armed.eq(t.timers.persist_armed),
+                 i.persist_at.eq(t.timers.persist_at),
+                 i.persist_backoff.eq(t.timers.persist_backoff)]
+    # registered: the rule's logic stays off the path to the table's write port
+    o = Signal(ArmState(), name="arm_o")
+    m.d.sync += o.eq(arm.o)
+    out = Signal(Tcb(), name="armed_tcb")
+    m.d.comb += [out.eq(t), out.send.snd_nxt.eq(o.snd_nxt),
+                 out.timers.rto_armed.eq(o.rto_armed), out.timers.rto_at.eq(o.rto_at),
+                 out.timers.persist_armed.eq(o.persist_armed),
+                 out.timers.persist_at.eq(o.persist_at),
+                 out.timers.persist_backoff.eq(o.persist_backoff)]
+    return out
