@@ -10,7 +10,8 @@ segment to its connection, a listener or a RST :class:`TcpRxFront` (with the fre
 :class:`TcpConnIds`), and all of them joined: :class:`TcpRxPath`. The rules of a connection's
 events: :class:`TcpRxCheck`, :class:`TcpAckUpdate`, :class:`TcpRttUpdate`,
 :class:`TcpRxText`, :class:`TcpSynSent`, :class:`TcpAccept`, :class:`TcpWindowField`,
-:class:`TcpTimeout`, :class:`TcpArm`, :class:`TcpReply`, :class:`TcpTimersDue`. The timers
+:class:`TcpTimeout`, :class:`TcpArm`, :class:`TcpReply`, :class:`TcpTimersDue`, and of
+sending: :class:`TcpSendStep`, :class:`TcpSendData`. The timers
 :class:`TcpTimerTable`.
 The send side: the ring writer :class:`TcpRingWrite`, where segments end
 :class:`TcpSendCut`, the ring reader :class:`TcpRingRead` and the frame builder
@@ -42,6 +43,8 @@ from .rx_parse import TcpRxParse
 from .rx_path import TcpRxPath
 from .rx_text import RecvState, TcpRxText, TextSeg
 from .send_cut import CutAnswer, CutRecord, CutRequest, ReleaseRequest, TcpSendCut
+from .send_data import SentState, TcpSendData
+from .send_step import SendWindowState, TcpSendStep
 from .syn_sent import Connected, SynSentVerdict, TcpSynSent
 from .tcb import RecvFields, Tcb, TimerFields
 from .timeout import TcpTimeout, TimeoutState
@@ -63,4 +66,5 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "ArmState", "TcpSendCut", "CutRecord", "CutRequest", "CutAnswer", "ReleaseRequest",
            "Tcb", "RecvFields", "TimerFields", "TcpRxEngine", "RxEvent", "TcbWrite", "ConnEvent",
            "TcpDropEvent", "TcpRxFront", "TcpRxPath", "TcpConnIds", "cookie_mss_index",
-           "FreeConn", "TcpTimersDue"]
+           "FreeConn", "TcpTimersDue", "TcpSendStep", "SendWindowState", "TcpSendData",
+           "SentState"]

@@ -1,0 +1,86 @@
+"""Whether a connection may send a segment from SND.NXT now, and how long it may be
+(RFC 5681 section 3.1, RFC 9293 section 3.8.6)."""
+
+from amaranth.hdl import Module, Mux, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from rnic.host.spec import tcp_engine as spec
+
+from .layouts import TcpState
+from .seq import seq_distance
+from .stage import staged
+
+__all__ = ["TcpSendStep", "SendWindowState"]
+
+
+class SendWindowState(data.StructLayout):
+    """The fields the rule reads (the model's names; ``data_end`` the sequence number
+    after the octets written)."""
+
+    def __init__(self):
+        super().__init__({"state": TcpState, "snd_una": 32, "snd_nxt": 32, "snd_wnd": 32,
+                          "cwnd": 32, "send_mss": 16, "data_end": 32, "fin_pending": 1,
+                          "fin_seq": 32})
+
+
+class TcpSendStep(wiring.Component):
+    """One turn of the model's ``_send_window`` (:class:`rnic.host.model.tcp_engine.TcpEngine`):
+    in a state that sends (ESTABLISHED, CLOSE-WAIT, FIN-WAIT-1, CLOSING, LAST-ACK),
+
+    * with octets written and not sent (``unsent`` = data end - SND.NXT > 0) and a usable
+      window (min(cwnd, SND.WND) - (SND.NXT - SND.UNA) > 0): ``cut``, a segment from
+      SND.NXT of at most ``limit`` = min(send MSS, usable window, unsent) octets, where
+      :class:`~rnic.hdl.tcp.send_cut.TcpSendCut` says (``may_split`` when nothing is in
+      flight);
+    * with every written octet sent and our FIN due at SND.NXT: ``fin``, the FIN alone;
+    * else nothing to send.
+
+    Latency: :data:`LATENCY` cycles from inputs that hold still
+    (:mod:`~rnic.hdl.tcp.stage`).
+
+    Ports
+    -----
+    i : In(SendWindowState)
+    cut, fin, may_split : Out(1)
+    limit : Out(16)
+    """
+
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 3
+
+    def __init__(self):
+        super().__init__({
+            "i": In(SendWindowState()),
+            "cut": Out(1),
+            "fin": Out(1),
+            "may_split": Out(1),
+            "limit": Out(16),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        i = self.i
+        S = spec.TcpState
+        sending = ((i.state == S.ESTABLISHED) | (i.state == S.CLOSE_WAIT)
+                   | (i.state == S.FIN_WAIT_1) | (i.state == S.CLOSING)
+                   | (i.state == S.LAST_ACK))
+        # 1: the window, the octets in flight, the octets not sent
+        window = staged(m, Mux(i.cwnd < i.snd_wnd, i.cwnd, i.snd_wnd), "window", 32)
+        flight = staged(m, seq_distance(m, i.snd_nxt, i.snd_una, "flight"), "in_flight")
+        unsent = staged(m, seq_distance(m, i.data_end, i.snd_nxt, "unsent").as_signed(),
+                        "not_sent")
+        # 2: the usable window
+        usable = staged(m, window - flight, "usable", signed(34))
+        # 3: the segment's limit: the least of the MSS, the usable window and the unsent
+        mss = i.send_mss
+        mss_least = (mss <= usable) & (mss <= unsent)
+        usable_least = (usable <= unsent)
+        limit = staged(m, Mux(mss_least, mss, Mux(usable_least, usable, unsent)), "limit", 16)
+        m.d.comb += [
+            self.cut.eq(sending & (unsent > 0) & (usable > 0)),
+            self.fin.eq(sending & (unsent == 0) & i.fin_pending & (i.snd_nxt == i.fin_seq)),
+            self.may_split.eq(i.snd_nxt == i.snd_una),
+            self.limit.eq(limit),
+        ]
+        return m
