@@ -163,7 +163,7 @@ class TcpRxEngine(wiring.Component):
                 m.d.sync += t.eq(rd.data)
                 m.next = "TIMERS"
             with m.State("TIMERS"):
-                self._timers(m, t, conn, blocks["timers"], timer)
+                self._timers(m, t, conn, seg, blocks["timers"], timer)
             with m.State("CHECK"):
                 m.d.sync += [verdict.eq(blocks["check"].verdict),
                              reason.eq(blocks["check"].reason),
@@ -287,10 +287,19 @@ class TcpRxEngine(wiring.Component):
             self._deliver(m, conn, seg, keep=0, skip=0)
         self._goto(m, "CLOSE")
 
-    def _timers(self, m, t, conn, timers, timer):
+    def _timers(self, m, t, conn, seg, timers, timer):
         """A timer report: TIME-WAIT over frees the connection; a delayed ACK due is owed
-        at once. A segment goes on to its checks."""
-        with m.If(~timer):
+        at once. A segment goes on to its checks. A connection that is over (its TIME-WAIT
+        ended after the front found it for the segment) has nothing due, and takes the
+        segment as no connection: dropped."""
+        closed = t.state == spec.TcpState.CLOSED
+        with m.If(closed & timer):
+            m.next = "IDLE"
+        with m.Elif(closed):
+            m.d.comb += [self.drop.valid.eq(1), self.drop.reason.eq(spec.TcpDrop.NO_CONNECTION)]
+            self._deliver(m, conn, seg, keep=0, skip=0)
+            m.next = "IDLE"
+        with m.Elif(~timer):
             m.next = "CHECK"
         with m.Elif(timers.tw_due):
             self._free(m, t, conn, None, spec.TcpEventKind.CLOSED)

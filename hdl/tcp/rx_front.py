@@ -125,6 +125,7 @@ class TcpRxFront(wiring.Component):
                      cookie.verdict.ready.eq(1)]
         key = table.cmd.payload.key
         freed = Signal.like(self.free.payload, name="freed")   # the key REMOVE takes out
+        removing = Signal()                 # freed holds a key to take out
         with m.If(table.cmd.payload.op == ConnTableOp.REMOVE):
             m.d.comb += key.eq(freed.key)
         with m.Else():
@@ -140,8 +141,9 @@ class TcpRxFront(wiring.Component):
         flags = info.flags
         with m.FSM():
             with m.State("IDLE"):
-                free = ~Cat(port.valid for port in outputs).any()
-                m.d.comb += [self.free.ready.eq(1), self.seg.ready.eq(free & ~self.free.valid)]
+                settled = ~Cat(port.valid for port in outputs).any()
+                m.d.comb += [self.free.ready.eq(1),
+                             self.seg.ready.eq(settled & ~self.free.valid)]
                 with m.If(self.free.valid):
                     m.d.sync += freed.eq(self.free.payload)
                     m.d.comb += [ids.release.eq(1), ids.release_id.eq(self.free.payload.conn)]
@@ -204,13 +206,14 @@ class TcpRxFront(wiring.Component):
                                  self.report.payload.kind.eq(spec.TcpEventKind.ACCEPTED)]
                     m.next = "ENGINE"
             with m.State("ENGINE"):
-                self._engine(m)
+                self._engine(m, ids, freed, removing)
             with m.State("REMOVE"):
                 m.d.comb += [table.cmd.valid.eq(1), table.cmd.payload.op.eq(ConnTableOp.REMOVE)]
                 with m.If(table.cmd.ready):
                     m.next = "REMOVED"
             with m.State("REMOVED"):
                 with m.If(table.resp.valid):
+                    m.d.sync += removing.eq(0)
                     m.next = "IDLE"
         return m
 
@@ -275,18 +278,25 @@ class TcpRxFront(wiring.Component):
                      self.event.payload.seg.eq(info)]
         m.next = "ENGINE"
 
-    def _engine(self, m):
+    def _engine(self, m, ids, freed, removing):
         """The engine's action through; done once it and the segment's reports are
-        taken."""
+        taken. A connection the engine frees meanwhile (it waits for that before it takes
+        the segment) is taken out of the table after."""
         ea = self.engine_action
         acted = Signal()
-        m.d.comb += ea.ready.eq(~self.action.valid & ~acted)
+        m.d.comb += [ea.ready.eq(~self.action.valid & ~acted), self.free.ready.eq(~removing)]
+        with m.If(self.free.valid & ~removing):
+            m.d.sync += [freed.eq(self.free.payload), removing.eq(1)]
+            m.d.comb += [ids.release.eq(1), ids.release_id.eq(self.free.payload.conn)]
         with m.If(ea.valid & ea.ready):
             m.d.sync += [self.action.valid.eq(1), self.action.payload.eq(ea.payload),
                          acted.eq(1)]
         with m.If(acted & ~self.engine_report.valid & ~self.event.valid):
             m.d.sync += acted.eq(0)
-            m.next = "IDLE"
+            with m.If(removing):
+                m.next = "REMOVE"
+            with m.Else():
+                m.next = "IDLE"
 
     def _finish(self, m, info, reason, *, reply=0):
         """The segment handled here: counted as ``reason`` (None: not a drop), its payload

@@ -1,13 +1,14 @@
 """What a retransmission timeout does (RFC 6298 section 5.4 to 5.7, RFC 5681 section 3.1,
 RFC 6582 section 4)."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec import tcp_engine as spec
 
 from .layouts import TcpState
+from .stage import staged
 
 __all__ = ["TcpTimeout", "TimeoutState"]
 
@@ -35,7 +36,8 @@ class TcpTimeout(wiring.Component):
       with ``recover`` = SND.MAX and goes back to SND.UNA (``go_back``: the engine sends
       what the window lets go from there).
 
-    Combinational.
+    Latency: :data:`LATENCY` cycles from inputs that hold still
+    (:mod:`~rnic.hdl.tcp.stage`).
 
     Ports
     -----
@@ -59,31 +61,33 @@ class TcpTimeout(wiring.Component):
             "go_back": Out(1),
         })
 
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 2
+
     def elaborate(self, platform):
         m = Module()
         i, o = self.i, self.o
-        m.d.comb += o.eq(i)
-        retries = Signal(9)
-        m.d.comb += [retries.eq(i.retries + 1), o.retries.eq(retries)]
+        mss = i.send_mss
+        # 1: the retries, the doubled RTO against its maximum, half the flight
+        retries = staged(m, i.retries + 1, "retries", 9)
+        doubled = i.rto << 1
+        capped = staged(m, doubled > self.rto_max, "capped")
+        doubled_at = staged(m, self.now + doubled, "doubled_at", 32)
+        max_at = staged(m, self.now + self.rto_max, "max_at", 32)
+        half = staged(m, (i.snd_max - i.snd_una)[1:32], "half", 31)
+        # 2: the new ssthresh
+        ssthresh = staged(m, Mux(half > 2 * mss, half, 2 * mss), "ssthresh", 32)
+        m.d.comb += [o.eq(i), o.retries.eq(retries)]
         synchronized = (i.state != spec.TcpState.CLOSED) & (i.state != spec.TcpState.SYN_SENT)
         with m.If(retries > self.max_retries):
             m.d.comb += [self.give_up.eq(1), self.reset.eq(synchronized)]
         with m.Else():
-            doubled = Signal(33)
-            rto = Signal(32)
-            m.d.comb += [doubled.eq(i.rto << 1),
-                         rto.eq(Mux(doubled > self.rto_max, self.rto_max, doubled)),
-                         o.rto.eq(rto), o.timing.eq(0), o.rto_armed.eq(1),
-                         o.rto_at.eq(self.now + rto)]
+            m.d.comb += [o.rto.eq(Mux(capped, self.rto_max, doubled)), o.timing.eq(0),
+                         o.rto_armed.eq(1), o.rto_at.eq(Mux(capped, max_at, doubled_at))]
             with m.If(i.state == spec.TcpState.SYN_SENT):
                 m.d.comb += self.resend_syn.eq(1)
             with m.Else():
-                flight = Signal(32)
-                half = Signal(32)
-                mss = i.send_mss
-                m.d.comb += [flight.eq(i.snd_max - i.snd_una), half.eq(flight >> 1),
-                             o.ssthresh.eq(Mux(half > 2 * mss, half, 2 * mss)),
-                             o.ca_acked.eq(0), o.cwnd.eq(mss), o.dupacks.eq(0),
-                             o.in_recovery.eq(0), o.recover.eq(i.snd_max),
+                m.d.comb += [o.ssthresh.eq(ssthresh), o.ca_acked.eq(0), o.cwnd.eq(mss),
+                             o.dupacks.eq(0), o.in_recovery.eq(0), o.recover.eq(i.snd_max),
                              o.snd_nxt.eq(i.snd_una), self.go_back.eq(1)]
         return m

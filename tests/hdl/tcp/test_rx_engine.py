@@ -259,11 +259,17 @@ def run_steps(fields, steps):
             ctx.set(port.valid, 1)
             await ctx.tick().until(port.ready)
             ctx.set(port.valid, 0)
-            step = {"acks": [], "reports": [], "frees": [], "arms": []}
+            step = {"acks": [], "reports": [], "frees": [], "arms": [], "drops": [],
+                    "actions": []}
             for _ in range(40):
-                _, _, kv, kd, rv, r, fv, f, av, a = await ctx.tick().sample(
+                _, _, kv, kd, rv, r, fv, f, av, a, dv, dr, xv, x = await ctx.tick().sample(
                     dut.ack.valid, dut.ack.payload, dut.report.valid, dut.report.payload,
-                    dut.free.valid, dut.free.payload, dut.arm.valid, dut.arm.payload)
+                    dut.free.valid, dut.free.payload, dut.arm.valid, dut.arm.payload,
+                    dut.drop.valid, dut.drop.reason, dut.action.valid, dut.action.payload)
+                if dv:
+                    step["drops"].append(int(dr))
+                if xv:
+                    step["actions"].append((int(x.length), int(x.keep)))
                 if kv:
                     step["acks"].append((int(kd.seq), int(kd.ack), int(kd.window)))
                 if rv:
@@ -328,3 +334,18 @@ def test_time_wait_over():
     assert got[1]["reports"] == [TcpEventKind.CLOSED]
     assert got[1]["frees"] == [(0, PEER_IP, 40000, 7000)]
     assert got[1]["arms"] == [(0, 0, None)]
+
+
+def test_segment_after_the_end():
+    """A segment the front found for a connection whose TIME-WAIT ended before the engine
+    took it: dropped as for no connection, nothing sent, nothing written or armed."""
+    engine, peer_seq = accepted(7)
+    fields = tcb_fields(engine._table[0])
+    fields["state"] = int(TcpState.CLOSED)
+    una = engine._table[0].snd_una
+    got = run_steps(fields, [("segment", 50, (int(TcpFlag.ACK), peer_seq, una, b"late")),
+                             ("fired", 60)])
+    assert got[0]["drops"] == [TcpDrop.NO_CONNECTION]
+    assert got[0]["actions"] == [(4, 0)]
+    assert got[0]["acks"] == got[0]["reports"] == got[0]["frees"] == got[0]["arms"] == []
+    assert got[1] == {k: [] for k in got[1]}

@@ -10,7 +10,7 @@ from rnic.hdl.tcp.timeout import TcpTimeout
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import TcpEventKind, TcpState
-from tests.hdl.tcp.bench import model_tcb
+from tests.hdl.tcp.bench import model_tcb, settle
 
 FIELDS = ("retries", "rto", "snd_nxt", "cwnd", "ssthresh", "ca_acked", "dupacks",
           "in_recovery", "recover")
@@ -41,12 +41,14 @@ def test_against_model():
         ctx.set(dut.max_retries, MAX_RETRIES)
         for state in cases:
             ctx.set(dut.i, state)
+            await settle(ctx, dut)
             o = ctx.get(dut.o)
             got.append(({k: int(getattr(o, k)) for k in FIELDS + ("timing", "rto_at")},
                         {k: bool(ctx.get(getattr(dut, k)))
                          for k in ("give_up", "reset", "resend_syn", "go_back")}))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     for state, (fields, flags) in zip(cases, got):
