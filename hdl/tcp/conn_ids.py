@@ -7,17 +7,17 @@ from amaranth.lib.wiring import In, Out
 
 from ..beat import conn_bits
 
-__all__ = ["TcpConnIds"]
+__all__ = ["TcpConnIds", "lowest_set"]
 
 
-def _lowest(m, bits, base, name):
+def lowest_set(m, bits, name, base=0):
     """``(any, index)`` of the lowest set bit of ``bits`` (``index`` counts from
     ``base``), as a tree of halves: log2 levels deep."""
     if len(bits) == 1:
         return bits[0], base
     half = len(bits) // 2
-    lo_any, lo_index = _lowest(m, bits[:half], base, f"{name}l")
-    hi_any, hi_index = _lowest(m, bits[half:], base + half, f"{name}h")
+    lo_any, lo_index = lowest_set(m, bits[:half], f"{name}l", base)
+    hi_any, hi_index = lowest_set(m, bits[half:], f"{name}h", base + half)
     index = Signal(range(base + len(bits)), name=f"{name}_index")
     m.d.comb += index.eq(Mux(lo_any, lo_index, hi_index))
     return lo_any | hi_any, index
@@ -63,6 +63,6 @@ class TcpConnIds(wiring.Component):
             m.d.sync += used.bit_select(self.release_id, 1).eq(0)
         with m.If(self.take):
             m.d.sync += used.bit_select(self.free_id, 1).eq(1)
-        found, index = _lowest(m, ~used, 0, "free")
+        found, index = lowest_set(m, ~used, "free")
         m.d.sync += [self.any_free.eq(found), self.free_id.eq(index)]
         return m

@@ -1,7 +1,7 @@
 """The engine's receive path: parser, front, receive engine and delivery, with the
 segments they answer with."""
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -16,7 +16,9 @@ from .rx_deliver import TcpRxDeliver
 from .events import ConnEvent, TcbWrite, TcpDropEvent
 from .rx_engine import TcpRxEngine
 from .rx_front import TcpRxFront
+from .ring_read import TxRequest
 from .rx_parse import TcpRxParse
+from .send_cut import CutRecord, TcpSendCut
 from .tcb import Tcb
 from .timer_table import TcpTimerTable
 
@@ -34,7 +36,9 @@ class TcpRxPath(wiring.Component):
     :class:`~rnic.hdl.tcp.rx_deliver.TcpRxDeliver` as their actions say; the
     connections' delayed ACKs and TIME-WAIT through a
     :class:`~rnic.hdl.tcp.timer_table.TcpTimerTable`. What they send (RSTs and SYN-ACKs
-    of the front, pure ACKs of the engine) leaves on ``tx``.
+    of the front, pure ACKs of the engine) leaves on ``tx``; the data segments the engine
+    sends (cut at FPDU ends by a :class:`~rnic.hdl.tcp.send_cut.TcpSendCut`) leave on
+    ``send`` for the ring reader.
 
     Parameters
     ----------
@@ -42,6 +46,8 @@ class TcpRxPath(wiring.Component):
         Octets per beat, one of :data:`rnic.host.spec.limits.WIDTHS`.
     connections : int
     listeners : int
+    records : int
+        FPDU ends kept per connection (a power of 2).
 
     Ports
     -----
@@ -51,7 +57,16 @@ class TcpRxPath(wiring.Component):
     o : Out(stream.Signature(OctetBeat(width=, connections=)))
         The octets delivered, in order per connection (the core's ``rx_wire``).
     tx : Out(stream.Signature(TcpTxDesc))
-        Segments to send (:class:`~rnic.hdl.tcp.tx_frame.TcpTxFrame`); registered.
+        Segments without payload to send (:class:`~rnic.hdl.tcp.tx_frame.TcpTxFrame`);
+        registered.
+    written : In(stream.Signature(CutRecord(connections=)))
+        Octets written into a connection's send ring end at ``end`` (an FPDU's end when
+        ``aligned``): the ring writer's reports.
+    send : Out(stream.Signature(TxRequest(connections=)))
+        Segments with octets of the ring, or our FIN
+        (:class:`~rnic.hdl.tcp.ring_read.TcpRingRead`).
+    room : Out(connections)
+        Bit ``c``: connection ``c`` may write a run (a record of its ends is free).
     report : Out(stream.Signature(ConnEvent(connections=)))
     drops : Out(TcpDropEvent).array(2)
         The front's drops and the receive engine's.
@@ -69,8 +84,9 @@ class TcpRxPath(wiring.Component):
     one per cycle.
     """
 
-    def __init__(self, *, width, connections, listeners=4):
+    def __init__(self, *, width, connections, listeners=4, records=16):
         self._width = check_width(width)
+        self._records = records
         self._connections = connections
         self._listeners = listeners
         n = connections
@@ -78,6 +94,9 @@ class TcpRxPath(wiring.Component):
             "i": In(stream.Signature(FrameBeat(width=width))),
             "o": Out(stream.Signature(OctetBeat(width=width, connections=n))),
             "tx": Out(stream.Signature(TcpTxDesc())),
+            "written": In(stream.Signature(CutRecord(connections=n))),
+            "send": Out(stream.Signature(TxRequest(connections=n))),
+            "room": Out(n),
             "report": Out(stream.Signature(ConnEvent(connections=n))),
             "drops": Out(TcpDropEvent).array(2),
             "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
@@ -97,6 +116,7 @@ class TcpRxPath(wiring.Component):
         m.submodules.engine = engine = TcpRxEngine(connections=n)
         m.submodules.deliver = deliver = TcpRxDeliver(width=self._width, connections=n)
         m.submodules.timers = timers = TcpTimerTable(connections=n)
+        m.submodules.cuts = cuts = TcpSendCut(connections=n, depth=self._records)
         wiring.connect(m, wiring.flipped(self.i), parse.i)
         wiring.connect(m, parse.seg, front.seg)
         wiring.connect(m, parse.payload, deliver.payload)
@@ -107,6 +127,12 @@ class TcpRxPath(wiring.Component):
         wiring.connect(m, engine.arm, timers.arm)
         wiring.connect(m, timers.fired, engine.fired)
         m.d.comb += timers.now.eq(self.now)
+        wiring.connect(m, engine.cut, cuts.cut)
+        wiring.connect(m, cuts.answer, engine.answer)
+        wiring.connect(m, engine.release, cuts.release)
+        wiring.connect(m, engine.send, wiring.flipped(self.send))
+        m.d.comb += self.room.eq(cuts.room)
+        self._written(m, cuts.push, engine.written)
         wiring.connect(m, front.action, deliver.action)
         wiring.connect(m, deliver.o, wiring.flipped(self.o))
         wiring.connect(m, front.report, wiring.flipped(self.report))
@@ -124,6 +150,20 @@ class TcpRxPath(wiring.Component):
         self._tables(m, front, engine)
         self._answers(m, front.reply, engine.ack)
         return m
+
+    def _written(self, m, push, written):
+        """Each report of octets written to both the cut's records and the engine (the
+        record first: a cut never runs ahead of its records)."""
+        taken = Signal()                    # the record is in; the engine's turn
+        w = self.written
+        m.d.comb += [push.payload.eq(w.payload), written.payload.conn.eq(w.payload.conn),
+                     written.payload.seq.eq(w.payload.end),
+                     push.valid.eq(w.valid & ~taken), written.valid.eq(w.valid & taken),
+                     w.ready.eq(written.valid & written.ready)]
+        with m.If(push.valid & push.ready):
+            m.d.sync += taken.eq(1)
+        with m.If(written.valid & written.ready):
+            m.d.sync += taken.eq(0)
 
     def _tables(self, m, front, engine):
         """The engine's entries: the front's new connections, and the host's writes when

@@ -4,7 +4,8 @@ cookies (after a SYN flood, with bad cookies and SYN-ACKs mixed in), send data i
 out of order, duplicated and overlapping across the sequence wrap, interleaved over every
 connection id; more peers than ids; segments with malformed options or for no connection;
 RSTs and FINs that end connections and free their ids for the next peer; time that passes
-between segments, so that delayed ACKs go out. Every segment sent, every octet delivered,
+between segments, so that delayed ACKs go out; octets the core writes, sent as the peers'
+ACKs open the congestion window. Every segment sent, every octet delivered,
 every report and every drop counter must equal the model's."""
 
 import random
@@ -65,6 +66,13 @@ class Scenario:
         self.steps.append(frame(octets, src=src_ip))
         return self._outcome(self.model.receive(src_ip, octets, self.now))
 
+    def write(self, conn, length):
+        """The core writes ``length`` octets of byte stream on ``conn``; what the windows
+        let go is sent."""
+        assert self.model.write(conn, bytes(length)) == length
+        self.steps.append(("written", conn, self.model._table[conn].data_end))
+        self._outcome(self.model.poll(self.now))
+
     def tick(self, delta):
         """The time base moves on by ``delta`` ticks; the timers due run."""
         self.now += delta
@@ -73,6 +81,7 @@ class Scenario:
 
     def _outcome(self, outs):
         self.sent += [descriptor(o.segment, int(o.dst_ip)) for o in outs]
+        self.last = outs
         for event in self.model.events():
             self.reports.append((event.conn, int(event.kind)))
         for conn in range(CONNECTIONS):
@@ -196,7 +205,40 @@ def delayed(rng):
     return s
 
 
-SCENARIOS = {"flood": flood_and_connect, "noise": noise, "crowd": crowd, "delayed": delayed}
+def sending(rng):
+    """The NIC sends: octets written on two connections go out within the initial
+    window, the peers' ACKs (one per segment, or one for several) open the congestion
+    window segment by segment, the peers send data too (ACKs ride on the NIC's
+    segments), until everything written is acknowledged."""
+    s = Scenario(rng)
+    peers = [Peer(rng, 40 + k) for k in range(2)]
+    for p in peers:
+        assert s.connect(p)
+    sent_to = {p.port: [] for p in peers}
+    for round_ in range(8):
+        for conn, p in enumerate(peers):
+            if round_ in (0, 3, 5):
+                s.write(conn, rng.choice([1, 700, 3000, 9000]))
+            sent_to[p.port] += [o.segment for o in s.last if o.segment.dst_port == p.port]
+        for p in peers:
+            segments = [g for g in sent_to[p.port] if g.payload]
+            if not segments:
+                continue
+            upto = segments[:rng.choice([1, len(segments)])]
+            p.ack = (upto[-1].seq + len(upto[-1].payload)) % SEQ_MOD
+            sent_to[p.port] = sent_to[p.port][len(upto):] if len(upto) < len(segments) \
+                else []
+            if rng.random() < 0.3:
+                s.data(p, rng.choice([10, 500]))
+            else:
+                s.feed(*p.segment())
+            sent_to[p.port] += [o.segment for o in s.last if o.segment.dst_port == p.port]
+        s.tick(rng.choice([1, 50]))
+    return s
+
+
+SCENARIOS = {"flood": flood_and_connect, "noise": noise, "crowd": crowd, "delayed": delayed,
+             "sending": sending}
 
 
 def run(s, width, seed):
@@ -217,6 +259,11 @@ def run(s, width, seed):
                 # the segments before are through before the time moves on
                 await ctx.tick().repeat(SETTLE)
                 ctx.set(dut.now, step)
+            elif isinstance(step, tuple):
+                # (and before the octets written)
+                await ctx.tick().repeat(SETTLE)
+                _, conn, end = step
+                await send(ctx, dut.written, [{"conn": conn, "end": end, "aligned": 0}], rng)
             else:
                 await send(ctx, dut.i, beats(step, width), rng, idle=0.2)
         await ctx.tick().repeat(SETTLE)
@@ -227,19 +274,23 @@ def run(s, width, seed):
         while not done:
             ctx.set(dut.o.ready, rng.random() > 0.2)
             ctx.set(dut.tx.ready, rng.random() > 0.3)
-            _, _, o_ok, o, t_ok, t, r_ok, r, *drops = await ctx.tick().sample(
+            ctx.set(dut.send.ready, rng.random() > 0.3)
+            _, _, o_ok, o, t_ok, t, d_ok, d, r_ok, r, *drops = await ctx.tick().sample(
                 dut.o.valid & dut.o.ready, dut.o.payload, dut.tx.valid & dut.tx.ready,
-                dut.tx.payload, dut.report.valid, dut.report.payload,
+                dut.tx.payload, dut.send.valid & dut.send.ready, dut.send.payload.desc,
+                dut.report.valid, dut.report.payload,
                 *(getattr(port, name) for port in dut.drops for name in ("valid", "reason")))
+            for ok, desc in ((t_ok, t), (d_ok, d)):
+                if ok:
+                    got["sent"].append((int(desc.dst_ip), int(desc.src_port),
+                                        int(desc.dst_port), int(desc.seq), int(desc.ack),
+                                        desc.flags.as_value().value, int(desc.window),
+                                        int(desc.length), int(desc.mss),
+                                        int(desc.ws) if desc.ws_present else None))
             if o_ok:
                 conn = int(o.conn)
                 data = int(o.data).to_bytes(width, "little")[:int(o.n)]
                 got["octets"][conn] = got["octets"].get(conn, b"") + data
-            if t_ok:
-                got["sent"].append((int(t.dst_ip), int(t.src_port), int(t.dst_port),
-                                    int(t.seq), int(t.ack), t.flags.as_value().value,
-                                    int(t.window), int(t.length), int(t.mss),
-                                    int(t.ws) if t.ws_present else None))
             if r_ok:
                 got["reports"].append((int(r.conn), int(r.kind)))
             for valid, reason in zip(drops[::2], drops[1::2]):
@@ -251,8 +302,8 @@ def run(s, width, seed):
     sim.add_testbench(stimulus)
     sim.add_testbench(collect, background=True)
     # a path that stops taking frames fails here instead of hanging: every frame gets three
-    # times its beats and 100 cycles, every step of the time base the settling time
-    frames = [step for step in s.steps if not isinstance(step, int)]
+    # times its beats and 100 cycles, every other step the settling time
+    frames = [step for step in s.steps if isinstance(step, bytes)]
     budget = (sum(3 * (len(f) // width) + 100 for f in frames)
               + SETTLE * (len(s.steps) - len(frames) + 2))
     sim.run_until(budget * 1e-8)
@@ -267,7 +318,8 @@ def test_against_model(name, width):
     s = SCENARIOS[name](rng)
     got = run(s, width, seed=width)
     # per peer and per connection id in order (timers of different connections may fire
-    # in another order than the model's poll, which goes by id)
+    # in another order than the model's poll, which goes by id); a peer's segments with
+    # and without data apart (they leave on two streams)
     assert len(got["sent"]) == len(s.sent)
     assert by(got["sent"], peer) == by(s.sent, peer)
     assert by(got["reports"], lambda r: r[0]) == by(s.reports, lambda r: r[0])
@@ -278,7 +330,8 @@ def test_against_model(name, width):
 
 
 def peer(desc):
-    return desc[0], desc[2]
+    """A segment's peer, and whether it carries octets or our FIN."""
+    return desc[0], desc[2], bool(desc[7] or desc[5] & TcpFlag.FIN)
 
 
 def by(items, key):

@@ -1,0 +1,107 @@
+"""The receive engine's sending steps: the model's ``_flush`` after every event (a
+duplicate ACK first, then what the windows let go, then an ACK still owed), one data
+segment per event."""
+
+__all__ = ["SendSteps"]
+
+
+class SendSteps:
+    """States FLUSH, STEP, ANSWER, DATA and ACK_NOW of
+    :class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine` (a mixin: the engine's ports and its
+    ``_goto``, ``_pending``).
+
+    FLUSH sends the duplicate ACK owed. STEP asks :class:`~rnic.hdl.tcp.send_step.TcpSendStep`
+    whether a segment may go from SND.NXT: if so the cut (``cut``, ``answer``,
+    :class:`~rnic.hdl.tcp.send_cut.TcpSendCut`) says how long; a segment with octets, or
+    our FIN alone, is sent (``send``, to the ring reader) with the fields of
+    :class:`~rnic.hdl.tcp.send_data.TcpSendData` and the ACK and window every segment
+    carries, and the connection stays pending: the next segment is another event's. A
+    connection with nothing to send leaves the pending set. ACK_NOW sends an ACK still
+    owed.
+    """
+
+    def _wire_send(self, m, t, now, blocks, length):
+        step, data = blocks["step"], blocks["data"]
+        m.d.comb += [
+            step.i.state.eq(t.state), step.i.snd_una.eq(t.send.snd_una),
+            step.i.snd_nxt.eq(t.send.snd_nxt), step.i.snd_wnd.eq(t.send.snd_wnd),
+            step.i.cwnd.eq(t.send.cwnd), step.i.send_mss.eq(t.send.send_mss),
+            step.i.data_end.eq(t.data_end), step.i.fin_pending.eq(t.fin_pending),
+            step.i.fin_seq.eq(t.fin_seq),
+            data.i.snd_nxt.eq(t.send.snd_nxt), data.i.snd_max.eq(t.send.snd_max),
+            data.i.data_end.eq(t.data_end), data.i.fin_pending.eq(t.fin_pending),
+            data.i.fin_seq.eq(t.fin_seq), data.i.timing.eq(t.rtt.timing),
+            data.i.rtt_seq.eq(t.rtt.rtt_seq), data.i.rtt_time.eq(t.rtt.rtt_time),
+            data.seq.eq(t.send.snd_nxt), data.length.eq(length), data.now.eq(now),
+        ]
+
+    def _header(self, m, desc, t, window):
+        """The fields every segment of the connection carries: addresses, ports, the ACK
+        of RCV.NXT and the window; the advertised edge moves and no ACK is owed after."""
+        m.d.sync += [desc.dst_ip.eq(t.remote_ip), desc.src_port.eq(t.local_port),
+                     desc.dst_port.eq(t.remote_port), desc.ack.eq(t.recv.rcv_nxt),
+                     desc.window.eq(window.window), desc.payload_sum.eq(0),
+                     desc.syn_options.eq(0),
+                     t.recv.rcv_adv.eq(window.new_adv), t.recv.ack_now.eq(0),
+                     t.recv.dup_ack.eq(0), t.recv.delack_armed.eq(0),
+                     t.recv.rcv_unacked.eq(0)]
+
+    def _pure_ack(self, m, t, blocks):
+        d = self.ack.payload
+        self._header(m, d, t, blocks["window"])
+        m.d.sync += [self.ack.valid.eq(1), d.seq.eq(t.send.snd_nxt), d.flags.eq(0),
+                     d.flags.ack.eq(1), d.length.eq(0)]
+
+    def _flush(self, m, t, blocks):
+        """FLUSH: the duplicate ACK owed, then the sending."""
+        with m.If(t.recv.dup_ack & ~self.ack.valid):
+            self._pure_ack(m, t, blocks)
+        with m.Elif(~self.ack.valid):
+            self._goto(m, "STEP")
+
+    def _step(self, m, t, conn, blocks, length):
+        """STEP: a segment from SND.NXT to cut, our FIN alone, or nothing."""
+        step = blocks["step"]
+        c = self.cut.payload
+        with m.If(step.cut):
+            m.d.sync += [self.cut.valid.eq(1), c.conn.eq(conn), c.seq.eq(t.send.snd_nxt),
+                         c.limit.eq(step.limit), c.may_split.eq(step.may_split)]
+            m.next = "ANSWER"
+        with m.Elif(step.fin):
+            m.d.sync += length.eq(0)
+            self._goto(m, "DATA")
+        with m.Else():
+            m.d.sync += self._pending.bit_select(conn, 1).eq(0)
+            self._goto(m, "ACK_NOW")
+
+    def _answer(self, m, conn, length):
+        """ANSWER: the cut's length; 0 waits for the window (or more octets)."""
+        m.d.comb += self.answer.ready.eq(~self.cut.valid)
+        with m.If(self.answer.valid & self.answer.ready):
+            m.d.sync += length.eq(self.answer.payload.length)
+            with m.If(self.answer.payload.length != 0):
+                self._goto(m, "DATA")
+            with m.Else():
+                m.d.sync += self._pending.bit_select(conn, 1).eq(0)
+                self._goto(m, "ACK_NOW")
+
+    def _data(self, m, t, conn, blocks, length):
+        """DATA: the segment to the ring reader; the connection's send fields after it."""
+        data = blocks["data"]
+        d = self.send.payload.desc
+        with m.If(~self.send.valid):
+            self._header(m, d, t, blocks["window"])
+            m.d.sync += [self.send.valid.eq(1), self.send.payload.conn.eq(conn),
+                         d.seq.eq(t.send.snd_nxt), d.flags.eq(data.flags), d.length.eq(length),
+                         t.send.snd_nxt.eq(data.o.snd_nxt), t.send.snd_max.eq(data.o.snd_max),
+                         t.rtt.timing.eq(data.o.timing), t.rtt.rtt_seq.eq(data.o.rtt_seq),
+                         t.rtt.rtt_time.eq(data.o.rtt_time),
+                         self._pending.bit_select(conn, 1).eq(1)]
+            self._goto(m, "ACK_NOW")
+
+    def _ack_now(self, m, t, blocks):
+        """ACK_NOW: an ACK still owed (no segment carried it)."""
+        with m.If(t.recv.ack_now & ~self.ack.valid):
+            self._pure_ack(m, t, blocks)
+        with m.Elif(~self.ack.valid):
+            self._goto(m, "STORE")
