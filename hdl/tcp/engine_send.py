@@ -2,6 +2,8 @@
 duplicate ACK first, then what the windows let go, then an ACK still owed), one data
 segment per event."""
 
+from amaranth.hdl import Mux
+
 __all__ = ["SendSteps"]
 
 
@@ -10,7 +12,9 @@ class SendSteps:
     :class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine` (a mixin: the engine's ports and its
     ``_goto``, ``_pending``).
 
-    FLUSH sends the duplicate ACK owed. STEP asks :class:`~rnic.hdl.tcp.send_step.TcpSendStep`
+    FLUSH sends the duplicate ACK owed. An ACK that asked for the first unacknowledged
+    segment again (``resend``: fast retransmit, a partial ACK) has it sent first, cut from
+    SND.UNA (the model's ``_send_first``). STEP asks :class:`~rnic.hdl.tcp.send_step.TcpSendStep`
     whether a segment may go from SND.NXT: if so the cut (``cut``, ``answer``,
     :class:`~rnic.hdl.tcp.send_cut.TcpSendCut`) says how long; a segment with octets, or
     our FIN alone, is sent (``send``, to the ring reader) with the fields of
@@ -20,11 +24,12 @@ class SendSteps:
     owed.
     """
 
-    def _wire_send(self, m, t, now, blocks, length):
+    def _wire_send(self, m, t, now, blocks, length, resend):
         step, data = blocks["step"], blocks["data"]
         m.d.comb += [
             step.i.state.eq(t.state), step.i.snd_una.eq(t.send.snd_una),
-            step.i.snd_nxt.eq(t.send.snd_nxt), step.i.snd_wnd.eq(t.send.snd_wnd),
+            step.i.snd_nxt.eq(t.send.snd_nxt), step.i.snd_max.eq(t.send.snd_max),
+            step.i.snd_wnd.eq(t.send.snd_wnd),
             step.i.cwnd.eq(t.send.cwnd), step.i.send_mss.eq(t.send.send_mss),
             step.i.data_end.eq(t.data_end), step.i.fin_pending.eq(t.fin_pending),
             step.i.fin_seq.eq(t.fin_seq),
@@ -32,7 +37,8 @@ class SendSteps:
             data.i.data_end.eq(t.data_end), data.i.fin_pending.eq(t.fin_pending),
             data.i.fin_seq.eq(t.fin_seq), data.i.timing.eq(t.rtt.timing),
             data.i.rtt_seq.eq(t.rtt.rtt_seq), data.i.rtt_time.eq(t.rtt.rtt_time),
-            data.seq.eq(t.send.snd_nxt), data.length.eq(length), data.now.eq(now),
+            data.seq.eq(Mux(resend, t.send.snd_una, t.send.snd_nxt)), data.length.eq(length),
+            data.now.eq(now),
         ]
 
     def _header(self, m, desc, t, window):
@@ -59,11 +65,22 @@ class SendSteps:
         with m.Elif(~self.ack.valid):
             self._goto(m, "STEP")
 
-    def _step(self, m, t, conn, blocks, length):
-        """STEP: a segment from SND.NXT to cut, our FIN alone, or nothing."""
+    def _step(self, m, t, conn, blocks, length, resend):
+        """STEP: the first segment again, when asked; else a segment from SND.NXT to
+        cut, our FIN alone, or nothing."""
         step = blocks["step"]
         c = self.cut.payload
-        with m.If(step.cut):
+        with m.If(resend & (step.first_limit != 0)):
+            m.d.sync += [self.cut.valid.eq(1), c.conn.eq(conn), c.seq.eq(t.send.snd_una),
+                         c.limit.eq(step.first_limit), c.may_split.eq(1)]
+            m.next = "ANSWER"
+        with m.Elif(resend & step.first_fin):
+            m.d.sync += length.eq(0)
+            self._goto(m, "DATA")
+        with m.Elif(resend):
+            m.d.sync += resend.eq(0)
+            self._goto(m, "STEP")
+        with m.Elif(step.cut):
             m.d.sync += [self.cut.valid.eq(1), c.conn.eq(conn), c.seq.eq(t.send.snd_nxt),
                          c.limit.eq(step.limit), c.may_split.eq(step.may_split)]
             m.next = "ANSWER"
@@ -74,30 +91,39 @@ class SendSteps:
             m.d.sync += self._pending.bit_select(conn, 1).eq(0)
             self._goto(m, "ACK_NOW")
 
-    def _answer(self, m, conn, length):
-        """ANSWER: the cut's length; 0 waits for the window (or more octets)."""
+    def _answer(self, m, conn, length, resend, first_fin):
+        """ANSWER: the cut's length; 0 waits for the window (or more octets), or (the
+        first segment again) sends the FIN alone when it is outstanding, else goes on to
+        the window's segments."""
         m.d.comb += self.answer.ready.eq(~self.cut.valid)
         with m.If(self.answer.valid & self.answer.ready):
             m.d.sync += length.eq(self.answer.payload.length)
-            with m.If(self.answer.payload.length != 0):
+            with m.If((self.answer.payload.length != 0) | (resend & first_fin)):
                 self._goto(m, "DATA")
+            with m.Elif(resend):
+                m.d.sync += resend.eq(0)
+                self._goto(m, "STEP")
             with m.Else():
                 m.d.sync += self._pending.bit_select(conn, 1).eq(0)
                 self._goto(m, "ACK_NOW")
 
-    def _data(self, m, t, conn, blocks, length):
-        """DATA: the segment to the ring reader; the connection's send fields after it."""
+    def _data(self, m, t, conn, blocks, length, resend):
+        """DATA: the segment to the ring reader; the connection's send fields after it.
+        After the first segment again, the window's segments follow."""
         data = blocks["data"]
         d = self.send.payload.desc
         with m.If(~self.send.valid):
             self._header(m, d, t, blocks["window"])
             m.d.sync += [self.send.valid.eq(1), self.send.payload.conn.eq(conn),
-                         d.seq.eq(t.send.snd_nxt), d.flags.eq(data.flags), d.length.eq(length),
+                         d.seq.eq(data.seq), d.flags.eq(data.flags), d.length.eq(length),
                          t.send.snd_nxt.eq(data.o.snd_nxt), t.send.snd_max.eq(data.o.snd_max),
                          t.rtt.timing.eq(data.o.timing), t.rtt.rtt_seq.eq(data.o.rtt_seq),
                          t.rtt.rtt_time.eq(data.o.rtt_time),
-                         self._pending.bit_select(conn, 1).eq(1)]
-            self._goto(m, "ACK_NOW")
+                         self._pending.bit_select(conn, 1).eq(1), resend.eq(0)]
+            with m.If(resend):
+                self._goto(m, "STEP")
+            with m.Else():
+                self._goto(m, "ACK_NOW")
 
     def _ack_now(self, m, t, blocks):
         """ACK_NOW: an ACK still owed (no segment carried it)."""

@@ -161,13 +161,14 @@ class TcpRxEngine(SendSteps, wiring.Component):
         length = Signal(17)                 # of the segment to send
         written = Signal(32)                # the ring's new end (WRITTEN)
         acked = Signal()                    # the ACK took octets: their records go
+        resend = Signal()                   # the ACK asks for the first segment again
         self._pending = Signal(self._connections)   # connections that may send more
         # timer reports in a row: each connection's due timers go before a segment that
         # waits (as the model's poll at a time goes before the segments of that time),
         # but no more than one report per connection can hold a segment back
         streak = Signal(range(self._connections + 1))
         armed, fin_acked = wire_rules(m, blocks, t, seg, now, self)
-        self._wire_send(m, t, now, blocks, length)
+        self._wire_send(m, t, now, blocks, length, resend)
         outputs = (self.action, self.ack, self.report, self.free, self.cut, self.send,
                    self.release)
         for port in outputs:
@@ -216,7 +217,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
                     m.d.sync += [conn.eq(pending), now.eq(self.now), kind.eq(_Kind.SEND)]
                     m.next = "LOAD"
             with m.State("LOAD"):
-                m.d.sync += t.eq(rd.data)
+                m.d.sync += [t.eq(rd.data), acked.eq(0), resend.eq(0)]
                 m.next = "TIMERS"
             with m.State("TIMERS"):
                 self._timers(m, t, conn, seg, blocks["timers"], kind, written)
@@ -228,17 +229,17 @@ class TcpRxEngine(SendSteps, wiring.Component):
             with m.State("DECIDE"), self._settled(m):
                 with m.If(restart_time_wait):
                     m.d.sync += t.timers.tw_at.eq(now + self.time_wait)
-                self._decide(m, t, conn, seg, verdict, reason, blocks, acked)
+                self._decide(m, t, conn, seg, verdict, reason, blocks, acked, resend)
             with m.State("TEXT"), self._settled(m):
                 self._text(m, t, conn, seg, blocks, fin_acked, now)
             with m.State("FLUSH"), self._settled(m):
                 self._flush(m, t, blocks)
             with m.State("STEP"), self._settled(m):
-                self._step(m, t, conn, blocks, length)
+                self._step(m, t, conn, blocks, length, resend)
             with m.State("ANSWER"):
-                self._answer(m, conn, length)
+                self._answer(m, conn, length, resend, blocks["step"].first_fin)
             with m.State("DATA"), self._settled(m):
-                self._data(m, t, conn, blocks, length)
+                self._data(m, t, conn, blocks, length, resend)
             with m.State("ACK_NOW"), self._settled(m):
                 self._ack_now(m, t, blocks)
             with m.State("STORE"), self._settled(m):
@@ -270,7 +271,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
         with m.Else():
             yield
 
-    def _decide(self, m, t, conn, seg, verdict, reason, blocks, acked):
+    def _decide(self, m, t, conn, seg, verdict, reason, blocks, acked, resend):
         """The checks' verdict: drop, reset, or the ACK's effects and FIN transitions."""
         with m.If(verdict == RxVerdict.RESET):
             self._free(m, t, conn, seg, spec.TcpEventKind.RESET)
@@ -285,6 +286,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
             m.d.sync += t.send.eq(ack.o)
             with m.If(ack.new_data):
                 m.d.sync += [t.rtt.eq(rtt.o), t.timers.rto_armed.eq(0), acked.eq(1)]
+            m.d.sync += resend.eq(ack.send_first)
             self._goto(m, "TEXT")
 
     def _text(self, m, t, conn, seg, blocks, fin_acked, now):

@@ -19,9 +19,9 @@ class SendWindowState(data.StructLayout):
     after the octets written)."""
 
     def __init__(self):
-        super().__init__({"state": TcpState, "snd_una": 32, "snd_nxt": 32, "snd_wnd": 32,
-                          "cwnd": 32, "send_mss": 16, "data_end": 32, "fin_pending": 1,
-                          "fin_seq": 32})
+        super().__init__({"state": TcpState, "snd_una": 32, "snd_nxt": 32, "snd_max": 32,
+                          "snd_wnd": 32, "cwnd": 32, "send_mss": 16, "data_end": 32,
+                          "fin_pending": 1, "fin_seq": 32})
 
 
 class TcpSendStep(wiring.Component):
@@ -36,6 +36,11 @@ class TcpSendStep(wiring.Component):
     * with every written octet sent and our FIN due at SND.NXT: ``fin``, the FIN alone;
     * else nothing to send.
 
+    And the model's ``_send_first`` (fast retransmit, a partial ACK): the first
+    unacknowledged segment again is cut from SND.UNA within ``first_limit`` = min(send
+    MSS, octets sent and written past SND.UNA) octets (0: none), FIN alone when it is the
+    only thing outstanding (``first_fin``).
+
     Latency: :data:`LATENCY` cycles from inputs that hold still
     (:mod:`~rnic.hdl.tcp.stage`).
 
@@ -44,6 +49,8 @@ class TcpSendStep(wiring.Component):
     i : In(SendWindowState)
     cut, fin, may_split : Out(1)
     limit : Out(16)
+    first_limit : Out(16)
+    first_fin : Out(1)
     """
 
     #: Cycles from the inputs to the outputs.
@@ -56,6 +63,8 @@ class TcpSendStep(wiring.Component):
             "fin": Out(1),
             "may_split": Out(1),
             "limit": Out(16),
+            "first_limit": Out(16),
+            "first_fin": Out(1),
         })
 
     def elaborate(self, platform):
@@ -77,7 +86,17 @@ class TcpSendStep(wiring.Component):
         mss_least = (mss <= usable) & (mss <= unsent)
         usable_least = (usable <= unsent)
         limit = staged(m, Mux(mss_least, mss, Mux(usable_least, usable, unsent)), "limit", 16)
+        # the first segment again: 1: sent and written past SND.UNA, 2: the less, 3: the limit
+        sent_max = staged(m, seq_distance(m, i.snd_max, i.snd_una, "sent").as_signed(),
+                          "sent_max")
+        sent_end = staged(m, seq_distance(m, i.data_end, i.snd_una, "held").as_signed(),
+                          "sent_end")
+        sent = staged(m, Mux(sent_max < sent_end, sent_max, sent_end), "sent_first",
+                      signed(32))
+        first = staged(m, Mux(sent <= 0, 0, Mux(sent < mss, sent, mss)), "first_limit", 16)
         m.d.comb += [
+            self.first_limit.eq(first),
+            self.first_fin.eq(i.fin_pending & (i.snd_una == i.fin_seq)),
             self.cut.eq(sending & (unsent > 0) & (usable > 0)),
             self.fin.eq(sending & (unsent == 0) & i.fin_pending & (i.snd_nxt == i.fin_seq)),
             self.may_split.eq(i.snd_nxt == i.snd_una),

@@ -58,6 +58,10 @@ class Scenario:
                                **PARAMS)
         self.model.listen(PORT)
         self.now = NOW
+        # every frame waits until the NIC has sent what the one before let go: the peer
+        # answers what the model sent, and the engine sends a segment per event (a frame
+        # that came sooner would overtake the rest, which the model sends at once)
+        self.quiet = False
         self.steps = []                 # frames, and the times the time base moves to
         self.sent, self.reports = [], []
         self.octets = {}
@@ -211,6 +215,7 @@ def sending(rng):
     window segment by segment, the peers send data too (ACKs ride on the NIC's
     segments), until everything written is acknowledged."""
     s = Scenario(rng)
+    s.quiet = True
     peers = [Peer(rng, 40 + k) for k in range(2)]
     for p in peers:
         assert s.connect(p)
@@ -237,8 +242,35 @@ def sending(rng):
     return s
 
 
+def loss(rng):
+    """The first of the NIC's segments is lost: three duplicate ACKs bring it again (fast
+    retransmit) and inflate cwnd, a partial ACK brings the next one again (NewReno), the
+    full ACK ends the recovery; more is written and sent as the window opens."""
+    s = Scenario(rng)
+    s.quiet = True
+    p = Peer(rng, 50)
+    assert s.connect(p)
+    s.write(0, 12000)
+    sent = [o.segment for o in s.last if o.segment.payload]
+    assert len(sent) >= 3
+    for _ in range(3):
+        s.feed(*p.segment())                                    # duplicate ACKs
+    assert any(o.segment.seq == sent[0].seq for o in s.last)    # the first again
+    p.ack = (sent[1].seq + len(sent[1].payload)) % SEQ_MOD      # partial
+    s.feed(*p.segment())
+    for _ in range(6):
+        data = [o.segment for o in s.last if o.segment.payload]
+        if data:
+            last = max(data, key=lambda g: (g.seq - p.ack) % SEQ_MOD)
+            p.ack = (last.seq + len(last.payload)) % SEQ_MOD
+        s.feed(*p.segment())
+    s.write(0, 3000)
+    s.tick(1)
+    return s
+
+
 SCENARIOS = {"flood": flood_and_connect, "noise": noise, "crowd": crowd, "delayed": delayed,
-             "sending": sending}
+             "sending": sending, "loss": loss}
 
 
 def run(s, width, seed):
@@ -265,6 +297,8 @@ def run(s, width, seed):
                 _, conn, end = step
                 await send(ctx, dut.written, [{"conn": conn, "end": end, "aligned": 0}], rng)
             else:
+                if s.quiet:
+                    await ctx.tick().repeat(SETTLE)
                 await send(ctx, dut.i, beats(step, width), rng, idle=0.2)
         await ctx.tick().repeat(SETTLE)
         done.append(True)
@@ -305,7 +339,7 @@ def run(s, width, seed):
     # times its beats and 100 cycles, every other step the settling time
     frames = [step for step in s.steps if isinstance(step, bytes)]
     budget = (sum(3 * (len(f) // width) + 100 for f in frames)
-              + SETTLE * (len(s.steps) - len(frames) + 2))
+              + SETTLE * (len(s.steps) - len(frames) + 2 + s.quiet * len(frames)))
     sim.run_until(budget * 1e-8)
     assert done, f"the path stalled: not through {len(frames)} frames in {budget} cycles"
     return got

@@ -1,7 +1,8 @@
 """TcpSendStep in Amaranth's simulator against the first turn of the model's _send_window:
 whether a segment may go from SND.NXT, with which limit and whether it may split an FPDU,
 or the FIN alone, for every state, windows smaller and larger than the flight, nothing or
-a FIN still unsent, near the sequence-number wrap."""
+a FIN still unsent, near the sequence-number wrap; and against its _send_first: the limit
+of the first segment again, or the FIN alone."""
 
 import random
 
@@ -27,20 +28,48 @@ def case(rng):
     snd_nxt = snd_una + sent
     if fin_pending and written == sent and rng.random() < 0.5:
         snd_nxt += 1                                    # the FIN is out
+    snd_max = max(snd_nxt, snd_una + rng.choice([sent, written, written + fin_pending]))
     return dict(
         state=rng.choice(list(TcpState)), snd_una=snd_una, snd_nxt=snd_nxt % SEQ_MOD,
+        snd_max=snd_max % SEQ_MOD,
         snd_wnd=rng.choice([0, 1000, 65535, sent, sent + 1]),
         cwnd=rng.choice([mss, 4 * mss, sent, sent + 7, 1 << 20]), send_mss=mss,
         data_end=(snd_una + written) % SEQ_MOD, fin_pending=fin_pending,
         fin_seq=(snd_una + written) % SEQ_MOD if fin_pending else 0)
 
 
-def model(state):
+def model_engine(state):
     engine = TcpEngine(ip="169.254.7.2")
     written = (state["data_end"] - state["snd_una"]) % SEQ_MOD
     tcb = model_tcb(ring_seq=state["snd_una"], ring=bytearray(written), **{
-        k: state[k] for k in ("state", "snd_una", "snd_nxt", "snd_wnd", "cwnd", "send_mss",
-                              "fin_pending", "fin_seq")})
+        k: state[k] for k in ("state", "snd_una", "snd_nxt", "snd_max", "snd_wnd", "cwnd",
+                              "send_mss", "fin_pending", "fin_seq")})
+    return engine, tcb
+
+
+def model_first(state):
+    """What the model's _send_first does first (its cut with a limit of 0 or less finds
+    nothing)."""
+    engine, tcb = model_engine(state)
+
+    def cut(tcb, seq, limit, *, may_split):
+        if limit <= 0:
+            return 0
+        raise _Sent(("cut", seq, limit, may_split))
+
+    def send_data(tcb, seq, length, now, out):
+        raise _Sent(("fin", seq, length))
+
+    engine._cut, engine._send_data = cut, send_data
+    try:
+        engine._send_first(tcb, 0, [])
+    except _Sent as sent:
+        return sent.args[0]
+    return None
+
+
+def model(state):
+    engine, tcb = model_engine(state)
 
     def cut(tcb, seq, limit, *, may_split):
         raise _Sent(("cut", seq, limit, may_split))
@@ -63,12 +92,15 @@ def test_against_model():
     rng = random.Random(17)
     cases = [case(rng) for _ in range(3000)]
     dut = TcpSendStep()
-    got = []
+    got, firsts = [], []
 
     async def bench(ctx):
         for state in cases:
             ctx.set(dut.i, state)
             await settle(ctx, dut)
+            first = ctx.get(dut.first_limit)
+            firsts.append(("cut", state["snd_una"], first, True) if first else
+                          ("fin", state["snd_una"], 0) if ctx.get(dut.first_fin) else None)
             if ctx.get(dut.cut):
                 got.append(("cut", state["snd_nxt"], ctx.get(dut.limit),
                             bool(ctx.get(dut.may_split))))
@@ -87,3 +119,9 @@ def test_against_model():
         assert mine == want, (state, mine, want)
         kinds.add(want and (want[0], want[2] == state["send_mss"], want[-1]))
     assert len(kinds) >= 5, kinds
+    kinds = set()
+    for state, mine in zip(cases, firsts):
+        want = model_first(state)
+        assert mine == want, (state, mine, want)
+        kinds.add(want and want[0])
+    assert kinds == {"cut", "fin", None}, kinds
