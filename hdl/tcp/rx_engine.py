@@ -107,8 +107,8 @@ class TcpRxEngine(SendSteps, wiring.Component):
         The table entry ``read_conn`` holds, a cycle later, between events.
     now, delack, time_wait, rcv_wnd, rto_min, rto_max, rto_initial : In(32)
 
-    Latency and throughput: a segment takes 32 cycles from its event to the entry written
-    back when it sends nothing, 34 with a pure ACK, 27 when it is dropped; sending a data
+    Latency and throughput: a segment takes 33 cycles from its event to the entry written
+    back when it sends nothing, 35 with a pure ACK, 28 when it is dropped; sending a data
     segment adds the cut's walk and 5 cycles; more while an output waits. One event at a
     time. Each state waits for the ``LATENCY`` of the rule blocks it reads; the time base
     is sampled when the event is taken.
@@ -176,8 +176,15 @@ class TcpRxEngine(SendSteps, wiring.Component):
                 m.d.sync += port.valid.eq(0)
         m.d.comb += self.read_tcb.eq(rd.data)
         outputs_free = ~Cat(port.valid for port in outputs).any()
+        # the lowest pending connection, registered (the set changes only within events,
+        # several cycles before the engine is idle again)
+        found, lowest = lowest_set(m, self._pending, "pending")
+        pending_any = Signal()
+        pending_first = Signal.like(conn, name="pending_first")
+        m.d.sync += [pending_any.eq(found), pending_first.eq(lowest)]
         # each state waits for the rule blocks it reads (their inputs hold still meanwhile)
         self._latency = {
+            "TIMERS": TcpTimersDue.LATENCY,
             "DECIDE": max(TcpAckUpdate.LATENCY, TcpRttUpdate.LATENCY),
             "TEXT": TcpRxText.LATENCY,
             "FLUSH": TcpWindowField.LATENCY,
@@ -211,15 +218,15 @@ class TcpRxEngine(SendSteps, wiring.Component):
                     m.d.sync += [conn.eq(self.written.payload.conn), now.eq(self.now),
                                  written.eq(self.written.payload.seq), kind.eq(_Kind.WRITTEN)]
                     m.next = "LOAD"
-                with m.Elif(self._pending.any() & outputs_free):
-                    found, pending = lowest_set(m, self._pending, "pending")
-                    m.d.comb += rd.addr.eq(pending)
-                    m.d.sync += [conn.eq(pending), now.eq(self.now), kind.eq(_Kind.SEND)]
+                with m.Elif(pending_any & outputs_free):
+                    m.d.comb += rd.addr.eq(pending_first)
+                    m.d.sync += [conn.eq(pending_first), now.eq(self.now),
+                                 kind.eq(_Kind.SEND)]
                     m.next = "LOAD"
             with m.State("LOAD"):
                 m.d.sync += [t.eq(rd.data), acked.eq(0), resend.eq(0)]
-                m.next = "TIMERS"
-            with m.State("TIMERS"):
+                self._goto(m, "TIMERS")
+            with m.State("TIMERS"), self._settled(m):
                 self._timers(m, t, conn, seg, blocks["timers"], kind, written)
             with m.State("CHECK"):
                 m.d.sync += [verdict.eq(blocks["check"].verdict),

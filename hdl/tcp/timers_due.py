@@ -5,6 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .seq import seq_at_or_after, seq_before
+from .stage import staged
 
 __all__ = ["TcpTimersDue"]
 
@@ -18,7 +19,7 @@ class TcpTimersDue(wiring.Component):
 
     The retransmission and persist timers are the send side's: they are not among these.
 
-    Combinational.
+    Latency: :data:`LATENCY` cycle from inputs that hold still (:mod:`~rnic.hdl.tcp.stage`).
 
     Ports
     -----
@@ -37,15 +38,21 @@ class TcpTimersDue(wiring.Component):
             "tw_due": Out(1), "delack_due": Out(1), "armed": Out(1), "deadline": Out(32),
         })
 
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 1
+
     def elaborate(self, platform):
         m = Module()
+        tw_due = staged(m, seq_at_or_after(m, self.now, self.tw_at, "tw"), "tw_passed")
+        delack_due = staged(m, seq_at_or_after(m, self.now, self.delack_at, "delack"),
+                            "delack_passed")
+        delack_first = staged(m, seq_before(m, self.delack_at, self.tw_at, "first"),
+                              "delack_first")
         m.d.comb += [
-            self.tw_due.eq(self.tw_armed & seq_at_or_after(m, self.now, self.tw_at, "tw")),
-            self.delack_due.eq(self.delack_armed
-                               & seq_at_or_after(m, self.now, self.delack_at, "delack")),
+            self.tw_due.eq(self.tw_armed & tw_due),
+            self.delack_due.eq(self.delack_armed & delack_due),
             self.armed.eq(self.tw_armed | self.delack_armed),
+            self.deadline.eq(Mux(self.delack_armed & (~self.tw_armed | delack_first),
+                                 self.delack_at, self.tw_at)),
         ]
-        delack_first = ~self.tw_armed | seq_before(m, self.delack_at, self.tw_at, "first")
-        m.d.comb += self.deadline.eq(Mux(self.delack_armed & delack_first, self.delack_at,
-                                         self.tw_at))
         return m
