@@ -9,6 +9,7 @@ from rnic.host.spec import tcp_engine as spec
 
 from .layouts import TcpDrop, TcpFlags, TcpState
 from .seq import seq_after, seq_before, window_left
+from .stage import staged
 
 __all__ = ["TcpRxCheck", "RxVerdict", "RxCheckTcb", "RxCheckSeg"]
 
@@ -53,7 +54,9 @@ class TcpRxCheck(wiring.Component):
        SND.UNA - MAX.SND.WND: DROP (OLD_ACK, RFC 5961 section 5.2);
     7. else ACCEPT.
 
-    Combinational; its inputs come from registers of the engine.
+    Latency: :data:`LATENCY` cycle from inputs that hold still
+    (:mod:`~rnic.hdl.tcp.stage`): the sequence-number comparisons, then the order of the
+    checks.
 
     Ports
     -----
@@ -74,15 +77,20 @@ class TcpRxCheck(wiring.Component):
             "restart_time_wait": Out(1),
         })
 
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 1
+
     def elaborate(self, platform):
         m = Module()
         tcb, seg = self.tcb, self.seg
         flags = seg.flags
-        acceptable = self._acceptable(m, tcb, seg)
+        acceptable = staged(m, self._acceptable(m, tcb, seg), "acceptable")
         time_wait = tcb.state == spec.TcpState.TIME_WAIT
 
-        after_max = seq_after(m, seg.ack, tcb.snd_max, "past_max")
-        too_old = seq_before(m, seg.ack, tcb.snd_una - tcb.max_snd_wnd, "past_oldest")
+        after_max = staged(m, seq_after(m, seg.ack, tcb.snd_max, "past_max"), "after_max")
+        oldest = staged(m, tcb.snd_una - tcb.max_snd_wnd, "oldest", 32)
+        too_old = seq_before(m, seg.ack, oldest, "past_oldest")
+        at_rcv_nxt = staged(m, seg.seq == tcb.rcv_nxt, "at_rcv_nxt")
 
         def verdict(value, reason=None):
             m.d.comb += self.verdict.eq(value)
@@ -98,7 +106,7 @@ class TcpRxCheck(wiring.Component):
         with m.Elif(flags.rst & time_wait):
             verdict(RxVerdict.DROP, spec.TcpDrop.TIME_WAIT_RST)
         with m.Elif(flags.rst):
-            with m.If(seg.seq == tcb.rcv_nxt):
+            with m.If(at_rcv_nxt):
                 verdict(RxVerdict.RESET)
             with m.Else():
                 verdict(RxVerdict.DROP_ACK, spec.TcpDrop.CHALLENGE_ACK)

@@ -107,8 +107,8 @@ class TcpRxEngine(SendSteps, wiring.Component):
         The table entry ``read_conn`` holds, a cycle later, between events.
     now, delack, time_wait, rcv_wnd, rto_min, rto_max, rto_initial : In(32)
 
-    Latency and throughput: a segment takes 34 cycles from its event to the entry written
-    back when it sends nothing, 36 with a pure ACK, 29 when it is dropped; sending a data
+    Latency and throughput: a segment takes 35 cycles from its event to the entry written
+    back when it sends nothing, 37 with a pure ACK, 30 when it is dropped; sending a data
     segment adds the cut's walk and 5 cycles; more while an output waits. One event at a
     time. Each state waits for the ``LATENCY`` of the rule blocks it reads; the time base
     is sampled when the event is taken.
@@ -185,6 +185,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
         # each state waits for the rule blocks it reads (their inputs hold still meanwhile)
         self._latency = {
             "TIMERS": TcpTimersDue.LATENCY,
+            "CHECK": TcpRxCheck.LATENCY,
             "DECIDE": max(TcpAckUpdate.LATENCY, TcpRttUpdate.LATENCY),
             "TEXT": TcpRxText.LATENCY,
             "FLUSH": TcpWindowField.LATENCY,
@@ -232,7 +233,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
                 self._goto(m, "TIMERS")
             with m.State("TIMERS"), self._settled(m):
                 self._timers(m, t, conn, seg, blocks["timers"], kind, written)
-            with m.State("CHECK"):
+            with m.State("CHECK"), self._settled(m):
                 m.d.sync += [verdict.eq(blocks["check"].verdict),
                              reason.eq(blocks["check"].reason),
                              restart_time_wait.eq(blocks["check"].restart_time_wait)]
@@ -370,7 +371,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
             m.d.sync += self._pending.bit_select(conn, 1).eq(0)
             m.next = "IDLE"
         with m.Elif(kind == _Kind.SEGMENT):
-            m.next = "CHECK"
+            self._goto(m, "CHECK")
         with m.Elif((kind == _Kind.TIMER) & timers.tw_due):
             self._free(m, t, conn, None, spec.TcpEventKind.CLOSED)
         with m.Else():

@@ -12,7 +12,7 @@ from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
-from tests.hdl.tcp.bench import flag_bits, model_tcb
+from tests.hdl.tcp.bench import flag_bits, model_tcb, settle
 
 SYNCHRONIZED = [s for s in TcpState if s not in (TcpState.CLOSED, TcpState.SYN_SENT)]
 
@@ -80,10 +80,12 @@ def test_against_model():
         for tcb, seg in cases:
             ctx.set(dut.tcb, tcb)
             ctx.set(dut.seg, dict(seg, flags=flag_bits(seg["flags"])))
+            await settle(ctx, dut)
             got.append((ctx.get(dut.verdict), ctx.get(dut.reason),
                         ctx.get(dut.restart_time_wait)))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     seen = set()
