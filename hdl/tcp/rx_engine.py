@@ -157,7 +157,6 @@ class TcpRxEngine(SendSteps, wiring.Component):
         reason = Signal(TcpDrop)
         now = Signal(32, name="event_now")  # the time base when the event was taken
         kind = Signal(_Kind)
-        timer = kind == _Kind.TIMER
         length = Signal(17)                 # of the segment to send
         written = Signal(32)                # the ring's new end (WRITTEN)
         acked = Signal()                    # the ACK took octets: their records go

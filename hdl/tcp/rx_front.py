@@ -12,11 +12,11 @@ from .accept import TcpAccept
 from .conn_ids import TcpConnIds
 from .conn_table import ConnTableOp, TcpConnTable
 from .cookie import CookieVerdict, TcpCookie, cookie_mss_index
+from .events import ConnEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
 from .layouts import TcpSegInfo, TcpTxDesc
 from .listeners import ListenerWrite, TcpListeners
 from .reply import ReplyKind, TcpReply
 from .rx_deliver import RxAction
-from .events import ConnEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
 
 __all__ = ["TcpRxFront"]
 

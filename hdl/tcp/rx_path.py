@@ -10,13 +10,13 @@ from rnic.host.spec.tcp import MAX_WINDOW_SCALE
 
 from ..beat import OctetBeat, conn_bits
 from ..net.layouts import FrameBeat
+from .events import ConnEvent, TcbWrite, TcpDropEvent
 from .layouts import TcpTxDesc
 from .listeners import ListenerWrite
+from .ring_read import TxRequest
 from .rx_deliver import TcpRxDeliver
-from .events import ConnEvent, TcbWrite, TcpDropEvent
 from .rx_engine import TcpRxEngine
 from .rx_front import TcpRxFront
-from .ring_read import TxRequest
 from .rx_parse import TcpRxParse
 from .send_cut import CutRecord, TcpSendCut
 from .tcb import Tcb
