@@ -4,8 +4,8 @@ streams (``docs/tcp.md``).
 The receive side: the parser :class:`TcpRxParse` (:mod:`.rx_header`, :mod:`.option_walker`,
 :mod:`.lane_shift`), the connection table :class:`TcpConnTable`, the listening ports
 :class:`TcpListeners`, the SYN cookies :class:`TcpCookie`, the delivery stage
-:class:`TcpRxDeliver`, the receive engine of synchronized connections
-:class:`TcpRxEngine` over a table of :class:`Tcb` entries, the front that takes each
+:class:`TcpRxDeliver`, the event engine of synchronized connections
+:class:`TcpEventEngine` over a table of :class:`Tcb` entries, the front that takes each
 segment to its connection, a listener or a RST :class:`TcpRxFront` (with the free ids
 :class:`TcpConnIds`), and all of them joined: :class:`TcpRxPath`. The rules of a connection's
 events: :class:`TcpRxCheck`, :class:`TcpAckUpdate`, :class:`TcpRttUpdate`,
@@ -36,7 +36,7 @@ from .ring_write import RingPosition, TcpRingWrite
 from .rtt_update import RttState, TcpRttUpdate
 from .rx_check import RxVerdict, TcpRxCheck
 from .rx_deliver import RxAction, TcpRxDeliver
-from .rx_engine import TcpRxEngine
+from .event_engine import TcpEventEngine
 from .rx_front import TcpRxFront
 from .rx_header import TcpRxHeader
 from .rx_parse import TcpRxParse
@@ -64,7 +64,7 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpSynSent", "SynSentVerdict", "Connected", "TcpAccept", "Accepted",
            "TcpWindowField", "TcpTimeout", "TimeoutState", "TcpArm",
            "ArmState", "TcpSendCut", "CutRecord", "CutRequest", "CutAnswer", "ReleaseRequest",
-           "Tcb", "RecvFields", "TimerFields", "TcpRxEngine", "RxEvent", "TcbWrite", "ConnEvent",
+           "Tcb", "RecvFields", "TimerFields", "TcpEventEngine", "RxEvent", "TcbWrite", "ConnEvent",
            "TcpDropEvent", "TcpRxFront", "TcpRxPath", "TcpConnIds", "cookie_mss_index",
            "FreeConn", "TcpTimersDue", "TcpSendStep", "SendWindowState", "TcpSendData",
            "SentState"]

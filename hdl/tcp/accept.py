@@ -1,6 +1,6 @@
 """The connection a valid SYN cookie opens (RFC 4987 section 3.6)."""
 
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Module, Mux
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -9,6 +9,7 @@ from rnic.host.spec.tcp import MAX_WINDOW_SCALE
 
 from .cookie import CookieVerdict
 from .layouts import TcpSegInfo
+from .stage import staged
 from .syn_sent import initial_window
 
 __all__ = ["TcpAccept", "Accepted"]
@@ -33,7 +34,7 @@ class TcpAccept(wiring.Component):
     min(the cookie's MSS, ``mss``); the advertised edge min(``rcv_wnd``, 65535) past
     RCV.NXT (what the SYN-ACK said); cwnd the initial window.
 
-    Combinational.
+    Latency: :data:`LATENCY` cycle from inputs that hold still (:mod:`~rnic.hdl.tcp.stage`).
 
     Ports
     -----
@@ -55,13 +56,16 @@ class TcpAccept(wiring.Component):
             "o": Out(Accepted()),
         })
 
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 1
+
     def elaborate(self, platform):
         m = Module()
         seg, o = self.seg, self.o
         scaled = self.cookie.wscale_code != spec.COOKIE_NO_WSCALE
         table = Array(spec.COOKIE_MSS_TABLE)[self.cookie.mss_index]
-        send_mss = Signal(16)
-        m.d.comb += send_mss.eq(Mux(table < self.mss, table, self.mss))
+        # 1: the send MSS (the initial window's compares follow from it)
+        send_mss = staged(m, Mux(table < self.mss, table, self.mss), "send_mss", 16)
         window = Mux(self.rcv_wnd > spec.MAX_UNSCALED_WINDOW, spec.MAX_UNSCALED_WINDOW,
                      self.rcv_wnd)
         m.d.comb += [o.iss.eq(seg.ack - 1), o.irs.eq(seg.seq - 1), o.snd_una.eq(seg.ack),

@@ -66,25 +66,29 @@ class TcpArm(wiring.Component):
         m = Module()
         i, o = self.i, self.o
         # 1: octets in the ring (written, not acknowledged), the backed-off RTO, the RTO's
-        # deadline
+        # deadline, the compares that choose the timer
         in_ring = staged(m, seq_after(m, i.data_end, i.snd_una, "held"), "in_ring")
         backed_off = staged(m, i.rto << i.persist_backoff, "backed_off")
         rto_at = staged(m, self.now + i.rto, "rto_at", 32)
+        waiting = staged(m, (i.state != spec.TcpState.SYN_SENT) & (i.snd_wnd == 0),
+                         "waiting")         # (for the window, with octets in the ring)
+        all_acked = staged(m, i.snd_max == i.snd_una, "all_acked")
+        time_wait = staged(m, i.state == spec.TcpState.TIME_WAIT, "time_wait")
         # 2: the persist deadlines, backed off or at the maximum
         too_long = staged(m, backed_off > self.rto_max, "too_long")
         persist_at = staged(m, self.now + backed_off, "persist_at", 32)
         persist_at_max = staged(m, self.now + self.rto_max, "persist_at_max", 32)
         m.d.comb += o.eq(i)
-        with m.If(i.state == spec.TcpState.TIME_WAIT):
+        with m.If(time_wait):
             pass
-        with m.Elif((i.state != spec.TcpState.SYN_SENT) & (i.snd_wnd == 0) & in_ring):
+        with m.Elif(waiting & in_ring):
             m.d.comb += [o.rto_armed.eq(0), o.snd_nxt.eq(i.snd_una)]
             with m.If(~i.persist_armed):
                 m.d.comb += [o.persist_armed.eq(1),
                              o.persist_at.eq(Mux(too_long, persist_at_max, persist_at))]
         with m.Else():
             m.d.comb += [o.persist_armed.eq(0), o.persist_backoff.eq(0)]
-            with m.If(i.snd_max == i.snd_una):
+            with m.If(all_acked):
                 m.d.comb += o.rto_armed.eq(0)
             with m.Elif(~i.rto_armed):
                 m.d.comb += [o.rto_armed.eq(1), o.rto_at.eq(rto_at)]

@@ -1,4 +1,4 @@
-"""The receive engine's sending steps: the model's ``_flush`` after every event (a
+"""The event engine's sending steps: the model's ``_flush`` after every event (a
 duplicate ACK first, then what the windows let go, then an ACK still owed), one data
 segment per event."""
 
@@ -9,10 +9,11 @@ __all__ = ["SendSteps"]
 
 class SendSteps:
     """States FLUSH, STEP, ANSWER, DATA and ACK_NOW of
-    :class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine` (a mixin: the engine's ports and its
+    :class:`~rnic.hdl.tcp.event_engine.TcpEventEngine` (a mixin: the engine's ports and its
     ``_goto``, ``_pending``).
 
-    FLUSH sends the duplicate ACK owed. An ACK that asked for the first unacknowledged
+    FLUSH sends the duplicate ACK owed. A persist probe (``probe``) is one octet from
+    SND.UNA. An ACK that asked for the first unacknowledged
     segment again (``resend``: fast retransmit, a partial ACK) has it sent first, cut from
     SND.UNA (the model's ``_send_first``). STEP asks :class:`~rnic.hdl.tcp.send_step.TcpSendStep`
     whether a segment may go from SND.NXT: if so the cut (``cut``, ``answer``,
@@ -65,12 +66,16 @@ class SendSteps:
         with m.Elif(~self.ack.valid):
             self._goto(m, "STEP")
 
-    def _step(self, m, t, conn, blocks, length, resend):
-        """STEP: the first segment again, when asked; else a segment from SND.NXT to
-        cut, our FIN alone, or nothing."""
+    def _step(self, m, t, conn, blocks, length, resend, probe):
+        """STEP: a persist probe (one octet from SND.UNA, uncut) or the first segment
+        again, when asked; else a segment from SND.NXT to cut, our FIN alone, or
+        nothing."""
         step = blocks["step"]
         c = self.cut.payload
-        with m.If(resend & (step.first_limit != 0)):
+        with m.If(probe):
+            m.d.sync += [length.eq(1), resend.eq(1), probe.eq(0)]
+            self._goto(m, "DATA")
+        with m.Elif(resend & (step.first_limit != 0)):
             m.d.sync += [self.cut.valid.eq(1), c.conn.eq(conn), c.seq.eq(t.send.snd_una),
                          c.limit.eq(step.first_limit), c.may_split.eq(1)]
             m.next = "ANSWER"

@@ -1,7 +1,7 @@
 """What the engine's blocks tell each other: segments and timer reports for the receive
 engine, entries written, a connection's reports and frees, drop events."""
 
-from amaranth.lib import data, wiring
+from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import Out
 
 from ..beat import conn_bits
@@ -9,11 +9,19 @@ from .conn_table import ConnKey
 from .layouts import TcpDrop, TcpEventKind, TcpSegInfo
 from .tcb import Tcb
 
-__all__ = ["TcpDropEvent", "RxEvent", "TcbWrite", "ConnEvent", "FreeConn"]
+__all__ = ["TcpDropEvent", "EngineEvent", "RxEvent", "TcbWrite", "ConnEvent", "FreeConn"]
 
 #: A counter event: ``valid`` for one cycle per segment dropped, ``reason`` its
 #: :class:`~rnic.hdl.tcp.rx_check.TcpDrop`.
 TcpDropEvent = wiring.Signature({"valid": Out(1), "reason": Out(TcpDrop)})
+
+
+class EngineEvent(enum.Enum, shape=2):
+    """What an event of the event engine is."""
+    SEGMENT = 0
+    TIMER = 1               # a deadline of the connection passed
+    WRITTEN = 2             # octets written into the ring: its new end
+    SEND = 3                # a connection still pending: its next segment
 
 
 class RxEvent(data.StructLayout):

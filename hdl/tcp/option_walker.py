@@ -28,11 +28,11 @@ class TcpOptionWalker(wiring.Component):
     o : Out(stream.Signature(TcpSegInfo))
         Registered.
 
-    Latency and throughput: a header with ``k`` options (NOPs count) is reported
-    ``k + 2`` cycles after it became valid (one cycle to start, one option a cycle, one to
-    report), one cycle more when its last option has a length octet (its value is taken in
-    the cycle after the step), if ``o`` is free; at most 40 options fit a header, so a
-    segment takes at most 43 cycles here.
+    Latency and throughput: a header is reported ``k + j + 2`` cycles after it became
+    valid, with ``k`` options of which ``j`` have a length octet (one cycle to start, one
+    for an EOL or NOP, two for an option with a length octet: its octets registered, then
+    its step; one to report), if ``o`` is free; 40 option octets hold at most 40 options
+    or 20 with a length octet, so a segment takes at most 42 cycles here.
     """
 
     def __init__(self):
@@ -49,9 +49,10 @@ class TcpOptionWalker(wiring.Component):
         left = Signal(range(MAX_OPTIONS_LEN + 1))   # octets of options from it to the end
         ended = Signal()                            # EOL, or malformed
         bad = Signal()
-        # the option stepped over in the cycle before, whose value is taken in this one
-        # (timing: the value's multiplexers and compares stay out of the cursor's loop)
-        stepped = Signal()
+        # an option with a length octet takes two cycles: its octets are registered
+        # (``looked``), then its step is decided from them, so the cursor's multiplexers
+        # and the length's compares and sums never share a cycle; EOL and NOP take one
+        looked = Signal()
         kind_was = Signal(8)
         length_was = Signal(8)
         value_was = Signal(16)
@@ -61,13 +62,16 @@ class TcpOptionWalker(wiring.Component):
         # the four octets from the cursor on: kind, length and the first two of the value
         octets = [hdr.options.word_select(k, 8) for k in range(MAX_OPTIONS_LEN)] + [0] * 3
         window = Array(Cat(*octets[k:k + 4]) for k in range(MAX_OPTIONS_LEN))[at]
-        kind, length, value = window[:8], window[8:16], Cat(window[24:32], window[16:24])
+        kind = window[:8]
+        # taken every cycle, without an enable (the cursor's compares stay off their path)
+        m.d.sync += [kind_was.eq(kind), length_was.eq(window[8:16]),
+                     value_was.eq(Cat(window[24:32], window[16:24]))]
 
         free = ~self.o.valid | self.o.ready
-        done = started & (ended | (left == 0)) & ~stepped
+        done = started & (ended | (left == 0)) & ~looked
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
-        m.d.sync += stepped.eq(0)
+        m.d.sync += looked.eq(0)
         with m.If(self.i.valid & ~started):
             m.d.sync += [started.eq(1), at.eq(0), left.eq(hdr.options_len),
                          ended.eq(hdr.truncated), bad.eq(hdr.truncated),
@@ -78,24 +82,30 @@ class TcpOptionWalker(wiring.Component):
                          self.o.payload.bad_options.eq(bad)]
             for name, signal in found.items():
                 m.d.sync += getattr(self.o.payload, name).eq(Mux(bad, 0, signal))
+        with m.Elif(looked):
+            self._step(m, at, left, ended, bad, kind_was, length_was, value_was, found)
         with m.Elif(started & ~ended & (left != 0)):
             with m.If(kind == TcpOption.EOL):
                 m.d.sync += ended.eq(1)
             with m.Elif(kind == TcpOption.NOP):
                 m.d.sync += [at.eq(at + 1), left.eq(left - 1)]
-            with m.Elif((left == 1) | (length < 2) | (length > left)):
-                m.d.sync += [ended.eq(1), bad.eq(1)]
             with m.Else():
-                m.d.sync += [at.eq(at + length), left.eq(left - length), stepped.eq(1),
-                             kind_was.eq(kind), length_was.eq(length), value_was.eq(value)]
-        with m.If(stepped):
-            self._take(m, kind_was, length_was, value_was, found)
+                m.d.sync += looked.eq(1)
         return m
+
+    def _step(self, m, at, left, ended, bad, kind, length, value, found):
+        """The step over an option with a length octet: malformed when the length octet
+        is missing, below 2 or runs past the options; else its value is taken."""
+        with m.If((left == 1) | (length < 2) | (length > left)):
+            m.d.sync += [ended.eq(1), bad.eq(1)]
+        with m.Else():
+            m.d.sync += [at.eq(at + length), left.eq(left - length)]
+            self._take(m, kind, length, value, found)
 
     @staticmethod
     def _take(m, kind, length, value, found):
-        """The value of an option that was stepped over, if it is one the engine uses and
-        has its length."""
+        """The value of the option stepped over, if it is one the engine uses and has its
+        length."""
         def known(option):
             return (kind == option) & (length == OPTION_LEN[option])
         with m.If(known(TcpOption.MSS)):

@@ -1,4 +1,4 @@
-"""The receive engine's rule blocks wired to the entry it works on."""
+"""The event engine's rule blocks wired to the entry it works on."""
 
 from amaranth.hdl import Signal
 
@@ -40,11 +40,18 @@ def wire_rules(m, blocks, t, seg, now, params):
         window.rcv_wnd.eq(params.rcv_wnd), window.rcv_shift.eq(t.recv.rcv_shift),
         arm.now.eq(now), arm.rto_max.eq(params.rto_max),
     ]
+    armed = _wire_arm(m, arm, t)
+    # the deadlines of the entry as it is stored: its send timers as TcpArm sets them
     timers = blocks["timers"]
-    m.d.comb += [timers.tw_armed.eq(t.timers.tw_armed), timers.tw_at.eq(t.timers.tw_at),
-                 timers.delack_armed.eq(t.recv.delack_armed),
-                 timers.delack_at.eq(t.recv.delack_at), timers.now.eq(now)]
-    return _wire_arm(m, arm, t), fin_acked
+    m.d.comb += [timers.tw_armed.eq(armed.timers.tw_armed),
+                 timers.tw_at.eq(armed.timers.tw_at),
+                 timers.rto_armed.eq(armed.timers.rto_armed),
+                 timers.rto_at.eq(armed.timers.rto_at),
+                 timers.persist_armed.eq(armed.timers.persist_armed),
+                 timers.persist_at.eq(armed.timers.persist_at),
+                 timers.delack_armed.eq(armed.recv.delack_armed),
+                 timers.delack_at.eq(armed.recv.delack_at), timers.now.eq(now)]
+    return armed, fin_acked
 
 
 def _fin_acked(m, t):

@@ -27,8 +27,8 @@ class TcpRxFront(wiring.Component):
     """Takes each parsed segment to where the model's ``receive`` sends it, one at a time:
 
     * malformed options: dropped (BAD_OPTIONS), no answer;
-    * a segment of a connection in the table: an event for the receive engine
-      (:class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine`), whose delivery action and reports
+    * a segment of a connection in the table: an event for the event engine
+      (:class:`~rnic.hdl.tcp.event_engine.TcpEventEngine`), whose delivery action and reports
       pass through here;
     * for a listening port (:class:`~rnic.hdl.tcp.listeners.TcpListeners`): a SYN gets a
       SYN-ACK whose ISS is a cookie (:class:`~rnic.hdl.tcp.cookie.TcpCookie`), no state
@@ -57,11 +57,11 @@ class TcpRxFront(wiring.Component):
         The parser's reports.
     event : Out(stream.Signature(RxEvent(connections=)))
     write : Out(stream.Signature(TcbWrite(connections=)))
-        To the receive engine: segments of connections, entries of new ones.
+        To the event engine: segments of connections, entries of new ones.
     engine_action : In(stream.Signature(RxAction(connections=)))
     engine_report : In(stream.Signature(ConnEvent(connections=)))
     free : In(stream.Signature(FreeConn(connections=)))
-        The receive engine's.
+        The event engine's.
     action : Out(stream.Signature(RxAction(connections=)))
         One per segment, in order (:class:`~rnic.hdl.tcp.rx_deliver.TcpRxDeliver`).
     report : Out(stream.Signature(ConnEvent(connections=)))
@@ -179,6 +179,8 @@ class TcpRxFront(wiring.Component):
                     m.d.sync += [verdict.eq(cookie.verdict.payload), conn.eq(ids.free_id)]
                     m.next = "INSERT"
             with m.State("INSERT"):
+                # (a cycle at least: TcpAccept settles on the verdict before INSERTED)
+                assert TcpAccept.LATENCY <= 1
                 m.d.comb += [table.cmd.valid.eq(1), table.cmd.payload.op.eq(ConnTableOp.INSERT)]
                 with m.If(table.cmd.ready):
                     m.next = "INSERTED"

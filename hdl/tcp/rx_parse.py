@@ -43,12 +43,12 @@ class TcpRxParse(wiring.Component):
     payload : Out(stream.Signature(FrameBeat(width)))
         The payload of each segment with payload, ``first`` to ``last``.
 
-    Latency: the report of a segment with ``k`` options is valid ``k + 3`` cycles after
-    the beat ending its TCP header was taken (``k + 4`` when the last option has a length
-    octet); a payload beat leaves one cycle after the
-    input beat that completes it. Throughput: one beat per cycle through the payload; a
-    frame's header beats wait while the header before is still being walked (``k + 2`` or
-    ``k + 3`` cycles) or its report has not been taken.
+    Latency: the report of a segment with ``k`` options, ``j`` of them with a length
+    octet, is valid ``k + j + 3`` cycles after the beat ending its TCP header was taken; a
+    payload beat leaves one cycle after the input beat that completes it. Throughput: one
+    beat per cycle through the payload; a frame's header beats wait while the header
+    before is still being walked (``k + j + 2`` cycles, at most 42) or its report has not
+    been taken.
     """
 
     def __init__(self, *, width):

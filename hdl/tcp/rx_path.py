@@ -1,4 +1,4 @@
-"""The engine's receive path: parser, front, receive engine and delivery, with the
+"""The engine's receive path: parser, front, event engine and delivery, with the
 segments they answer with."""
 
 from amaranth.hdl import Module, Signal
@@ -10,12 +10,13 @@ from rnic.host.spec.tcp import MAX_WINDOW_SCALE
 
 from ..beat import OctetBeat, conn_bits
 from ..net.layouts import FrameBeat
+from ..stream_slice import StreamSlice
 from .events import ConnEvent, TcbWrite, TcpDropEvent
 from .layouts import TcpTxDesc
 from .listeners import ListenerWrite
 from .ring_read import TxRequest
 from .rx_deliver import TcpRxDeliver
-from .rx_engine import TcpRxEngine
+from .event_engine import TcpEventEngine
 from .rx_front import TcpRxFront
 from .rx_parse import TcpRxParse
 from .send_cut import CutRecord, TcpSendCut
@@ -32,7 +33,7 @@ PARAMS = ("now", "secret", "rcv_wnd", "rto_initial", "rto_min", "rto_max", "dela
 class TcpRxPath(wiring.Component):
     """Received TCP segments in, delivered octets and answers out:
     :class:`~rnic.hdl.tcp.rx_parse.TcpRxParse` → :class:`~rnic.hdl.tcp.rx_front.TcpRxFront`
-    → :class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine`, and the payload through
+    → :class:`~rnic.hdl.tcp.event_engine.TcpEventEngine`, and the payload through
     :class:`~rnic.hdl.tcp.rx_deliver.TcpRxDeliver` as their actions say; the
     connections' delayed ACKs and TIME-WAIT through a
     :class:`~rnic.hdl.tcp.timer_table.TcpTimerTable`. What they send (RSTs and SYN-ACKs
@@ -69,18 +70,19 @@ class TcpRxPath(wiring.Component):
         Bit ``c``: connection ``c`` may write a run (a record of its ends is free).
     report : Out(stream.Signature(ConnEvent(connections=)))
     drops : Out(TcpDropEvent).array(2)
-        The front's drops and the receive engine's.
+        The front's drops and the event engine's.
     listen : In(stream.Signature(ListenerWrite(entries=listeners)))
     write : In(stream.Signature(TcbWrite(connections=)))
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
-        The receive engine's table ports (between segments).
+        The event engine's table ports (between segments).
     now, secret, rcv_wnd, rto_initial, rto_min, rto_max, delack, time_wait : In(32)
+    max_retries : In(8)
     mss : In(16)
     rcv_scale : In(range(15))
 
     Throughput: one segment at a time through the front and the engine (the
-    :class:`~rnic.hdl.tcp.rx_engine.TcpRxEngine` cycles and the front's); payload beats
+    :class:`~rnic.hdl.tcp.event_engine.TcpEventEngine` cycles and the front's); payload beats
     one per cycle.
     """
 
@@ -105,6 +107,7 @@ class TcpRxPath(wiring.Component):
             "read_tcb": Out(Tcb()),
             **{name: In(32) for name in PARAMS},
             "mss": In(16),
+            "max_retries": In(8),
             "rcv_scale": In(range(MAX_WINDOW_SCALE + 1)),
         })
 
@@ -113,13 +116,17 @@ class TcpRxPath(wiring.Component):
         n = self._connections
         m.submodules.parse = parse = TcpRxParse(width=self._width)
         m.submodules.front = front = TcpRxFront(connections=n, listeners=self._listeners)
-        m.submodules.engine = engine = TcpRxEngine(connections=n)
+        m.submodules.engine = engine = TcpEventEngine(connections=n)
         m.submodules.deliver = deliver = TcpRxDeliver(width=self._width, connections=n)
         m.submodules.timers = timers = TcpTimerTable(connections=n)
         m.submodules.cuts = cuts = TcpSendCut(connections=n, depth=self._records)
         wiring.connect(m, wiring.flipped(self.i), parse.i)
         wiring.connect(m, parse.seg, front.seg)
-        wiring.connect(m, parse.payload, deliver.payload)
+        # the delivery's ready comes from the front's action: a slice keeps it off the
+        # parser's header stage
+        m.submodules.payload_slice = payload_slice = StreamSlice(FrameBeat(width=self._width))
+        wiring.connect(m, parse.payload, payload_slice.i)
+        wiring.connect(m, payload_slice.o, deliver.payload)
         wiring.connect(m, front.event, engine.event)
         wiring.connect(m, engine.action, front.engine_action)
         wiring.connect(m, engine.report, front.engine_report)
@@ -145,7 +152,7 @@ class TcpRxPath(wiring.Component):
                          getattr(engine, name).eq(getattr(self, name))]
         for name in ("secret", "mss", "rcv_scale"):
             m.d.comb += getattr(front, name).eq(getattr(self, name))
-        for name in ("rto_min", "rto_max", "delack", "time_wait"):
+        for name in ("rto_min", "rto_max", "delack", "time_wait", "max_retries"):
             m.d.comb += getattr(engine, name).eq(getattr(self, name))
         self._tables(m, front, engine)
         self._answers(m, front.reply, engine.ack)

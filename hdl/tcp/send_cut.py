@@ -1,13 +1,13 @@
 """Where a segment ends: the FPDU ends of each connection's unacknowledged octets, and the
 walk that finds the last one a segment can reach."""
 
-from amaranth.hdl import Array, Module, Signal
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..beat import conn_bits
-from .seq import seq_at_or_after, seq_distance
+from .seq import seq_at_or_after
 
 __all__ = ["TcpSendCut", "CutRecord", "CutRequest", "CutAnswer", "ReleaseRequest"]
 
@@ -52,7 +52,7 @@ class TcpSendCut(wiring.Component):
 
     ``push`` appends a record (the ring writer's report of a run: an FPDU end when the
     framer ends a run with every FPDU). ``cut`` walks the connection's records from the
-    oldest, one a cycle: records at or before ``seq`` are passed; the segment reaches the
+    oldest, three cycles a record: records at or before ``seq`` are passed; the segment reaches the
     last record within ``limit`` octets; at the first record beyond it, a byte stream is
     cut at ``limit``, and an FPDU, when no record was within reach, is cut at ``limit``
     only with ``may_split`` (``split``), else the answer is 0. ``release`` drops the
@@ -75,7 +75,7 @@ class TcpSendCut(wiring.Component):
     room : Out(connections)
         Bit ``c``: connection ``c`` has a free record.
 
-    Latency: an answer after ``k + 2`` cycles for a walk over ``k`` records. Throughput:
+    Latency: an answer after ``3k + 2`` cycles for a walk over ``k`` records. Throughput:
     one request at a time.
     """
 
@@ -106,6 +106,7 @@ class TcpSendCut(wiring.Component):
 
         conn = Signal(conn_bits(N))
         at = Signal(bits + 1)               # the record being read
+        last = Signal(bits + 1)             # the walked connection's tail: push waits
         req = Signal(CutRequest(connections=N))
         una = Signal(32)
         length = Signal(17)
@@ -125,7 +126,7 @@ class TcpSendCut(wiring.Component):
                     c = self.cut.payload
                     m.d.comb += self.cut.ready.eq(1)
                     m.d.sync += [req.eq(c), conn.eq(c.conn), at.eq(heads[c.conn]),
-                                 length.eq(0)]
+                                 last.eq(tails[c.conn]), length.eq(0)]
                     m.next = "WALK"
                 with m.Elif(self.push.valid):
                     p = self.push.payload
@@ -136,7 +137,7 @@ class TcpSendCut(wiring.Component):
             with m.State("RELEASE"):
                 self._release(m, rd, heads, tails, conn, at, una, bits, D)
             with m.State("WALK"):
-                self._walk(m, rd, tails, conn, at, req, length, bits, D)
+                self._walk(m, rd, last, conn, at, req, length, bits, D)
         return m
 
     def _release(self, m, rd, heads, tails, conn, at, una, bits, D):
@@ -155,33 +156,41 @@ class TcpSendCut(wiring.Component):
             with m.Else():
                 m.next = "IDLE"
 
-    def _walk(self, m, rd, tails, conn, at, req, length, bits, D):
-        """The cut's walk (two cycles a record: its read, then the decision)."""
-        reading = Signal()
+    def _walk(self, m, rd, last, conn, at, req, length, bits, D):
+        """The cut's walk, three cycles a record: its read, its distance from ``seq``
+        (registered: the carry chain stays off the decision), then the decision."""
+        phase = Signal(range(3))
         m.d.comb += [rd.addr.eq(conn * D + at[:bits]), rd.en.eq(1)]
-        m.d.sync += reading.eq(~reading)
-        reach = seq_distance(m, rd.data.end, req.seq, "reach")
+        m.d.sync += phase.eq(_next_phase(phase))
+        reach = Signal(32)
+        aligned = Signal()
+        m.d.sync += [reach.eq(rd.data.end - req.seq), aligned.eq(rd.data.aligned)]
         answer = self.answer.payload
 
         def finish(value, split=0):
             m.d.sync += [self.answer.valid.eq(1), answer.length.eq(value),
-                         answer.split.eq(split), reading.eq(0)]
+                         answer.split.eq(split), phase.eq(0)]
             m.next = "IDLE"
 
-        with m.If(at == tails[conn]):
+        with m.If(at == last):
             finish(length)
-        with m.Elif(reading):
+        with m.Elif(phase == 2):
             m.d.sync += at.eq(at + 1)
             with m.If(reach[31] | (reach == 0)):
                 pass                        # at or before seq: passed
-            with m.Elif(reach <= req.limit):
+            with m.Elif((reach[17:] == 0) & (reach[:17] <= req.limit)):
                 m.d.sync += length.eq(reach)
-            with m.Elif(~rd.data.aligned):
+            with m.Elif(~aligned):
                 finish(req.limit)
             with m.Elif((length == 0) & req.may_split):
                 finish(req.limit, split=1)
             with m.Else():
                 finish(length)
+
+
+def _next_phase(phase):
+    """0, 1, 2, 0, ...: the walk's step through a record."""
+    return Mux(phase == 2, 0, phase + 1)
 
 
 def _room(m, heads, tails, N, D):

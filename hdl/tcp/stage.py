@@ -4,7 +4,7 @@ A rule block (:class:`~rnic.hdl.tcp.ack_update.TcpAckUpdate` and its kind) is a 
 of its inputs. Where one is too deep for a cycle, it computes it in steps: each step's
 values are registered (:func:`staged`) and the next step reads them. The block's inputs must
 then hold still for its ``LATENCY`` cycles, after which its outputs are its function of
-them; the receive engine waits that long in each state (it holds the connection's entry
+them; the event engine waits that long in each state (it holds the connection's entry
 and the segment still meanwhile).
 """
 

@@ -18,7 +18,7 @@ from ..ddp_tx import DdpTx
 from ..mpa_rx import MpaRxDeframer
 from ..mpa_tx import MpaTxBeat, MpaTxFramer
 from ..regbank import RegisterBank
-from ..tcp import TcpConnTable, TcpRxEngine, TcpRxParse, TcpRxPath, TcpTxFrame
+from ..tcp import TcpConnTable, TcpEventEngine, TcpRxParse, TcpRxPath, TcpTxFrame
 
 __all__ = ["FramerCore", "BLOCKS", "block_factory", "core_name", "core_ports"]
 
@@ -121,14 +121,14 @@ def block_factory(name):
         if name == "tcp_tx":
             return TcpTxFrame(width=width)
         if name == "tcp_engine":
-            return TcpRxEngine(connections=connections)
+            return TcpEventEngine(connections=connections)
         if name == "tcp_rx_path":
             return TcpRxPath(width=width, connections=connections)
         return MpaTxFramer(width=width, connections=connections)
     make.__name__ = {"ddp_rx": "DdpRx", "ddp_tx": "DdpTx", "mpa_rx": "MpaRxDeframer",
                      "mpa_tx": "MpaTxFramer", "tcp_rx": "TcpRxParse",
                      "tcp_table": "TcpConnTable", "tcp_tx": "TcpTxFrame",
-                     "tcp_engine": "TcpRxEngine", "tcp_rx_path": "TcpRxPath"}[name]
+                     "tcp_engine": "TcpEventEngine", "tcp_rx_path": "TcpRxPath"}[name]
     return make
 
 

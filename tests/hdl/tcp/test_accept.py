@@ -11,7 +11,7 @@ from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import COOKIE_NO_WSCALE
-from tests.hdl.tcp.bench import flag_bits
+from tests.hdl.tcp.bench import flag_bits, settle
 
 FIELDS = ("iss", "irs", "snd_una", "rcv_nxt", "rcv_adv", "snd_wl1", "snd_wl2", "snd_shift",
           "rcv_shift", "send_mss", "recover", "cwnd")
@@ -41,10 +41,12 @@ def test_against_model():
                               "ack": info.ack, "flags": flag_bits(info.flags), "window": 100,
                               "length": 0, "mss": 0, "ws_present": 0, "ws": 0,
                               "sack_permitted": 0, "bad_options": 0})
+            await settle(ctx, dut)
             o = ctx.get(dut.o)
             got.append({k: int(getattr(o, k)) for k in FIELDS})
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     for (params, info, index, code), mine in zip(cases, got):

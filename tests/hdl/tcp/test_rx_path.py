@@ -1,4 +1,4 @@
-"""TcpRxPath (parser, front, receive engine, delivery, timers) in Amaranth's simulator
+"""TcpRxPath (parser, front, event engine, delivery, timers) in Amaranth's simulator
 against the model's TcpEngine, segment for segment: peers open connections through SYN
 cookies (after a SYN flood, with bad cookies and SYN-ACKs mixed in), send data in order,
 out of order, duplicated and overlapping across the sequence wrap, interleaved over every
@@ -18,11 +18,12 @@ from rnic.hdl.tcp.rx_path import TcpRxPath
 from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
+from rnic.host.spec.tcp_engine import TcpEventKind
 from tests.hdl.tcp.bench import beats, frame, send
 
 NIC, NIC_IP = "169.254.7.2", 0xA9FE0702
 PARAMS = dict(delack=40, time_wait=1000, rcv_wnd=65535, rto_min=200, rto_max=60000,
-              rto_initial=1000)
+              rto_initial=1000, max_retries=5)
 PORT, CLOSED_PORT = 7000, 7001
 NOW = 5000
 SECRET = 0x5EC2E7
@@ -41,10 +42,10 @@ class Peer:
         self.ack = 0
 
     def segment(self, *, flags=TcpFlag.ACK, payload=b"", seq=None, ack=None, options=b"",
-                port=PORT):
+                port=PORT, window=65535):
         return self.ip, tcp.TcpSegment(
             src_port=self.port, dst_port=port, seq=self.seq if seq is None else seq,
-            ack=self.ack if ack is None else ack, flags=flags, window=65535,
+            ack=self.ack if ack is None else ack, flags=flags, window=window,
             options=options, payload=payload).build(self.ip, NIC)
 
 
@@ -269,8 +270,44 @@ def loss(rng):
     return s
 
 
+def timeouts(rng):
+    """The peer acknowledges nothing: the NIC's first segment goes again at each
+    retransmission timeout (RTO backing off, cwnd one MSS) until the peer acknowledges it
+    and slow start goes on; the peer's window then closes with octets written: probes back
+    off until it opens again. A second peer that never answers is given up on: a RST, the
+    connection LOST."""
+    s = Scenario(rng)
+    s.quiet = True
+    p, q = Peer(rng, 60), Peer(rng, 61)
+    assert s.connect(p) and s.connect(q)
+    s.write(0, 6000)
+    first = [o.segment for o in s.last if o.segment.payload][0]
+    s.write(1, 100)
+    for _ in range(2):
+        s.tick((s.model._table[0].rto_at - s.now) // 2)
+        s.tick(s.model._table[0].rto_at - s.now)
+        assert [o.segment.seq for o in s.last if o.segment.dst_port == p.port] == [first.seq]
+    p.ack = (first.seq + len(first.payload)) % SEQ_MOD
+    s.feed(*p.segment())
+    sent = [o.segment for o in s.last if o.segment.payload]
+    assert len(sent) == 2
+    p.ack = (sent[-1].seq + len(sent[-1].payload)) % SEQ_MOD
+    s.feed(*p.segment(window=0))
+    s.write(0, 500)
+    for _ in range(3):
+        s.tick(s.model._table[0].persist_at - s.now)
+        assert [len(o.segment.payload) for o in s.last if o.segment.dst_port == p.port] == [1]
+    s.feed(*p.segment())
+    while s.model._table[1] is not None:
+        s.tick(min(t.rto_at for t in s.model._table if t is not None and t.rto_at)
+               - s.now)
+    assert (1, TcpEventKind.LOST) in s.reports
+    assert any(o.segment.flags == TcpFlag.RST for o in s.last)
+    return s
+
+
 SCENARIOS = {"flood": flood_and_connect, "noise": noise, "crowd": crowd, "delayed": delayed,
-             "sending": sending, "loss": loss}
+             "sending": sending, "loss": loss, "timeouts": timeouts}
 
 
 def run(s, width, seed):

@@ -1,13 +1,13 @@
-"""TcpTimersDue in Amaranth's simulator against the model's _timers for TIME-WAIT and the
-delayed ACK: each due when the time base is at or past its deadline (compared with
-wrap-around, as the timer table does), and the next deadline the earlier of those that
-run."""
+"""TcpTimersDue in Amaranth's simulator against the model's _timers and next_deadline: each
+of TIME-WAIT, retransmission, persist and delayed ACK due when the time base is at or past
+its deadline (compared with wrap-around, as the timer table does), and the next deadline
+the earliest of those that run."""
 
 import random
 
 from amaranth.sim import Simulator
 
-from rnic.hdl.tcp.timers_due import TcpTimersDue
+from rnic.hdl.tcp.timers_due import TIMERS, TcpTimersDue
 from rnic.host.model import tcp
 from rnic.host.spec.tcp import SEQ_MOD
 from tests.hdl.tcp.bench import settle
@@ -18,10 +18,11 @@ def test_against_model():
     cases = []
     for _ in range(2000):
         now = rng.choice([rng.getrandbits(32), SEQ_MOD - 5, 3])
-        tw_at, delack_at = ((now + rng.choice([-1000, -1, 0, 1, 40, 1000])) % SEQ_MOD
-                            for _ in range(2))
-        cases.append(dict(now=now, tw_armed=rng.random() < 0.5, tw_at=tw_at,
-                          delack_armed=rng.random() < 0.5, delack_at=delack_at))
+        case = dict(now=now)
+        for name in TIMERS:
+            case[f"{name}_armed"] = rng.random() < 0.5
+            case[f"{name}_at"] = (now + rng.choice([-1000, -1, 0, 1, 40, 1000])) % SEQ_MOD
+        cases.append(case)
     dut = TcpTimersDue()
     got = []
 
@@ -30,7 +31,7 @@ def test_against_model():
             for name, value in case.items():
                 ctx.set(getattr(dut, name), value)
             await settle(ctx, dut)
-            got.append((bool(ctx.get(dut.tw_due)), bool(ctx.get(dut.delack_due)),
+            got.append((tuple(bool(ctx.get(getattr(dut, f"{name}_due"))) for name in TIMERS),
                         ctx.get(dut.deadline) if ctx.get(dut.armed) else None))
 
     sim = Simulator(dut)
@@ -40,14 +41,13 @@ def test_against_model():
     kinds = set()
     for case, mine in zip(cases, got):
         now = case["now"]
-        running = [at for armed, at in ((case["tw_armed"], case["tw_at"]),
-                                        (case["delack_armed"], case["delack_at"])) if armed]
+        running = [case[f"{name}_at"] for name in TIMERS if case[f"{name}_armed"]]
         earliest = None
         for at in running:
             if earliest is None or tcp.seq_lt(at, earliest):
                 earliest = at
-        want = (case["tw_armed"] and tcp.seq_geq(now, case["tw_at"]),
-                case["delack_armed"] and tcp.seq_geq(now, case["delack_at"]), earliest)
-        assert mine == want, case
-        kinds.add(want[:2] + (len(running),))
-    assert len(kinds) >= 8, kinds
+        due = tuple(case[f"{name}_armed"] and tcp.seq_geq(now, case[f"{name}_at"])
+                    for name in TIMERS)
+        assert mine == (due, earliest), case
+        kinds.add((due, len(running)))
+    assert len(kinds) >= 40, kinds

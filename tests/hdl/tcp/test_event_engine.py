@@ -1,4 +1,4 @@
-"""TcpRxEngine in Amaranth's simulator against the model engine, segment by segment: a
+"""TcpEventEngine in Amaranth's simulator against the model engine, segment by segment: a
 connection accepted by the model (its entry copied into the table; in some runs closed by
 us first, or by the peer first and then by us, so that FIN-WAIT-1, FIN-WAIT-2, CLOSING,
 TIME-WAIT and LAST-ACK are met), then a peer's mix of in-order, overlapping, out-of-order
@@ -15,7 +15,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from rnic.hdl.tcp.rx_engine import TcpRxEngine
+from rnic.hdl.tcp.event_engine import TcpEventEngine
 from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
@@ -25,14 +25,12 @@ from tests.hdl.tcp.bench import flag_bits
 NIC, PEER = "169.254.7.2", "169.254.7.1"
 NIC_IP, PEER_IP = 0xA9FE0702, 0xA9FE0701
 PARAMS = dict(delack=40, time_wait=1000, rcv_wnd=65535, rto_min=200, rto_max=60000,
-              rto_initial=1000)
+              rto_initial=1000, max_retries=3)
 
 
 def accepted(seed):
     """A model engine with connection 0 accepted from PEER:40000 at port 7000."""
-    engine = TcpEngine(ip=NIC, cookie_secret=seed, **{k: PARAMS[k] for k in
-                                                     ("delack", "time_wait", "rcv_wnd",
-                                                      "rto_min", "rto_max", "rto_initial")})
+    engine = TcpEngine(ip=NIC, cookie_secret=seed, **PARAMS)
     engine.listen(7000)
     isn = SEQ_MOD - 3000
     syn = tcp.TcpSegment(src_port=40000, dst_port=7000, seq=isn, flags=TcpFlag.SYN,
@@ -140,7 +138,7 @@ def test_against_model(seed, closed):
     segments = peer_segments(rng, peer_seq, una, 120,
                              fin_ack=engine._table[conn].snd_max if closed else None,
                              fin_ack_from=closed)
-    dut = TcpRxEngine(connections=4)
+    dut = TcpEventEngine(connections=4)
     results = []
 
     async def bench(ctx):
@@ -169,7 +167,7 @@ def test_against_model(seed, closed):
             assert taken, f"segment {k} not taken: the engine is stuck"
             ctx.set(dut.event.valid, 0)
             step = {"acks": [], "action": None, "reports": [], "drops": []}
-            for _ in range(40):
+            for _ in range(60):
                 _, _, av, a, kv, kd, rv, r, dv, dr = await ctx.tick().sample(
                     dut.action.valid, dut.action.payload, dut.ack.valid, dut.ack.payload,
                     dut.report.valid, dut.report.payload, dut.drop.valid, dut.drop.reason)
@@ -242,10 +240,11 @@ def no_octets(dut):
 
 
 def run_steps(fields, steps):
-    """Runs a TcpRxEngine whose connection 0 starts as ``fields`` (:func:`tcb_fields`), through
+    """Runs a TcpEventEngine whose connection 0 starts as ``fields`` (:func:`tcb_fields`), through
     ``steps``: ``("segment", now, (flags, seq, ack, payload))`` or ``("fired", now)``; per
-    step the pure ACKs, reports, frees and timer arms it gave."""
-    dut = TcpRxEngine(connections=4)
+    step the pure ACKs (with their flags), segments sent, reports, frees and timer arms it
+    gave."""
+    dut = TcpEventEngine(connections=4)
     results = []
 
     async def bench(ctx):
@@ -273,18 +272,24 @@ def run_steps(fields, steps):
             await ctx.tick().until(port.ready)
             ctx.set(port.valid, 0)
             step = {"acks": [], "reports": [], "frees": [], "arms": [], "drops": [],
-                    "actions": []}
-            for _ in range(40):
-                _, _, kv, kd, rv, r, fv, f, av, a, dv, dr, xv, x = await ctx.tick().sample(
-                    dut.ack.valid, dut.ack.payload, dut.report.valid, dut.report.payload,
-                    dut.free.valid, dut.free.payload, dut.arm.valid, dut.arm.payload,
-                    dut.drop.valid, dut.drop.reason, dut.action.valid, dut.action.payload)
+                    "actions": [], "sends": []}
+            for _ in range(80):
+                _, _, kv, kd, rv, r, fv, f, av, a, dv, dr, xv, x, sv, sd = \
+                    await ctx.tick().sample(
+                        dut.ack.valid, dut.ack.payload, dut.report.valid, dut.report.payload,
+                        dut.free.valid, dut.free.payload, dut.arm.valid, dut.arm.payload,
+                        dut.drop.valid, dut.drop.reason, dut.action.valid,
+                        dut.action.payload, dut.send.valid, dut.send.payload.desc)
+                if sv:
+                    step["sends"].append((int(sd.seq), int(sd.length),
+                                          sd.flags.as_value().value))
                 if dv:
                     step["drops"].append(int(dr))
                 if xv:
                     step["actions"].append((int(x.length), int(x.keep)))
                 if kv:
-                    step["acks"].append((int(kd.seq), int(kd.ack), int(kd.window)))
+                    step["acks"].append((int(kd.seq), int(kd.ack), int(kd.window),
+                                         kd.flags.as_value().value))
                 if rv:
                     step["reports"].append(int(r.kind))
                 if fv:
@@ -321,8 +326,7 @@ def test_delayed_ack():
                             ("fired", deadline)])
     assert [s["arms"] for s in got] == [[(0, 1, deadline)], [(0, 1, deadline)],
                                         [(0, 0, None)]]
-    assert got[2]["acks"] == [(o.segment.seq, o.segment.ack, o.segment.window)
-                              for o in want[2]]
+    assert got[2]["acks"] == [sent(o) for o in want[2]]
     assert not got[0]["acks"] and not got[1]["acks"]
 
 
@@ -363,3 +367,67 @@ def test_segment_after_the_end():
     assert got[0]["actions"] == [(4, 0)]
     assert got[0]["acks"] == got[0]["reports"] == got[0]["frees"] == got[0]["arms"] == []
     assert got[1] == {k: [] for k in got[1]}
+
+
+def sent(out):
+    """(seq, ack, window, flags) of the model's segment ``out``."""
+    return (out.segment.seq, out.segment.ack, out.segment.window, out.segment.flags)
+
+
+def test_retransmission_timeout():
+    """Our FIN unacknowledged: a report before the retransmission deadline changes nothing;
+    at each deadline the FIN goes again and the timer backs off (1, 2, 4 RTOs), as the
+    model's poll; past max_retries the connection gives up: a RST at SND.NXT, LOST, freed,
+    disarmed."""
+    engine, _ = accepted(8)
+    (fin,) = engine.close(0, 0)
+    fields = tcb_fields(engine._table[0])
+    deadline = engine._table[0].rto_at
+    steps, want = [("fired", deadline - 1)], [(engine.poll(deadline - 1), engine.events())]
+    while engine._table[0] is not None:
+        steps.append(("fired", deadline))
+        want.append((engine.poll(deadline), engine.events()))
+        if engine._table[0] is not None:
+            deadline = engine._table[0].rto_at
+    assert len(steps) == 2 + PARAMS["max_retries"]
+    got = run_steps(fields, steps)
+    assert got[0]["sends"] == got[0]["acks"] == [] and got[0]["arms"] == [(0, 1, steps[1][1])]
+    for k, ((outs, events), step) in enumerate(zip(want[1:-1], got[1:-1])):
+        assert step["sends"] == [(fin.segment.seq, 0, fin.segment.flags)] == [
+            (o.segment.seq, len(o.segment.payload), o.segment.flags) for o in outs], k
+        # (the connection sent: its next event, finding nothing more, arms again)
+        assert set(step["arms"]) == {(0, 1, steps[k + 2][1])} and not events, k
+    outs, events = want[-1]
+    assert got[-1]["sends"] == [] and got[-1]["acks"] == [sent(o) for o in outs]
+    assert [o.segment.flags for o in outs] == [TcpFlag.RST]
+    assert got[-1]["reports"] == [int(e.kind) for e in events] == [TcpEventKind.LOST]
+    assert got[-1]["frees"] == [(0, PEER_IP, 40000, 7000)]
+    assert got[-1]["arms"] == [(0, 0, None)]
+
+
+def test_persist_probe():
+    """The peer's window closes with octets in our ring: the persist timer runs instead of
+    the retransmission timer; at each deadline a one-octet probe from SND.UNA goes and the
+    timer backs off (RTO, 2 RTO, 4 RTO), as the model's poll."""
+    engine, peer_seq = accepted(9)
+    una = engine._table[0].snd_una
+    closing = tcp.TcpSegment(src_port=40000, dst_port=7000, seq=peer_seq, ack=una,
+                             flags=TcpFlag.ACK, window=0)
+    engine.receive(PEER, closing.build(PEER, NIC), 10)
+    engine.write(0, bytes(range(100)))
+    assert engine.poll(20) == []
+    t = engine._table[0]
+    assert t.persist_at is not None and t.rto_at is None
+    fields = tcb_fields(t)
+    steps, want = [], []
+    for _ in range(3):
+        deadline = engine._table[0].persist_at
+        steps.append(("fired", deadline))
+        want.append(engine.poll(deadline))
+    got = run_steps(fields, steps)
+    for k, (outs, step) in enumerate(zip(want, got)):
+        assert step["sends"] == [(una, 1, int(TcpFlag.ACK))] == [
+            (o.segment.seq, len(o.segment.payload), o.segment.flags) for o in outs], k
+        following = steps[k + 1][1] if k + 1 < len(steps) else engine._table[0].persist_at
+        assert set(step["arms"]) == {(0, 1, following)}, k
+    assert [s[1] for s in steps] == [20 + 1000, 1020 + 2000, 3020 + 4000]

@@ -5,7 +5,7 @@ action, the segments sent and the connection's events."""
 import contextlib
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import enum, memory, stream, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec import tcp_engine as spec
@@ -15,7 +15,8 @@ from .ack_update import TcpAckUpdate
 from .arm import TcpArm
 from .conn_ids import lowest_set
 from .engine_send import SendSteps
-from .events import ConnEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
+from .engine_timers import TimerSteps
+from .events import ConnEvent, EngineEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
 from .layouts import TcpDrop, TcpSegInfo, TcpTxDesc
 from .ring_read import TxRequest
 from .ring_write import RingPosition
@@ -28,22 +29,24 @@ from .send_cut import CutAnswer, CutRequest, ReleaseRequest
 from .send_data import TcpSendData
 from .send_step import TcpSendStep
 from .tcb import Tcb
+from .timeout import TcpTimeout
 from .timer_table import TimerArm
 from .timers_due import TcpTimersDue
 from .window_field import TcpWindowField
 
-__all__ = ["TcpRxEngine"]
+__all__ = ["TcpEventEngine"]
 
 
-class _Kind(enum.Enum, shape=2):
-    """What an event of the engine is."""
-    SEGMENT = 0
-    TIMER = 1
-    WRITTEN = 2             # octets written into the ring: its new end
-    SEND = 3                # a connection still pending: its next segment
+class _TableWrite:
+    """The inputs of the table's registered write."""
+
+    def __init__(self, connections):
+        self.addr = Signal(conn_bits(connections), name="put_conn")
+        self.data = Signal(Tcb(), name="put_tcb")
+        self.en = Signal(name="put")
 
 
-class TcpRxEngine(SendSteps, wiring.Component):
+class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
     """Applies the model's receive rules (:class:`rnic.host.model.tcp_engine.TcpEngine`'s
     ``_synchronized`` and what follows) to each segment of a synchronized connection.
 
@@ -56,10 +59,13 @@ class TcpRxEngine(SendSteps, wiring.Component):
     (:class:`~rnic.hdl.tcp.arm.TcpArm`), and the entry written back. A RST at RCV.NXT and
     the ACK of the FIN in LAST-ACK free the connection (state CLOSED; RESET or CLOSED).
 
-    A report of the timer table (``fired``) is the TIME-WAIT and delayed-ACK steps of the
-    model's ``_timers`` (:class:`~rnic.hdl.tcp.timers_due.TcpTimersDue`): TIME-WAIT over
-    frees the connection (CLOSED), a delayed ACK due is sent. Every entry written back
-    arms the connection's next deadline of those two (``arm``); a freed one disarms it.
+    A report of the timer table (``fired``) runs the model's ``_timers``
+    (:class:`~rnic.hdl.tcp.timers_due.TcpTimersDue`, :class:`~rnic.hdl.tcp.engine_timers.TimerSteps`):
+    TIME-WAIT over frees the connection (CLOSED); a retransmission timeout backs off and
+    sends from SND.UNA again, or after ``max_retries`` sends a RST and frees the
+    connection (LOST); a persist timer over sends a one-octet probe; a delayed ACK due is
+    sent. Every entry written back arms the connection's earliest deadline (``arm``); a
+    freed one disarms it.
 
     Every event ends as the model's ``_flush`` (:class:`~rnic.hdl.tcp.engine_send.SendSteps`):
     a duplicate ACK owed, then one segment of what the windows let go (``cut``/``answer``
@@ -106,9 +112,11 @@ class TcpRxEngine(SendSteps, wiring.Component):
     read_tcb : Out(Tcb)
         The table entry ``read_conn`` holds, a cycle later, between events.
     now, delack, time_wait, rcv_wnd, rto_min, rto_max, rto_initial : In(32)
+    max_retries : In(8)
+        Retransmission timeouts on the same data before the connection is lost.
 
-    Latency and throughput: a segment takes 35 cycles from its event to the entry written
-    back when it sends nothing, 37 with a pure ACK, 30 when it is dropped; sending a data
+    Latency and throughput: a segment takes 36 cycles from its event to the entry written
+    back when it sends nothing, 38 with a pure ACK, 31 when it is dropped; sending a data
     segment adds the cut's walk and 5 cycles; more while an output waits. One event at a
     time. Each state waits for the ``LATENCY`` of the rule blocks it reads; the time base
     is sampled when the event is taken.
@@ -136,6 +144,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
             "read_tcb": Out(Tcb()),
             **{name: In(32) for name in ("now", "delack", "time_wait", "rcv_wnd", "rto_min",
                                          "rto_max", "rto_initial")},
+            "max_retries": In(8),
         })
 
     def elaborate(self, platform):
@@ -143,10 +152,17 @@ class TcpRxEngine(SendSteps, wiring.Component):
         m.submodules.table = table = memory.Memory(shape=Tcb(), depth=self._connections,
                                                    init=[])
         rd = table.read_port()
-        wr = table.write_port()
+        table_wr = table.write_port()
+        # the write is registered: the state's decode and the event sources' handshakes
+        # stay off the path to the table's write enable (a memory of LUTs at 16
+        # connections); an entry is read back two cycles after its write at the earliest
+        wr = _TableWrite(self._connections)
+        m.d.sync += [table_wr.addr.eq(wr.addr), table_wr.data.eq(wr.data),
+                     table_wr.en.eq(wr.en)]
         blocks = dict(check=TcpRxCheck(), ack=TcpAckUpdate(), rtt=TcpRttUpdate(),
                       text=TcpRxText(), window=TcpWindowField(), arm=TcpArm(),
-                      timers=TcpTimersDue(), step=TcpSendStep(), data=TcpSendData())
+                      timers=TcpTimersDue(), timeout=TcpTimeout(), step=TcpSendStep(),
+                      data=TcpSendData())
         for name, block in blocks.items():
             m.submodules[name] = block
         t = Signal(Tcb())                   # the entry being worked on
@@ -156,11 +172,12 @@ class TcpRxEngine(SendSteps, wiring.Component):
         restart_time_wait = Signal()
         reason = Signal(TcpDrop)
         now = Signal(32, name="event_now")  # the time base when the event was taken
-        kind = Signal(_Kind)
+        kind = Signal(EngineEvent)
         length = Signal(17)                 # of the segment to send
         written = Signal(32)                # the ring's new end (WRITTEN)
         acked = Signal()                    # the ACK took octets: their records go
         resend = Signal()                   # the ACK asks for the first segment again
+        probe = Signal()                    # the persist timer asks for a probe
         self._pending = Signal(self._connections)   # connections that may send more
         # timer reports in a row: each connection's due timers go before a segment that
         # waits (as the model's poll at a time goes before the segments of that time),
@@ -168,6 +185,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
         streak = Signal(range(self._connections + 1))
         armed, fin_acked = wire_rules(m, blocks, t, seg, now, self)
         self._wire_send(m, t, now, blocks, length, resend)
+        self._wire_timeout(m, t, now, blocks["timeout"])
         outputs = (self.action, self.ack, self.report, self.free, self.cut, self.send,
                    self.release)
         for port in outputs:
@@ -183,7 +201,9 @@ class TcpRxEngine(SendSteps, wiring.Component):
         m.d.sync += [pending_any.eq(found), pending_first.eq(lowest)]
         # each state waits for the rule blocks it reads (their inputs hold still meanwhile)
         self._latency = {
-            "TIMERS": TcpTimersDue.LATENCY,
+            # (a timer report waits for the entry's timers as TcpArm sets them)
+            "TIMERS": TcpArm.LATENCY + 1 + TcpTimersDue.LATENCY,
+            "TIMEOUT": TcpTimeout.LATENCY,
             "CHECK": TcpRxCheck.LATENCY,
             "DECIDE": max(TcpAckUpdate.LATENCY, TcpRttUpdate.LATENCY),
             "TEXT": TcpRxText.LATENCY,
@@ -191,7 +211,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
             "STEP": TcpSendStep.LATENCY,
             "DATA": max(TcpSendData.LATENCY, TcpWindowField.LATENCY),
             "ACK_NOW": TcpWindowField.LATENCY,
-            "STORE": TcpArm.LATENCY + 1,       # (its outputs registered)
+            "STORE": TcpArm.LATENCY + 1 + TcpTimersDue.LATENCY,
         }
         self._settle = Signal(range(max(self._latency.values()) + 1), name="settle")
         with m.FSM():
@@ -204,23 +224,23 @@ class TcpRxEngine(SendSteps, wiring.Component):
                             & ~(self.event.valid & (streak == self._connections))):
                     m.d.comb += self.fired.ready.eq(1)
                     m.d.sync += [conn.eq(self.fired.payload), now.eq(self.now),
-                                 kind.eq(_Kind.TIMER),
+                                 kind.eq(EngineEvent.TIMER),
                                  streak.eq(Mux(streak == self._connections, streak,
                                                streak + 1))]
                     m.next = "READ"
                 with m.Elif(self.event.valid & outputs_free):
                     m.d.comb += self.event.ready.eq(1)
                     m.d.sync += [conn.eq(self.event.payload.conn), seg.eq(self.event.payload.seg),
-                                 now.eq(self.now), kind.eq(_Kind.SEGMENT), streak.eq(0)]
+                                 now.eq(self.now), kind.eq(EngineEvent.SEGMENT), streak.eq(0)]
                     m.next = "READ"
                 with m.Elif(self.written.valid & outputs_free):
                     m.d.comb += self.written.ready.eq(1)
                     m.d.sync += [conn.eq(self.written.payload.conn), now.eq(self.now),
-                                 written.eq(self.written.payload.seq), kind.eq(_Kind.WRITTEN)]
+                                 written.eq(self.written.payload.seq), kind.eq(EngineEvent.WRITTEN)]
                     m.next = "READ"
                 with m.Elif(pending_any & outputs_free):
                     m.d.sync += [conn.eq(pending_first), now.eq(self.now),
-                                 kind.eq(_Kind.SEND)]
+                                 kind.eq(EngineEvent.SEND)]
                     m.next = "READ"
             with m.State("READ"):
                 # the entry is read from the id taken, registered: the choice of the event
@@ -228,10 +248,14 @@ class TcpRxEngine(SendSteps, wiring.Component):
                 m.d.comb += [rd.addr.eq(conn), rd.en.eq(1)]
                 m.next = "LOAD"
             with m.State("LOAD"):
-                m.d.sync += [t.eq(rd.data), acked.eq(0), resend.eq(0)]
-                self._goto(m, "TIMERS")
+                m.d.sync += [t.eq(rd.data), acked.eq(0), resend.eq(0), probe.eq(0)]
+                self._goto(m, "TIMERS", wait=kind == EngineEvent.TIMER)
             with m.State("TIMERS"), self._settled(m):
-                self._timers(m, t, conn, seg, blocks["timers"], kind, written)
+                self._timers(m, t, conn, seg, blocks, kind, written, probe)
+            with m.State("TIMEOUT"), self._settled(m):
+                self._timeout(m, t, blocks)
+            with m.State("GIVE_UP"):
+                self._give_up(m, t, conn, blocks)
             with m.State("CHECK"), self._settled(m):
                 m.d.sync += [verdict.eq(blocks["check"].verdict),
                              reason.eq(blocks["check"].reason),
@@ -246,7 +270,7 @@ class TcpRxEngine(SendSteps, wiring.Component):
             with m.State("FLUSH"), self._settled(m):
                 self._flush(m, t, blocks)
             with m.State("STEP"), self._settled(m):
-                self._step(m, t, conn, blocks, length, resend)
+                self._step(m, t, conn, blocks, length, resend, probe)
             with m.State("ANSWER"):
                 self._answer(m, conn, length, resend, blocks["step"].first_fin)
             with m.State("DATA"), self._settled(m):
@@ -264,15 +288,21 @@ class TcpRxEngine(SendSteps, wiring.Component):
                              self.arm.payload.deadline.eq(blocks["timers"].deadline)]
                 self._goto(m, "IDLE")
             with m.State("CLOSE"):
+                # the key is taken here, not where the end is decided: the decision's
+                # compares stay off the path to the key's 64 bits
+                key = self.free.payload.key
                 m.d.comb += [wr.addr.eq(conn), wr.data.eq(t), wr.en.eq(1),
                              self.arm.valid.eq(1), self.arm.payload.conn.eq(conn)]
+                m.d.sync += [self.free.valid.eq(1), self.free.payload.conn.eq(conn),
+                             key.remote_ip.eq(t.remote_ip), key.remote_port.eq(t.remote_port),
+                             key.local_port.eq(t.local_port)]
                 m.next = "IDLE"
         return m
 
-    def _goto(self, m, state):
-        """To ``state``, which first waits for the rule blocks it reads."""
+    def _goto(self, m, state, wait=1):
+        """To ``state``, which first waits for the rule blocks it reads (when ``wait``)."""
         m.next = state
-        m.d.sync += self._settle.eq(self._latency.get(state, 0))
+        m.d.sync += self._settle.eq(Mux(wait, self._latency.get(state, 0), 0))
 
     @contextlib.contextmanager
     def _settled(self, m):
@@ -340,42 +370,12 @@ class TcpRxEngine(SendSteps, wiring.Component):
                      a.skip.eq(skip), a.keep.eq(keep)]
 
     def _free(self, m, t, conn, seg, kind):
-        """The connection ends: its entry CLOSED, reported, freed with its key, the
-        segment's payload (``seg``, None for a timer) dropped."""
-        key = self.free.payload.key
+        """The connection ends: its entry CLOSED, reported, the segment's payload
+        (``seg``, None for a timer) dropped; ``CLOSE`` frees it with its key."""
         m.d.sync += [t.state.eq(spec.TcpState.CLOSED), self.report.valid.eq(1),
                      self.report.payload.conn.eq(conn), self.report.payload.kind.eq(kind),
-                     self.free.valid.eq(1), self.free.payload.conn.eq(conn),
                      self.release.valid.eq(1), self.release.payload.conn.eq(conn),
-                     self.release.payload.reset.eq(1), self._pending.bit_select(conn, 1).eq(0),
-                     key.remote_ip.eq(t.remote_ip), key.remote_port.eq(t.remote_port),
-                     key.local_port.eq(t.local_port)]
+                     self.release.payload.reset.eq(1), self._pending.bit_select(conn, 1).eq(0)]
         if seg is not None:
             self._deliver(m, conn, seg, keep=0, skip=0)
         self._goto(m, "CLOSE")
-
-    def _timers(self, m, t, conn, seg, timers, kind, written):
-        """After the entry is read: a segment goes on to its checks; a timer report's
-        TIME-WAIT over frees the connection, its delayed ACK due is owed at once; octets
-        written move the ring's end; then (but for a segment) the sending. A connection
-        that is over (it ended after the event was queued, as a TIME-WAIT that ended
-        after the front found it for a segment) takes nothing: a segment is dropped as for
-        no connection."""
-        closed = t.state == spec.TcpState.CLOSED
-        with m.If(closed & (kind == _Kind.SEGMENT)):
-            m.d.comb += [self.drop.valid.eq(1), self.drop.reason.eq(spec.TcpDrop.NO_CONNECTION)]
-            self._deliver(m, conn, seg, keep=0, skip=0)
-            m.next = "IDLE"
-        with m.Elif(closed):
-            m.d.sync += self._pending.bit_select(conn, 1).eq(0)
-            m.next = "IDLE"
-        with m.Elif(kind == _Kind.SEGMENT):
-            self._goto(m, "CHECK")
-        with m.Elif((kind == _Kind.TIMER) & timers.tw_due):
-            self._free(m, t, conn, None, spec.TcpEventKind.CLOSED)
-        with m.Else():
-            with m.If((kind == _Kind.TIMER) & timers.delack_due):
-                m.d.sync += t.recv.ack_now.eq(1)
-            with m.If(kind == _Kind.WRITTEN):
-                m.d.sync += t.data_end.eq(written)
-            self._goto(m, "FLUSH")
