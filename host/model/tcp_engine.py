@@ -106,7 +106,7 @@ def syn_cookie(secret, remote_ip, remote_port, local_port, now, mss_index, wscal
 def check_cookie(secret, remote_ip, remote_port, local_port, now, cookie):
     """``(mss_index, wscale_code)`` if ``cookie`` is one that :func:`syn_cookie` gave for
     this peer at the time counter of ``now`` or the ``COOKIE_AGES - 1`` counters before it
-    (a cookie lives 128 to 192 ticks at the default layout); else None."""
+    (a cookie lives 65536 to 98304 ticks at the default layout); else None."""
     mss_index = cookie % (1 << COOKIE_MSS_BITS)
     t_low = (cookie >> COOKIE_MSS_BITS) % (1 << COOKIE_TIME_BITS)
     wscale_code = (cookie >> (COOKIE_MSS_BITS + COOKIE_TIME_BITS)) % (1 << COOKIE_WSCALE_BITS)

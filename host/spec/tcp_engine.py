@@ -132,10 +132,12 @@ MAX_RETRIES = 255
 #: bits 11..8 the peer's window shift (0..14), COOKIE_NO_WSCALE when its SYN had none;
 #: bits 31..12 a 20-bit hash (low bits of crc32c over five 32-bit words, big-endian: the
 #: secret, the peer's address, the peer's and the local port, t, bits 11..0), checked for t
-#: and the COOKIE_AGES - 1 before it.
+#: and the COOKIE_AGES - 1 before it. A counter is 32768 ticks, so at 1 ms ticks a cookie
+#: lives 65 to 98 s (Linux's live 2 to 3 minutes): long past the retransmissions of a peer
+#: whose last ACK of the handshake was lost.
 COOKIE_MSS_TABLE = (536, 1024, 1200, 1360, 1400, 1440, 1460, 8960)
 COOKIE_MSS_BITS = 3
-COOKIE_TIME_SHIFT = 6
+COOKIE_TIME_SHIFT = 15
 COOKIE_TIME_BITS = 5
 COOKIE_WSCALE_BITS = 4
 COOKIE_NO_WSCALE = (1 << COOKIE_WSCALE_BITS) - 1

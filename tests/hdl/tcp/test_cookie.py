@@ -8,7 +8,9 @@ from amaranth.sim import Simulator
 
 from rnic.hdl.tcp.cookie import TcpCookie
 from rnic.host.model.tcp_engine import check_cookie, syn_cookie
-from rnic.host.spec.tcp_engine import COOKIE_NO_WSCALE
+from rnic.host.spec.tcp_engine import COOKIE_NO_WSCALE, COOKIE_TIME_SHIFT
+
+COUNTER = 1 << COOKIE_TIME_SHIFT        # ticks of a cookie time counter
 
 
 def test_against_model():
@@ -21,7 +23,8 @@ def test_against_model():
                     local_port=rng.choice([5000, 7]))
         make = dict(peer, mss_index=rng.randrange(8),
                     wscale_code=rng.choice([0, 7, 14, COOKIE_NO_WSCALE]))
-        made_at = max(0, now - rng.choice([0, 1, 64, 130, 200, 400]))
+        made_at = max(0, now - rng.choice([0, 1, COUNTER, 2 * COUNTER + 2, 3 * COUNTER,
+                                           6 * COUNTER]))
         cookie = syn_cookie(secret, peer["remote_ip"], peer["remote_port"],
                             peer["local_port"], made_at, make["mss_index"],
                             make["wscale_code"])

@@ -14,8 +14,8 @@ from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import (TcpEngine, check_cookie, cookie_mss_index,
                                         initial_sequence, syn_cookie)
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
-from rnic.host.spec.tcp_engine import (COOKIE_MSS_TABLE, COOKIE_NO_WSCALE, TcpDrop,
-                                       TcpEventKind, TcpStat, TcpState)
+from rnic.host.spec.tcp_engine import (COOKIE_MSS_TABLE, COOKIE_NO_WSCALE, COOKIE_TIME_SHIFT,
+                                       TcpDrop, TcpEventKind, TcpStat, TcpState)
 
 NIC, PEER = "169.254.7.2", "169.254.7.1"
 NIC_PORT, PEER_PORT = 7000, 40000
@@ -93,9 +93,10 @@ def test_a_bad_cookie_is_answered_with_a_reset():
     assert engine.counters[TcpDrop.BAD_COOKIE] == 1 and engine.events() == []
     # The same cookie, too old: three time counters later it is no longer taken.
     good = (parsed(syn_ack).seq + 1) % SEQ_MOD
-    (rst,) = engine.receive(PEER, peer_segment("A", 6, good), 3 * 64)
+    counter = 1 << COOKIE_TIME_SHIFT
+    (rst,) = engine.receive(PEER, peer_segment("A", 6, good), 3 * counter)
     assert str(parsed(rst).flags) == "R" and engine.counters[TcpDrop.BAD_COOKIE] == 2
-    assert engine.receive(PEER, peer_segment("A", 6, good), 2 * 64) == []
+    assert engine.receive(PEER, peer_segment("A", 6, good), 2 * counter) == []
     assert kinds(engine) == [(0, TcpEventKind.ACCEPTED)]
 
 
@@ -180,13 +181,13 @@ def test_no_free_connection_drops_the_ack():
 @given(secret=st.integers(0, SEQ_MOD - 1), ip=st.integers(0, SEQ_MOD - 1),
        port=st.integers(1, 65535), now=st.integers(0, 2**40),
        mss=st.integers(1, 65535), wscale=st.sampled_from([*range(15), COOKIE_NO_WSCALE]),
-       age=st.integers(0, 400))
+       age=st.integers(0, 4 << COOKIE_TIME_SHIFT))
 def test_cookie_round_trip(secret, ip, port, now, mss, wscale, age):
     index = cookie_mss_index(mss)
     assert COOKIE_MSS_TABLE[index] <= max(mss, COOKIE_MSS_TABLE[0])
     cookie = syn_cookie(secret, ip, port, NIC_PORT, now, index, wscale)
     found = check_cookie(secret, ip, port, NIC_PORT, now + age, cookie)
-    if (now + age) // 64 - now // 64 <= 2:
+    if ((now + age) >> COOKIE_TIME_SHIFT) - (now >> COOKIE_TIME_SHIFT) <= 2:
         assert found == (index, wscale)
     else:
         assert found is None
