@@ -13,9 +13,9 @@ events: :class:`TcpRxCheck`, :class:`TcpAckUpdate`, :class:`TcpRttUpdate`,
 :class:`TcpTimeout`, :class:`TcpArm`, :class:`TcpReply`, :class:`TcpTimersDue`, and of
 sending: :class:`TcpSendStep`, :class:`TcpSendData`. The timers
 :class:`TcpTimerTable`.
-The send side: the ring writer :class:`TcpRingWrite`, where segments end
-:class:`TcpSendCut`, the ring reader :class:`TcpRingRead` and the frame builder
-:class:`TcpTxFrame`. Layouts and field shapes in :mod:`.layouts`; sequence-number
+The send side: the ring writer :class:`TcpRingWrite`, the rings' room :class:`TcpRingRoom`,
+where segments end :class:`TcpSendCut`, the ring reader :class:`TcpRingRead` and the frame
+builder :class:`TcpTxFrame`. The whole engine: :class:`TcpOffload`. Layouts and field shapes in :mod:`.layouts`; sequence-number
 comparisons in :mod:`.seq`; the steps of the staged rule blocks in :mod:`.stage`.
 """
 
@@ -25,18 +25,20 @@ from .arm import ArmState, TcpArm
 from .conn_ids import TcpConnIds
 from .conn_table import TcpConnTable
 from .cookie import TcpCookie, cookie_mss_index
-from .events import ConnEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
+from .event_engine import TcpEventEngine
+from .events import ConnEvent, EngineEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
 from .lane_shift import LaneShift
 from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .listeners import ListenerWrite, TcpListeners
+from .offload import TcpOffload
 from .option_walker import TcpOptionWalker
 from .reply import ReplyKind, TcpReply
 from .ring_read import TcpRingRead, TxRequest
+from .ring_room import RunBegan, TcpRingRoom
 from .ring_write import RingPosition, TcpRingWrite
 from .rtt_update import RttState, TcpRttUpdate
 from .rx_check import RxVerdict, TcpRxCheck
 from .rx_deliver import RxAction, TcpRxDeliver
-from .event_engine import TcpEventEngine
 from .rx_front import TcpRxFront
 from .rx_header import TcpRxHeader
 from .rx_parse import TcpRxParse
@@ -67,4 +69,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "Tcb", "RecvFields", "TimerFields", "TcpEventEngine", "RxEvent", "TcbWrite", "ConnEvent",
            "TcpDropEvent", "TcpRxFront", "TcpRxPath", "TcpConnIds", "cookie_mss_index",
            "FreeConn", "TcpTimersDue", "TcpSendStep", "SendWindowState", "TcpSendData",
-           "SentState"]
+           "SentState", "EngineEvent", "TcpOffload", "TcpRingRoom", "RunBegan"]

@@ -21,7 +21,7 @@ class Accepted(data.StructLayout):
     def __init__(self):
         super().__init__({"iss": 32, "irs": 32, "snd_una": 32, "rcv_nxt": 32, "rcv_adv": 32,
                           "snd_wl1": 32, "snd_wl2": 32, "snd_shift": 4, "rcv_shift": 4,
-                          "send_mss": 16, "recover": 32, "cwnd": 32})
+                          "send_mss": 16, "recover": 32, "cwnd": 32, "echo_delta": 32})
 
 
 class TcpAccept(wiring.Component):
@@ -74,5 +74,6 @@ class TcpAccept(wiring.Component):
                      o.snd_shift.eq(Mux(scaled, self.cookie.wscale_code, 0)),
                      o.rcv_shift.eq(Mux(scaled, self.rcv_scale, 0)),
                      o.send_mss.eq(send_mss), o.recover.eq(seg.ack - 1),
-                     o.cwnd.eq(initial_window(m, send_mss))]
+                     o.cwnd.eq(initial_window(m, send_mss)),
+                     o.echo_delta.eq(seg.seq - seg.ack)]
         return m

@@ -15,23 +15,26 @@ from ..crc32c import CRC32C_INIT, crc32c_step
 __all__ = ["TcpCookie", "CookieMake", "CookieCheck", "CookieVerdict", "cookie_mss_index"]
 
 _LOW_BITS = COOKIE_MSS_BITS + COOKIE_TIME_BITS + COOKIE_WSCALE_BITS
-_WORDS = 5
+_WORDS = 6
 
 
 class _Peer(data.StructLayout):
     def __init__(self, extra):
-        super().__init__({"remote_ip": 32, "remote_port": 16, "local_port": 16, **extra})
+        super().__init__({"remote_ip": 32, "remote_port": 16, "local_port": 16,
+                          "peer_isn": 32, **extra})
 
 
 class CookieMake(_Peer):
-    """A SYN to answer: the peer, the local port, the MSS index and the window shift code."""
+    """A SYN to answer: the peer, the local port, the peer's ISN (the SYN's sequence
+    number), the MSS index and the window shift code."""
 
     def __init__(self):
         super().__init__({"mss_index": COOKIE_MSS_BITS, "wscale_code": COOKIE_WSCALE_BITS})
 
 
 class CookieCheck(_Peer):
-    """An ACK to check: the peer, the local port and ``cookie`` (its ack - 1)."""
+    """An ACK to check: the peer, the local port, the peer's ISN (its seq - 1) and
+    ``cookie`` (its ack - 1)."""
 
     def __init__(self):
         super().__init__({"cookie": 32})
@@ -65,9 +68,10 @@ class TcpCookie(wiring.Component):
     """Makes and checks SYN cookies as :func:`rnic.host.model.tcp_engine.syn_cookie` and
     :func:`~rnic.host.model.tcp_engine.check_cookie` do.
 
-    The cookie's low 12 bits hold the MSS index, the time counter ``t = now >> 6`` modulo 32
-    and the window shift code; its top 20 bits are the low bits of the CRC32c of five words
-    (the secret, the peer's address, the ports, ``t``, the low bits). A check takes the
+    The cookie's low 12 bits hold the MSS index, the time counter
+    ``t = now >> COOKIE_TIME_SHIFT`` modulo 32 and the window shift code; its top 20 bits
+    are the low bits of the CRC32c of six words (the secret, the peer's address, the
+    ports, the peer's ISN, ``t``, the low bits). A check takes the
     one time counter of the last three whose low 5 bits the cookie holds, and recomputes
     the hash: one CRC per make or check.
 
@@ -83,8 +87,8 @@ class TcpCookie(wiring.Component):
     now : In(32)
         The time base (ticks).
 
-    Latency: the answer is valid 7 cycles after the request was taken (the five words of
-    the CRC one a cycle). Throughput: one request every 7 cycles, or more while an answer
+    Latency: the answer is valid 8 cycles after the request was taken (the six words of
+    the CRC one a cycle). Throughput: one request every 8 cycles, or more while an answer
     waits.
     """
 
@@ -131,7 +135,7 @@ class TcpCookie(wiring.Component):
             m.d.sync += [steps.eq(_WORDS), state.eq(CRC32C_INIT), low.eq(low_bits),
                          words.eq(Cat(_word(self.secret), _word(peer.remote_ip),
                                       _word(Cat(peer.local_port, peer.remote_port)),
-                                      _word(t_word), _word(low_word)))]
+                                      _word(peer.peer_isn), _word(t_word), _word(low_word)))]
 
         with m.If(free & self.check.valid):
             m.d.comb += self.check.ready.eq(1)

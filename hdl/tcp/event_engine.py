@@ -28,6 +28,7 @@ from .rx_text import TcpRxText
 from .send_cut import CutAnswer, CutRequest, ReleaseRequest
 from .send_data import TcpSendData
 from .send_step import TcpSendStep
+from .stage import staged
 from .tcb import Tcb
 from .timeout import TcpTimeout
 from .timer_table import TimerArm
@@ -112,11 +113,13 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
     read_tcb : Out(Tcb)
         The table entry ``read_conn`` holds, a cycle later, between events.
     now, delack, time_wait, rcv_wnd, rto_min, rto_max, rto_initial : In(32)
+    tx_ring : In(32)
+        Octets of a send ring (an echo connection's window is its ring's room).
     max_retries : In(8)
         Retransmission timeouts on the same data before the connection is lost.
 
-    Latency and throughput: a segment takes 36 cycles from its event to the entry written
-    back when it sends nothing, 38 with a pure ACK, 31 when it is dropped; sending a data
+    Latency and throughput: a segment takes 40 cycles from its event to the entry written
+    back when it sends nothing, 42 with a pure ACK, 35 when it is dropped; sending a data
     segment adds the cut's walk and 5 cycles; more while an output waits. One event at a
     time. Each state waits for the ``LATENCY`` of the rule blocks it reads; the time base
     is sampled when the event is taken.
@@ -143,7 +146,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             "read_conn": In(conn_bits(n)),
             "read_tcb": Out(Tcb()),
             **{name: In(32) for name in ("now", "delack", "time_wait", "rcv_wnd", "rto_min",
-                                         "rto_max", "rto_initial")},
+                                         "rto_max", "rto_initial", "tx_ring")},
             "max_retries": In(8),
         })
 
@@ -184,6 +187,12 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         # but no more than one report per connection can hold a segment back
         streak = Signal(range(self._connections + 1))
         armed, fin_acked = wire_rules(m, blocks, t, seg, now, self)
+        # where an echo connection's FIN goes: after the last octet it echoes, RCV.NXT - 1
+        # (past the peer's FIN) - (IRS - ISS), in two registered steps (FLUSH, where it is
+        # read, waits longer after the text is taken)
+        echo_fin_a = staged(m, t.recv.rcv_nxt - t.recv.echo_delta, "echo_fin_a", 32)
+        echo_fin = staged(m, echo_fin_a - 1, "echo_fin", 32)
+        assert TcpWindowField.LATENCY >= 2
         self._wire_send(m, t, now, blocks, length, resend)
         self._wire_timeout(m, t, now, blocks["timeout"])
         outputs = (self.action, self.ack, self.report, self.free, self.cut, self.send,
@@ -268,6 +277,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             with m.State("TEXT"), self._settled(m):
                 self._text(m, t, conn, seg, blocks, fin_acked, now)
             with m.State("FLUSH"), self._settled(m):
+                self._echo_close(m, t, echo_fin)
                 self._flush(m, t, blocks)
             with m.State("STEP"), self._settled(m):
                 self._step(m, t, conn, blocks, length, resend, probe)
@@ -358,6 +368,13 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             with m.If(text.time_wait):
                 self._time_wait(m, t, now)
             self._goto(m, "FLUSH")
+
+    def _echo_close(self, m, t, echo_fin):
+        """The echo service closes when the peer has: CLOSE-WAIT -> LAST-ACK, our FIN after
+        the last octet echoed (the model's ``_peer_fin``)."""
+        with m.If(t.recv.echo & (t.state == spec.TcpState.CLOSE_WAIT)):
+            m.d.sync += [t.state.eq(spec.TcpState.LAST_ACK), t.fin_pending.eq(1),
+                         t.fin_seq.eq(echo_fin)]
 
     def _time_wait(self, m, t, now):
         m.d.sync += [t.state.eq(spec.TcpState.TIME_WAIT), t.timers.tw_armed.eq(1),

@@ -9,7 +9,8 @@ from .conn_table import ConnKey
 from .layouts import TcpDrop, TcpEventKind, TcpSegInfo
 from .tcb import Tcb
 
-__all__ = ["TcpDropEvent", "EngineEvent", "RxEvent", "TcbWrite", "ConnEvent", "FreeConn"]
+__all__ = ["TcpDropEvent", "EngineEvent", "RxEvent", "TcbWrite", "ConnEvent", "FreeConn",
+           "Opened"]
 
 #: A counter event: ``valid`` for one cycle per segment dropped, ``reason`` its
 #: :class:`~rnic.hdl.tcp.rx_check.TcpDrop`.
@@ -51,3 +52,11 @@ class FreeConn(data.StructLayout):
 
     def __init__(self, *, connections):
         super().__init__({"conn": conn_bits(connections), "key": ConnKey()})
+
+
+class Opened(data.StructLayout):
+    """Connection ``conn``'s entry was written: its send ring starts at ``seq``; ``echo``:
+    it is the echo service."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": conn_bits(connections), "seq": 32, "echo": 1})

@@ -69,8 +69,12 @@ class TcpRingWrite(wiring.Component):
         Runs of one connection each (the core's ``tx_wire``).
     start : In(stream.Signature(RingPosition(connections=)))
         Sets a connection's next sequence number (taken between runs).
+    ended : Out(stream.Signature(RingPosition(connections=)))
+        One per run, in order, as its last beat is taken (its octets hold ring space from
+        then on); the next run waits until it is taken.
     written : Out(stream.Signature(RingPosition(connections=)))
-        One per run, in order, once its writes are acknowledged.
+        One per run, in order, once its writes are acknowledged; never before its
+        ``ended``.
     m_axi : Out(AXI4WriteSignature(addr_width=, data_width=8 * width))
     ring_base : In(addr_width)
     ring_log2 : In(5)
@@ -90,6 +94,7 @@ class TcpRingWrite(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(OctetBeat(width=width, connections=connections))),
             "start": In(position),
+            "ended": Out(position),
             "written": Out(position),
             "m_axi": Out(AXI4WriteSignature(addr_width=addr_width, data_width=8 * width)),
             "ring_base": In(addr_width),
@@ -144,9 +149,13 @@ class TcpRingWrite(wiring.Component):
         def finish():
             end = Signal(32)                # the sequence number after the run, wrapping
             m.d.comb += end.eq(seq + length)
-            m.d.comb += [wr.addr.eq(conn), wr.data.eq(end), wr.en.eq(1),
-                         reports.w_en.eq(1),
-                         reports.w_data.eq(Cat(conn, end, issued))]
+            m.d.comb += [self.ended.valid.eq(1), self.ended.payload.conn.eq(conn),
+                         self.ended.payload.seq.eq(end)]
+            with m.If(self.ended.ready):
+                m.d.comb += [wr.addr.eq(conn), wr.data.eq(end), wr.en.eq(1),
+                             reports.w_en.eq(1),
+                             reports.w_data.eq(Cat(conn, end, issued))]
+                m.next = "IDLE"
 
         beat = self.i.payload
         lanes = [Signal(W, name=f"lanes_{k}") for k in range(2)]
@@ -192,7 +201,6 @@ class TcpRingWrite(wiring.Component):
                     m.next = "DONE"
             with m.State("DONE"):
                 finish()
-                m.next = "IDLE"
         return m
 
     def _funnel(self, m, low, high, offset):

@@ -12,7 +12,7 @@ __all__ = ["wire_rules"]
 def wire_rules(m, blocks, t, seg, now, params):
     """The rule blocks' inputs from the entry ``t``, the segment ``seg``, the time ``now``
     and the engine's ``params`` (a component with the ports ``rto_min``, ``rto_max``,
-    ``rto_initial``, ``delack`` and ``rcv_wnd``); returns the entry with the send timers
+    ``rto_initial``, ``delack``, ``rcv_wnd`` and ``tx_ring``); returns the entry with the send timers
     set (TcpArm's, registered) and whether our FIN is acknowledged."""
     fin_acked = _fin_acked(m, t)
     check, ack, rtt, text = blocks["check"], blocks["ack"], blocks["rtt"], blocks["text"]
@@ -38,6 +38,8 @@ def wire_rules(m, blocks, t, seg, now, params):
         text.seg.length.eq(seg.length), text.now.eq(now), text.delack.eq(params.delack),
         window.rcv_nxt.eq(t.recv.rcv_nxt), window.rcv_adv.eq(t.recv.rcv_adv),
         window.rcv_wnd.eq(params.rcv_wnd), window.rcv_shift.eq(t.recv.rcv_shift),
+        window.echo.eq(t.recv.echo), window.echo_delta.eq(t.recv.echo_delta),
+        window.snd_una.eq(t.send.snd_una), window.tx_ring.eq(params.tx_ring),
         arm.now.eq(now), arm.rto_max.eq(params.rto_max),
     ]
     armed = _wire_arm(m, arm, t)

@@ -34,7 +34,9 @@ class TcpRxFront(wiring.Component):
       SYN-ACK whose ISS is a cookie (:class:`~rnic.hdl.tcp.cookie.TcpCookie`), no state
       kept; an ACK whose ack - 1 is a good cookie opens an ESTABLISHED connection on the
       lowest free id (:class:`~rnic.hdl.tcp.accept.TcpAccept`: the entry is written,
-      ACCEPTED reported) and the segment goes on to it; a bad cookie (or SYN with ACK)
+      ACCEPTED reported) and the segment goes on to it (an echo listener's SYN-ACK and
+      connection get a window of at most ``tx_ring``, and the connection is marked
+      echo); a bad cookie (or SYN with ACK)
       is dropped with a RST (BAD_COOKIE); no free id, or no room in the key's bucket
       of the connection table: dropped (NO_FREE_CONNECTION); a RST, or neither SYN nor
       ACK: dropped (NO_CONNECTION);
@@ -70,13 +72,13 @@ class TcpRxFront(wiring.Component):
         RSTs and SYN-ACKs.
     drop : Out(TcpDropEvent)
     listen : In(stream.Signature(ListenerWrite(entries=listeners)))
-    secret, now, rcv_wnd, rto_initial : In(32)
+    secret, now, rcv_wnd, rto_initial, tx_ring : In(32)
     mss : In(16)
     rcv_scale : In(range(15))
 
     Latency: a segment of a connection is offered to the engine 4 cycles after it is
-    taken; a SYN's SYN-ACK 12 cycles after, and an ACK that opens a connection reaches the
-    engine 14 cycles after (the cookie's CRC takes 7). One segment at a time: the next is
+    taken; a SYN's SYN-ACK 13 cycles after, and an ACK that opens a connection reaches the
+    engine 15 cycles after (the cookie's CRC takes 8). One segment at a time: the next is
     taken once every output of the one before is taken.
     """
 
@@ -97,6 +99,7 @@ class TcpRxFront(wiring.Component):
             "drop": Out(TcpDropEvent),
             "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
             "secret": In(32), "now": In(32), "rcv_wnd": In(32), "rto_initial": In(32),
+            "tx_ring": In(32),
             "mss": In(16),
             "rcv_scale": In(range(MAX_WINDOW_SCALE + 1)),
         })
@@ -114,6 +117,7 @@ class TcpRxFront(wiring.Component):
         conn = Signal.like(ids.free_id, name="conn")
         verdict = Signal(CookieVerdict())
         made = Signal(32)                   # the cookie of a SYN-ACK
+        self._echo = Signal()               # the segment's listener is the echo service
         kind = Signal(ReplyKind)            # of the reply (held with the segment)
         self._wire(m, info, verdict, made, kind, listeners, cookie, replies, accept)
 
@@ -172,7 +176,9 @@ class TcpRxFront(wiring.Component):
                     m.next = "CHECKED"
             with m.State("CHECKED"):
                 with m.If(cookie.verdict.valid & ~cookie.verdict.payload.ok):
-                    self._finish(m, info, _DROP.BAD_COOKIE, reply=1)
+                    # (a segment with data or FIN comes again: no RST, see the model)
+                    self._finish(m, info, _DROP.BAD_COOKIE,
+                                 reply=(info.length == 0) & ~info.flags.fin)
                 with m.Elif(cookie.verdict.valid & ~ids.any_free):
                     self._finish(m, info, _DROP.NO_FREE_CONNECTION)
                 with m.Elif(cookie.verdict.valid):
@@ -222,10 +228,19 @@ class TcpRxFront(wiring.Component):
     def _wire(self, m, info, verdict, made, kind, listeners, cookie, replies, accept):
         """The blocks' inputs from the segment and the parameters."""
         wiring.connect(m, wiring.flipped(self.listen), listeners.write)
+        # the window of a SYN-ACK and of the connection it opens: for the echo service at
+        # most its send ring (registered: quasi-static)
+        ring_window = Signal(32)
+        m.d.sync += ring_window.eq(Mux(self.tx_ring < self.rcv_wnd, self.tx_ring,
+                                       self.rcv_wnd))
+        first_window = Mux(self._echo, ring_window, self.rcv_wnd)
+        self._listeners_echo = listeners.echo
         peer = [info.src_ip, info.src_port, info.dst_port]
         for request in (cookie.make.payload, cookie.check.payload):
             m.d.comb += [request.remote_ip.eq(peer[0]), request.remote_port.eq(peer[1]),
                          request.local_port.eq(peer[2])]
+        m.d.comb += [cookie.make.payload.peer_isn.eq(info.seq),
+                     cookie.check.payload.peer_isn.eq(info.seq - 1)]
         m.d.comb += [
             listeners.port.eq(info.dst_port),
             cookie.secret.eq(self.secret), cookie.now.eq(self.now),
@@ -235,15 +250,16 @@ class TcpRxFront(wiring.Component):
             cookie.check.payload.cookie.eq(info.ack - 1),
             replies.seg.eq(info), replies.kind.eq(kind), replies.cookie.eq(made),
             replies.mss.eq(self.mss),
-            replies.rcv_scale.eq(self.rcv_scale), replies.rcv_wnd.eq(self.rcv_wnd),
+            replies.rcv_scale.eq(self.rcv_scale), replies.rcv_wnd.eq(first_window),
             accept.seg.eq(info), accept.cookie.eq(verdict), accept.mss.eq(self.mss),
-            accept.rcv_scale.eq(self.rcv_scale), accept.rcv_wnd.eq(self.rcv_wnd),
+            accept.rcv_scale.eq(self.rcv_scale), accept.rcv_wnd.eq(first_window),
             self.reply.payload.eq(replies.desc),
         ]
 
     def _listener(self, m, info):
         """A segment for a listening port and no connection."""
         flags = info.flags
+        m.d.sync += self._echo.eq(self._listeners_echo)
         with m.If(flags.rst):
             self._finish(m, info, _DROP.NO_CONNECTION)
         with m.Elif(flags.ack & flags.syn):
@@ -271,6 +287,7 @@ class TcpRxFront(wiring.Component):
             t.send.ssthresh.eq(spec.MAX_WINDOW), t.send.recover.eq(a.recover),
             t.rtt.rto.eq(self.rto_initial), t.recv.rcv_nxt.eq(a.rcv_nxt),
             t.recv.rcv_adv.eq(a.rcv_adv), t.recv.rcv_shift.eq(a.rcv_shift),
+            t.recv.echo.eq(self._echo), t.recv.echo_delta.eq(a.echo_delta),
         ]
         self._event(m, info, conn)
         m.next = "ACCEPTED"

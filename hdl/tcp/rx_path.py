@@ -1,7 +1,7 @@
 """The engine's receive path: parser, front, event engine and delivery, with the
 segments they answer with."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,8 +10,9 @@ from rnic.host.spec.tcp import MAX_WINDOW_SCALE
 
 from ..beat import OctetBeat, conn_bits
 from ..net.layouts import FrameBeat
+from ..stream_merge import StreamMerge
 from ..stream_slice import StreamSlice
-from .events import ConnEvent, TcbWrite, TcpDropEvent
+from .events import ConnEvent, Opened, TcbWrite, TcpDropEvent
 from .layouts import TcpTxDesc
 from .listeners import ListenerWrite
 from .ring_read import TxRequest
@@ -19,7 +20,8 @@ from .rx_deliver import TcpRxDeliver
 from .event_engine import TcpEventEngine
 from .rx_front import TcpRxFront
 from .rx_parse import TcpRxParse
-from .send_cut import CutRecord, TcpSendCut
+from .ring_write import RingPosition
+from .send_cut import CutRecord, ReleaseRequest, TcpSendCut
 from .tcb import Tcb
 from .timer_table import TcpTimerTable
 
@@ -27,7 +29,7 @@ __all__ = ["TcpRxPath"]
 
 #: The engine's parameters (32-bit inputs; ``mss`` and ``rcv_scale`` narrower).
 PARAMS = ("now", "secret", "rcv_wnd", "rto_initial", "rto_min", "rto_max", "delack",
-          "time_wait")
+          "time_wait", "tx_ring")
 
 
 class TcpRxPath(wiring.Component):
@@ -60,14 +62,24 @@ class TcpRxPath(wiring.Component):
     tx : Out(stream.Signature(TcpTxDesc))
         Segments without payload to send (:class:`~rnic.hdl.tcp.tx_frame.TcpTxFrame`);
         registered.
-    written : In(stream.Signature(CutRecord(connections=)))
-        Octets written into a connection's send ring end at ``end`` (an FPDU's end when
-        ``aligned``): the ring writer's reports.
+    ended : In(stream.Signature(CutRecord(connections=)))
+        A run the core wrote into a connection's send ring ends at ``end`` (an FPDU's end
+        when ``aligned``): the ring writer's ``ended``, for the cut's records.
+    written : In(stream.Signature(RingPosition(connections=)))
+        A connection's octets are in its ring up to ``seq``: the ring writer's
+        ``written`` (never before the same run's ``ended``), which the engine sends from.
     send : Out(stream.Signature(TxRequest(connections=)))
         Segments with octets of the ring, or our FIN
         (:class:`~rnic.hdl.tcp.ring_read.TcpRingRead`).
     room : Out(connections)
         Bit ``c``: connection ``c`` may write a run (a record of its ends is free).
+    opened : Out(stream.Signature(Opened(connections=)))
+        Each entry written into the engine's table (a connection the front opened, or the
+        host's write) with its ``data_end`` (where its ring starts) and whether it is the
+        echo service.
+    released : Out(stream.Signature(ReleaseRequest(connections=)))
+        Each release of the cut's records: the octets of ``conn`` before ``una`` are
+        acknowledged, or (``reset``) the connection is freed.
     report : Out(stream.Signature(ConnEvent(connections=)))
     drops : Out(TcpDropEvent).array(2)
         The front's drops and the event engine's.
@@ -76,7 +88,7 @@ class TcpRxPath(wiring.Component):
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
         The event engine's table ports (between segments).
-    now, secret, rcv_wnd, rto_initial, rto_min, rto_max, delack, time_wait : In(32)
+    now, secret, rcv_wnd, rto_initial, rto_min, rto_max, delack, time_wait, tx_ring : In(32)
     max_retries : In(8)
     mss : In(16)
     rcv_scale : In(range(15))
@@ -96,7 +108,10 @@ class TcpRxPath(wiring.Component):
             "i": In(stream.Signature(FrameBeat(width=width))),
             "o": Out(stream.Signature(OctetBeat(width=width, connections=n))),
             "tx": Out(stream.Signature(TcpTxDesc())),
-            "written": In(stream.Signature(CutRecord(connections=n))),
+            "ended": In(stream.Signature(CutRecord(connections=n))),
+            "written": In(stream.Signature(RingPosition(connections=n))),
+            "opened": Out(stream.Signature(Opened(connections=n))),
+            "released": Out(stream.Signature(ReleaseRequest(connections=n))),
             "send": Out(stream.Signature(TxRequest(connections=n))),
             "room": Out(n),
             "report": Out(stream.Signature(ConnEvent(connections=n))),
@@ -136,10 +151,11 @@ class TcpRxPath(wiring.Component):
         m.d.comb += timers.now.eq(self.now)
         wiring.connect(m, engine.cut, cuts.cut)
         wiring.connect(m, cuts.answer, engine.answer)
-        wiring.connect(m, engine.release, cuts.release)
+        self._copied(m, engine.release, cuts.release, self.released)
         wiring.connect(m, engine.send, wiring.flipped(self.send))
         m.d.comb += self.room.eq(cuts.room)
-        self._written(m, cuts.push, engine.written)
+        wiring.connect(m, wiring.flipped(self.ended), cuts.push)
+        wiring.connect(m, wiring.flipped(self.written), engine.written)
         wiring.connect(m, front.action, deliver.action)
         wiring.connect(m, deliver.o, wiring.flipped(self.o))
         wiring.connect(m, front.report, wiring.flipped(self.report))
@@ -147,7 +163,7 @@ class TcpRxPath(wiring.Component):
         for port, source in zip(self.drops, (front.drop, engine.drop)):
             m.d.comb += [port.valid.eq(source.valid), port.reason.eq(source.reason)]
         m.d.comb += [engine.read_conn.eq(self.read_conn), self.read_tcb.eq(engine.read_tcb)]
-        for name in ("now", "rcv_wnd", "rto_initial"):
+        for name in ("now", "rcv_wnd", "rto_initial", "tx_ring"):
             m.d.comb += [getattr(front, name).eq(getattr(self, name)),
                          getattr(engine, name).eq(getattr(self, name))]
         for name in ("secret", "mss", "rcv_scale"):
@@ -155,43 +171,39 @@ class TcpRxPath(wiring.Component):
         for name in ("rto_min", "rto_max", "delack", "time_wait", "max_retries"):
             m.d.comb += getattr(engine, name).eq(getattr(self, name))
         self._tables(m, front, engine)
-        self._answers(m, front.reply, engine.ack)
+        # the front's replies and the engine's ACKs into one registered stream, the
+        # front's first
+        m.submodules.answers = answers = StreamMerge(TcpTxDesc(), inputs=2)
+        wiring.connect(m, front.reply, answers.i[0])
+        wiring.connect(m, engine.ack, answers.i[1])
+        wiring.connect(m, answers.o, wiring.flipped(self.tx))
         return m
 
-    def _written(self, m, push, written):
-        """Each report of octets written to both the cut's records and the engine (the
-        record first: a cut never runs ahead of its records)."""
-        taken = Signal()                    # the record is in; the engine's turn
-        w = self.written
-        m.d.comb += [push.payload.eq(w.payload), written.payload.conn.eq(w.payload.conn),
-                     written.payload.seq.eq(w.payload.end),
-                     push.valid.eq(w.valid & ~taken), written.valid.eq(w.valid & taken),
-                     w.ready.eq(written.valid & written.ready)]
-        with m.If(push.valid & push.ready):
-            m.d.sync += taken.eq(1)
-        with m.If(written.valid & written.ready):
-            m.d.sync += taken.eq(0)
+    @staticmethod
+    def _copied(m, source, sink, copy):
+        """``source`` to ``sink``, and what ``sink`` takes to ``copy`` (registered; the next
+        waits until it is taken)."""
+        m.d.comb += [sink.payload.eq(source.payload),
+                     sink.valid.eq(source.valid & ~copy.valid),
+                     source.ready.eq(sink.ready & ~copy.valid)]
+        with m.If(copy.ready):
+            m.d.sync += copy.valid.eq(0)
+        with m.If(sink.valid & sink.ready):
+            m.d.sync += [copy.valid.eq(1), copy.payload.eq(source.payload)]
 
     def _tables(self, m, front, engine):
         """The engine's entries: the front's new connections, and the host's writes when
-        the front has none."""
-        w = engine.write
-        with m.If(front.write.valid):
-            m.d.comb += [w.valid.eq(1), w.payload.eq(front.write.payload),
-                         front.write.ready.eq(w.ready)]
-        with m.Else():
-            m.d.comb += [w.valid.eq(self.write.valid), w.payload.eq(self.write.payload),
-                         self.write.ready.eq(w.ready)]
-
-    def _answers(self, m, reply, ack):
-        """The front's replies and the engine's ACKs into one registered stream (the
-        front's first)."""
-        with m.If(self.tx.ready):
-            m.d.sync += self.tx.valid.eq(0)
-        with m.If(~self.tx.valid | self.tx.ready):
-            with m.If(reply.valid):
-                m.d.comb += reply.ready.eq(1)
-                m.d.sync += [self.tx.valid.eq(1), self.tx.payload.eq(reply.payload)]
-            with m.Elif(ack.valid):
-                m.d.comb += ack.ready.eq(1)
-                m.d.sync += [self.tx.valid.eq(1), self.tx.payload.eq(ack.payload)]
+        the front has none; each entry's ring position (its ``data_end``) on ``opened``
+        (registered; the next entry waits until it is taken)."""
+        w, opened = engine.write, self.opened
+        source = Mux(front.write.valid, front.write.payload, self.write.payload)
+        m.d.comb += [w.payload.eq(source),
+                     w.valid.eq((front.write.valid | self.write.valid) & ~opened.valid),
+                     front.write.ready.eq(w.ready & ~opened.valid),
+                     self.write.ready.eq(w.ready & ~opened.valid & ~front.write.valid)]
+        with m.If(opened.ready):
+            m.d.sync += opened.valid.eq(0)
+        with m.If(w.valid & w.ready):
+            m.d.sync += [opened.valid.eq(1), opened.payload.conn.eq(w.payload.conn),
+                         opened.payload.seq.eq(w.payload.tcb.data_end),
+                         opened.payload.echo.eq(w.payload.tcb.recv.echo)]

@@ -51,7 +51,8 @@ class TcpSendCut(wiring.Component):
     for ``connections`` connections of ``depth`` records each.
 
     ``push`` appends a record (the ring writer's report of a run: an FPDU end when the
-    framer ends a run with every FPDU). ``cut`` walks the connection's records from the
+    framer ends a run with every FPDU); byte stream right after byte stream moves the
+    newest record's end instead, while that record is held. ``cut`` walks the connection's records from the
     oldest, three cycles a record: records at or before ``seq`` are passed; the segment reaches the
     last record within ``limit`` octets; at the first record beyond it, a byte stream is
     cut at ``limit``, and an FPDU, when no record was within reach, is cut at ``limit``
@@ -103,6 +104,7 @@ class TcpSendCut(wiring.Component):
         heads = Array(Signal(bits + 1, name=f"head{c}") for c in range(N))
         tails = Array(Signal(bits + 1, name=f"tail{c}") for c in range(N))
         m.d.comb += self.room.eq(_room(m, heads, tails, N, D))
+        streaming = Signal(N)               # the newest record is byte stream (unaligned)
 
         conn = Signal(conn_bits(N))
         at = Signal(bits + 1)               # the record being read
@@ -129,16 +131,25 @@ class TcpSendCut(wiring.Component):
                                  last.eq(tails[c.conn]), length.eq(0)]
                     m.next = "WALK"
                 with m.Elif(self.push.valid):
-                    p = self.push.payload
-                    m.d.comb += [self.push.ready.eq(1), wr.en.eq(1),
-                                 wr.addr.eq(p.conn * D + tails[p.conn][:bits]),
-                                 wr.data.end.eq(p.end), wr.data.aligned.eq(p.aligned)]
-                    m.d.sync += tails[p.conn].eq(tails[p.conn] + 1)
+                    self._push(m, wr, heads, tails, streaming, bits, D)
             with m.State("RELEASE"):
                 self._release(m, rd, heads, tails, conn, at, una, bits, D)
             with m.State("WALK"):
                 self._walk(m, rd, last, conn, at, req, length, bits, D)
         return m
+
+    def _push(self, m, wr, heads, tails, streaming, bits, D):
+        """A record appended; byte stream after byte stream (the newest record, still
+        held) only moves that record's end, as the model's ``write`` does."""
+        p = self.push.payload
+        tail = tails[p.conn]
+        merge = ~p.aligned & streaming.bit_select(p.conn, 1) & (heads[p.conn] != tail)
+        m.d.comb += [self.push.ready.eq(1), wr.en.eq(1), wr.data.end.eq(p.end),
+                     wr.data.aligned.eq(p.aligned),
+                     wr.addr.eq(p.conn * D + Mux(merge, tail - 1, tail)[:bits])]
+        m.d.sync += streaming.bit_select(p.conn, 1).eq(~p.aligned)
+        with m.If(~merge):
+            m.d.sync += tail.eq(tail + 1)
 
     def _release(self, m, rd, heads, tails, conn, at, una, bits, D):
         """Drop the oldest records while they end at or before ``una`` (two cycles a

@@ -13,11 +13,13 @@ __all__ = ["Tcb", "RecvFields", "TimerFields"]
 class RecvFields(data.StructLayout):
     """The receive side: RCV.NXT, the advertised edge, octets not yet acknowledged, our
     window shift, and the ACK owed (at once: ``ack_now``; a duplicate first: ``dup_ack``;
-    delayed: ``delack_armed`` until ``delack_at``)."""
+    delayed: ``delack_armed`` until ``delack_at``); ``echo``: the connection is the echo
+    service, whose window is its send ring's room (``echo_delta`` = IRS - ISS)."""
 
     def __init__(self):
         super().__init__({"rcv_nxt": 32, "rcv_adv": 32, "rcv_unacked": 32, "rcv_shift": 4,
-                          "ack_now": 1, "dup_ack": 1, "delack_armed": 1, "delack_at": 32})
+                          "ack_now": 1, "dup_ack": 1, "delack_armed": 1, "delack_at": 32,
+                          "echo": 1, "echo_delta": 32})
 
 
 class TimerFields(data.StructLayout):

@@ -18,15 +18,16 @@ from ..ddp_tx import DdpTx
 from ..mpa_rx import MpaRxDeframer
 from ..mpa_tx import MpaTxBeat, MpaTxFramer
 from ..regbank import RegisterBank
-from ..tcp import TcpConnTable, TcpEventEngine, TcpRxParse, TcpRxPath, TcpTxFrame
+from ..tcp import (TcpConnTable, TcpEventEngine, TcpOffload, TcpRxParse, TcpRxPath,
+                   TcpTxFrame)
 
 __all__ = ["FramerCore", "BLOCKS", "block_factory", "core_name", "core_ports"]
 
 #: Blocks that ``rnic build --top harness --core <block>`` builds alone: those of the core,
-#: then the TCP engine's (its receive parser, connection table, frame builder, receive
-#: engine, and the whole receive path).
+#: then the TCP engine's (its receive parser, connection table, frame builder, event
+#: engine, the whole receive path, and the whole engine with its send rings' ports).
 BLOCKS = ("ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx", "tcp_rx", "tcp_table", "tcp_tx",
-          "tcp_engine", "tcp_rx_path")
+          "tcp_engine", "tcp_rx_path", "tcp_offload")
 
 
 class FramerCore(wiring.Component):
@@ -124,11 +125,14 @@ def block_factory(name):
             return TcpEventEngine(connections=connections)
         if name == "tcp_rx_path":
             return TcpRxPath(width=width, connections=connections)
+        if name == "tcp_offload":
+            return TcpOffload(width=width, connections=connections)
         return MpaTxFramer(width=width, connections=connections)
     make.__name__ = {"ddp_rx": "DdpRx", "ddp_tx": "DdpTx", "mpa_rx": "MpaRxDeframer",
                      "mpa_tx": "MpaTxFramer", "tcp_rx": "TcpRxParse",
                      "tcp_table": "TcpConnTable", "tcp_tx": "TcpTxFrame",
-                     "tcp_engine": "TcpEventEngine", "tcp_rx_path": "TcpRxPath"}[name]
+                     "tcp_engine": "TcpEventEngine", "tcp_rx_path": "TcpRxPath",
+                     "tcp_offload": "TcpOffload"}[name]
     return make
 
 

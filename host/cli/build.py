@@ -20,7 +20,7 @@ _DEFAULT_BOARD = "ecpix5"
 #: Cores of ``--core``: rnic.host.tools.build.CORES, then the blocks built alone
 #: (rnic.hdl.top.cores.BLOCKS), kept here for the same reason (tests check them).
 _CORE_NAMES = ("rnic", "framer", "ddp_rx", "ddp_tx", "mpa_rx", "mpa_tx", "tcp_rx", "tcp_table",
-               "tcp_tx", "tcp_engine", "tcp_rx_path")
+               "tcp_tx", "tcp_engine", "tcp_rx_path", "tcp_offload")
 
 #: Tops of ``--top`` (rnic.host.tools.build.TOPS, kept here for the same reason).
 _TOP_NAMES = ("nic", "core", "harness", "ethernet")
@@ -80,9 +80,10 @@ def _progress_printer():
 @click.option("--core", "core", type=click.Choice(_CORE_NAMES), default="rnic", show_default=True,
               help="rnic: the RNIC core (RnicCore); framer: a small core (register bank + MPA TX "
                    "framer) that builds in minutes; ddp_rx, ddp_tx, mpa_rx, mpa_tx: that block "
-                   "of the core alone, tcp_rx, tcp_table, tcp_tx, tcp_engine, tcp_rx_path: the "
-                   "TCP receive parser, connection table, frame builder, receive engine or "
-                   "whole receive path alone (with --top harness), to see what each costs.")
+                   "of the core alone, tcp_rx, tcp_table, tcp_tx, tcp_engine, tcp_rx_path, "
+                   "tcp_offload: the TCP receive parser, connection table, frame builder, "
+                   "event engine, whole receive path or whole engine alone (with --top "
+                   "harness), to see what each costs.")
 @click.option("--top", type=click.Choice(_TOP_NAMES), default="core", show_default=True,
               help="core: the RNIC core with the UART bridge and a traffic loopback, no "
                    "network; nic: the NIC (RGMII port 0, MAC, ARP/IPv4/ICMP, the RNIC core, "

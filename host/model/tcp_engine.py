@@ -83,30 +83,36 @@ def _u32(value):
     return (value % SEQ_MOD).to_bytes(4, "big")
 
 
-def _cookie_at(secret, remote_ip, remote_port, local_port, t, mss_index, wscale_code):
+def _cookie_at(secret, remote_ip, remote_port, local_port, peer_isn, t, mss_index,
+               wscale_code):
     """The cookie for time counter ``t`` (the layout of :mod:`rnic.host.spec.tcp_engine`)."""
     low = (wscale_code << COOKIE_TIME_BITS | t % (1 << COOKIE_TIME_BITS)) << COOKIE_MSS_BITS
     low |= mss_index
-    # (five 32-bit words: the gateware's CRC32c works a word at a time)
+    # (six 32-bit words: the gateware's CRC32c works a word at a time)
     digest = crc32c.crc32c(_u32(secret) + _u32(int(remote_ip)) + remote_port.to_bytes(2, "big")
-                           + local_port.to_bytes(2, "big") + _u32(t) + _u32(low))
+                           + local_port.to_bytes(2, "big") + _u32(peer_isn) + _u32(t)
+                           + _u32(low))
     return (digest % (1 << COOKIE_HASH_BITS)) << (32 - COOKIE_HASH_BITS) | low
 
 
-def syn_cookie(secret, remote_ip, remote_port, local_port, now, mss_index, wscale_code):
+def syn_cookie(secret, remote_ip, remote_port, local_port, peer_isn, now, mss_index,
+               wscale_code):
     """The SYN cookie (the ISS of the SYN-ACK) for a SYN from ``remote_ip``:``remote_port``
-    to ``local_port`` at tick ``now``; ``wscale_code`` is the peer's window shift or
-    :data:`COOKIE_NO_WSCALE`. The hash covers the peer, the ports, the full time counter
-    ``now >> COOKIE_TIME_SHIFT`` and the MSS index and shift, so none of them can be forged
-    (RFC 4987 section 3.6)."""
-    return _cookie_at(secret, remote_ip, remote_port, local_port, now >> COOKIE_TIME_SHIFT,
-                      mss_index, wscale_code)
+    to ``local_port`` whose sequence number is ``peer_isn``, at tick ``now``;
+    ``wscale_code`` is the peer's window shift or :data:`COOKIE_NO_WSCALE`. The hash covers
+    the peer, the ports, the peer's ISN, the full time counter ``now >> COOKIE_TIME_SHIFT``
+    and the MSS index and shift, so none of them can be forged (RFC 4987 section 3.6), and
+    only a segment at the peer's ISN + 1 (the handshake's ACK, or the first data after it)
+    returns it: a later one would open the connection with a wrong IRS, as if the octets
+    before it had arrived."""
+    return _cookie_at(secret, remote_ip, remote_port, local_port, peer_isn,
+                      now >> COOKIE_TIME_SHIFT, mss_index, wscale_code)
 
 
-def check_cookie(secret, remote_ip, remote_port, local_port, now, cookie):
+def check_cookie(secret, remote_ip, remote_port, local_port, peer_isn, now, cookie):
     """``(mss_index, wscale_code)`` if ``cookie`` is one that :func:`syn_cookie` gave for
-    this peer at the time counter of ``now`` or the ``COOKIE_AGES - 1`` counters before it
-    (a cookie lives 65536 to 98304 ticks at the default layout); else None."""
+    this peer and ISN at the time counter of ``now`` or the ``COOKIE_AGES - 1`` counters
+    before it (a cookie lives 65536 to 98304 ticks at the default layout); else None."""
     mss_index = cookie % (1 << COOKIE_MSS_BITS)
     t_low = (cookie >> COOKIE_MSS_BITS) % (1 << COOKIE_TIME_BITS)
     wscale_code = (cookie >> (COOKIE_MSS_BITS + COOKIE_TIME_BITS)) % (1 << COOKIE_WSCALE_BITS)
@@ -115,7 +121,8 @@ def check_cookie(secret, remote_ip, remote_port, local_port, now, cookie):
     t_now = now >> COOKIE_TIME_SHIFT
     for t in range(t_now, max(t_now - COOKIE_AGES, -1), -1):
         if t % (1 << COOKIE_TIME_BITS) == t_low and cookie == _cookie_at(
-                secret, remote_ip, remote_port, local_port, t, mss_index, wscale_code):
+                secret, remote_ip, remote_port, local_port, peer_isn, t, mss_index,
+                wscale_code):
             return mss_index, wscale_code
     return None
 
@@ -193,6 +200,7 @@ class _Tcb:
     persist_at: int | None = None
     persist_backoff: int = 0
     time_wait_at: int | None = None
+    echo: bool = False
 
     @property
     def data_end(self):
@@ -255,7 +263,7 @@ class TcpEngine:
         self.iss_secret = _check_int("iss_secret", iss_secret, 0, SEQ_MOD - 1)
         self._table = [None] * connections
         self._rx = [bytearray() for _ in range(connections)]
-        self._listening = set()
+        self._listening = {}            # port -> echo
         self._events = []
         #: One counter per reason a received segment is dropped (:class:`TcpDrop`).
         self.counters = {reason: 0 for reason in TcpDrop}
@@ -264,15 +272,21 @@ class TcpEngine:
 
     # -- the layer above ---------------------------------------------------------------------
 
-    def listen(self, port):
-        """Take passive opens on local ``port`` (answered by SYN cookies)."""
-        self._listening.add(_check_int("port", port, 1, 0xFFFF))
+    def listen(self, port, *, echo=False):
+        """Take passive opens on local ``port`` (answered by SYN cookies). With ``echo``, its
+        connections are the echo service (RFC 862): every octet received is written back
+        into the connection's send ring at once (never read), the receive window is what
+        the ring has room for, and the peer's FIN is answered by ours after the last octet
+        echoed."""
+        if not isinstance(echo, bool):
+            raise TypeError(f"echo must be a bool, not {echo!r}")
+        self._listening[_check_int("port", port, 1, 0xFFFF)] = echo
 
     def unlisten(self, port):
         """Stop taking passive opens on ``port``; connections already open stay."""
         if port not in self._listening:
             raise ValueError(f"port {port!r} is not listening")
-        self._listening.discard(port)
+        del self._listening[port]
 
     def connect(self, conn, *, remote_ip, remote_port, local_port, now):
         """Active open on the free id ``conn`` (RFC 9293 section 3.10.1): a SYN with MSS =
@@ -466,10 +480,18 @@ class TcpEngine:
     def _window_field(self, tcb):
         """The window field of a non-SYN segment: rcv_wnd >> our shift, but never less than
         what keeps the right edge already advertised (RFC 9293 section 3.8.6.2.1 says not
-        to shrink it), at most 65535."""
+        to shrink it), at most 65535. An echo connection's window is at most the room of
+        its send ring: ``tx_ring`` less the octets received and not yet acknowledged by
+        the peer as echoed (counted from RCV.NXT and SND.UNA, as the gateware does, whose
+        echoed octets reach the ring a little after they are received), so the octets it
+        takes always fit the ring."""
         keep = seq_diff(tcb.rcv_adv, tcb.rcv_nxt)
         keep = (keep + (1 << tcb.rcv_shift) - 1) >> tcb.rcv_shift
-        return min(max(self.rcv_wnd >> tcb.rcv_shift, keep), MAX_UNSCALED_WINDOW)
+        window = self.rcv_wnd
+        if tcb.echo:
+            held = seq_diff(tcb.rcv_nxt, tcb.irs) - seq_diff(tcb.snd_una, tcb.iss)
+            window = min(window, max(self.tx_ring - held, 0))
+        return min(max(window >> tcb.rcv_shift, keep), MAX_UNSCALED_WINDOW)
 
     def _emit(self, tcb, *, seq, flags, payload=b""):
         """A segment of ``tcb`` other than a SYN. With ACK it carries RCV.NXT and our window
@@ -487,15 +509,21 @@ class TcpEngine:
                                  ack=ack, flags=flags, window=window, payload=payload)
         return self._out(tcb.remote_ip, segment)
 
-    def _syn(self, remote_ip, remote_port, local_port, seq, ack, scale):
+    def _syn(self, remote_ip, remote_port, local_port, seq, ack, scale, *, echo=False):
         """A SYN (``ack`` None) or SYN-ACK: MSS = our mss, window scale ``scale`` (None: no
-        option), the window unscaled (RFC 7323 section 2.2): min(rcv_wnd, 65535)."""
+        option), the window unscaled (RFC 7323 section 2.2): :meth:`_first_window`."""
         flags = _SYN if ack is None else _SYN | _ACK
         segment = tcp.TcpSegment(
             src_port=local_port, dst_port=remote_port, seq=seq, ack=ack or 0, flags=flags,
-            window=min(self.rcv_wnd, MAX_UNSCALED_WINDOW),
+            window=self._first_window(echo),
             options=tcp.build_options(mss=self.mss, window_scale=scale))
         return self._out(remote_ip, segment)
+
+    def _first_window(self, echo):
+        """The window of a SYN or SYN-ACK: min(rcv_wnd, 65535), and for the echo service at
+        most the send ring (what it can echo)."""
+        window = min(self.rcv_wnd, MAX_UNSCALED_WINDOW)
+        return min(window, self.tx_ring) if echo else window
 
     def _reset_answer(self, info, length):
         """The RST for a segment that has no connection (RFC 9293 section 3.10.7.1): none
@@ -519,16 +547,21 @@ class TcpEngine:
         RFC 4987 section 3.6 cookies).
 
         RST: dropped. SYN: a SYN-ACK whose ISS is the cookie, always (no state is kept).
-        ACK (with or without data or FIN): if ack - 1 is a valid cookie, the lowest free id
-        gets an ESTABLISHED connection and the segment is processed on it; no free id:
-        dropped (NO_FREE_CONNECTION); no valid cookie (or SYN and ACK): RST as for no
-        connection (BAD_COOKIE). Neither SYN nor ACK: dropped."""
+        ACK (with or without data or FIN): if ack - 1 is a valid cookie for seq - 1, the
+        lowest free id gets an ESTABLISHED connection and the segment is processed on it; no
+        free id: dropped (NO_FREE_CONNECTION); no valid cookie (or SYN and ACK): RST as for
+        no connection (BAD_COOKIE), but for a segment with data or FIN: the peer sends that
+        again, and may be one whose handshake ACK and first data were lost (its
+        retransmission of the first opens the connection), so it is dropped without one.
+        Neither SYN nor ACK: dropped."""
         if info.flags & _RST:
             return self._drop(TcpDrop.NO_CONNECTION)
         if info.flags & _ACK:
             found = None if info.flags & _SYN else check_cookie(
-                self.cookie_secret, info.src_ip, info.src_port, info.dst_port, now,
-                seq_add(info.ack, -1))
+                self.cookie_secret, info.src_ip, info.src_port, info.dst_port,
+                seq_add(info.seq, -1), now, seq_add(info.ack, -1))
+            if found is None and (payload or info.flags & _FIN) and not info.flags & _SYN:
+                return self._drop(TcpDrop.BAD_COOKIE)
             if found is None:
                 return self._drop(TcpDrop.BAD_COOKIE) + self._reset_answer(info, len(payload))
             conn = next((c for c, tcb in enumerate(self._table) if tcb is None), None)
@@ -546,10 +579,10 @@ class TcpEngine:
         index = cookie_mss_index(info.mss or DEFAULT_MSS)
         code = COOKIE_NO_WSCALE if info.window_scale is None else info.window_scale
         cookie = syn_cookie(self.cookie_secret, info.src_ip, info.src_port, info.dst_port,
-                            now, index, code)
+                            info.seq, now, index, code)
         scale = None if info.window_scale is None else self.rcv_scale
         return self._syn(info.src_ip, info.src_port, info.dst_port, cookie,
-                         seq_add(info.seq, 1), scale)
+                         seq_add(info.seq, 1), scale, echo=self._listening[info.dst_port])
 
     def _accept(self, conn, info, mss_index, wscale_code):
         """An ESTABLISHED connection from a valid cookie: ISS = ack - 1, IRS = seq - 1; the
@@ -566,8 +599,8 @@ class TcpEngine:
                    snd_shift=wscale_code if scaled else 0,
                    rcv_shift=self.rcv_scale if scaled else 0,
                    send_mss=min(COOKIE_MSS_TABLE[mss_index], self.mss),
-                   recover=seq_add(info.ack, -1))
-        tcb.rcv_adv = seq_add(tcb.rcv_nxt, min(self.rcv_wnd, MAX_UNSCALED_WINDOW))
+                   recover=seq_add(info.ack, -1), echo=self._listening[info.dst_port])
+        tcb.rcv_adv = seq_add(tcb.rcv_nxt, self._first_window(tcb.echo))
         tcb.cwnd = self._initial_window(tcb)
         self._table[conn] = tcb
         self._rx[conn].clear()
@@ -764,8 +797,12 @@ class TcpEngine:
         taken = payload[skip:skip + room]
         if skip and len(payload):
             tcb.ack_now = True
-        if taken:
+        if taken and tcb.echo:
+            written = self.write(conn, taken)
+            assert written == len(taken), "the echo's window fits its ring"
+        elif taken:
             self._rx[conn] += taken
+        if taken:
             tcb.rcv_nxt = seq_add(tcb.rcv_nxt, len(taken))
             tcb.rcv_unacked += len(taken)
             if tcb.rcv_unacked >= ACK_EVERY_SEGMENTS * tcb.send_mss:
@@ -779,7 +816,11 @@ class TcpEngine:
         tcb.rcv_nxt = seq_add(tcb.rcv_nxt, 1)
         tcb.ack_now = True
         self._events.append(Event(conn, TcpEventKind.PEER_CLOSED))
-        if tcb.state == TcpState.ESTABLISHED:
+        if tcb.state == TcpState.ESTABLISHED and tcb.echo:
+            # the echo closes too: our FIN after the last octet echoed
+            tcb.state = TcpState.LAST_ACK
+            tcb.fin_pending, tcb.fin_seq = True, tcb.data_end
+        elif tcb.state == TcpState.ESTABLISHED:
             tcb.state = TcpState.CLOSE_WAIT
         elif tcb.state == TcpState.FIN_WAIT_1 and not tcb.fin_acked:
             tcb.state = TcpState.CLOSING

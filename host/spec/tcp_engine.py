@@ -130,9 +130,9 @@ MAX_RETRIES = 255
 #: bits 2..0 an index into COOKIE_MSS_TABLE (the largest entry <= the peer's MSS);
 #: bits 7..3 the time counter t = now >> COOKIE_TIME_SHIFT, modulo 32;
 #: bits 11..8 the peer's window shift (0..14), COOKIE_NO_WSCALE when its SYN had none;
-#: bits 31..12 a 20-bit hash (low bits of crc32c over five 32-bit words, big-endian: the
-#: secret, the peer's address, the peer's and the local port, t, bits 11..0), checked for t
-#: and the COOKIE_AGES - 1 before it. A counter is 32768 ticks, so at 1 ms ticks a cookie
+#: bits 31..12 a 20-bit hash (low bits of crc32c over six 32-bit words, big-endian: the
+#: secret, the peer's address, the peer's and the local port, the peer's ISN, t, bits
+#: 11..0), checked for t and the COOKIE_AGES - 1 before it. A counter is 32768 ticks, so at 1 ms ticks a cookie
 #: lives 65 to 98 s (Linux's live 2 to 3 minutes): long past the retransmissions of a peer
 #: whose last ACK of the handshake was lost.
 COOKIE_MSS_TABLE = (536, 1024, 1200, 1360, 1400, 1440, 1460, 8960)

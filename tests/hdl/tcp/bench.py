@@ -9,7 +9,7 @@ from scapy.packet import Raw
 from rnic.hdl.tcp.layouts import TcpFlags
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PEER_IP
 
-__all__ = ["beats", "flag_bits", "frame", "settle", "send", "receive_units"]
+__all__ = ["beats", "flag_bits", "frame", "settle", "send", "receive_units", "axi_memory"]
 
 PEER_MAC = "02:00:0a:07:00:01"
 
@@ -86,3 +86,42 @@ def model_tcb(**fields):
     return _Tcb(**{**dict(state=TcpState.ESTABLISHED, remote_ip=1, remote_port=2, local_port=3,
                           iss=0, snd_una=0, snd_nxt=0, snd_max=0, ring_seq=0, rto=200),
                    **fields})
+
+
+def axi_memory(writes, reads, memory, base, width, rng, *, ready=0.8):
+    """A testbench process: an AXI4 memory of ``memory`` (a bytearray, its octet 0 at
+    address ``base``) behind the write channels ``writes`` and the read channels ``reads``,
+    each address and data channel ready at probability ``ready``, reads in order."""
+    async def serve(ctx):
+        addresses, datas, responses, pending = [], [], 0, []
+        while True:
+            ctx.set(writes.awready, rng.random() < ready)
+            ctx.set(writes.wready, rng.random() < ready)
+            ctx.set(writes.bvalid, responses > 0)
+            ctx.set(reads.arready, rng.random() < ready)
+            if pending:
+                offset = pending[0] - base
+                ctx.set(reads.rdata, int.from_bytes(memory[offset:offset + width], "little"))
+            ctx.set(reads.rvalid, bool(pending))
+            _, _, awv, awr, awaddr, wv, wr, wdata, wstrb, bv, arv, arr, araddr, arlen, rv, rr \
+                = await ctx.tick().sample(writes.awvalid, writes.awready, writes.awaddr,
+                                          writes.wvalid, writes.wready, writes.wdata,
+                                          writes.wstrb, writes.bvalid, reads.arvalid,
+                                          reads.arready, reads.araddr, reads.arlen,
+                                          reads.rvalid, reads.rready)
+            responses -= bool(bv)
+            if rv and rr:
+                pending.pop(0)
+            if arv and arr:
+                pending += [araddr + k * width for k in range(arlen + 1)]
+            if awv and awr:
+                addresses.append(awaddr)
+            if wv and wr:
+                datas.append((wdata, wstrb))
+            while addresses and datas:
+                address, (value, strobes) = addresses.pop(0), datas.pop(0)
+                for lane in range(width):
+                    if strobes >> lane & 1:
+                        memory[address - base + lane] = (value >> (8 * lane)) & 0xFF
+                responses += 1
+    return serve

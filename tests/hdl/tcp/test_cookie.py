@@ -1,6 +1,7 @@
 """TcpCookie in Amaranth's simulator against the model's syn_cookie and check_cookie: the
 cookies it makes are the model's, and its verdict on good, aged, forged and implausible
-cookies is the model's, at times near the start of the time base and near its wrap."""
+cookies and on cookies returned at another sequence number is the model's, at times near
+the start of the time base and near its wrap."""
 
 import random
 
@@ -20,16 +21,18 @@ def test_against_model():
     for k in range(120):
         now = rng.choice([rng.getrandbits(32), rng.randint(0, 200), (1 << 32) - 100])
         peer = dict(remote_ip=rng.getrandbits(32), remote_port=rng.getrandbits(16),
-                    local_port=rng.choice([5000, 7]))
+                    local_port=rng.choice([5000, 7]), peer_isn=rng.getrandbits(32))
         make = dict(peer, mss_index=rng.randrange(8),
                     wscale_code=rng.choice([0, 7, 14, COOKIE_NO_WSCALE]))
         made_at = max(0, now - rng.choice([0, 1, COUNTER, 2 * COUNTER + 2, 3 * COUNTER,
                                            6 * COUNTER]))
         cookie = syn_cookie(secret, peer["remote_ip"], peer["remote_port"],
-                            peer["local_port"], made_at, make["mss_index"],
+                            peer["local_port"], peer["peer_isn"], made_at, make["mss_index"],
                             make["wscale_code"])
         cookie = rng.choice([cookie, cookie, cookie ^ (1 << rng.randrange(32))])
-        cases.append((now, make, made_at, dict(peer, cookie=cookie)))
+        # (a later segment of the peer: another sequence number)
+        isn = rng.choice([peer["peer_isn"]] * 4 + [(peer["peer_isn"] + 1460) % (1 << 32)])
+        cases.append((now, make, made_at, dict(peer, cookie=cookie, peer_isn=isn)))
     dut = TcpCookie()
     results = []
 
@@ -59,10 +62,10 @@ def test_against_model():
     goods = 0
     for (now, make, made_at, check), (made, ok, mss_index, wscale) in zip(cases, results):
         assert made == syn_cookie(secret, make["remote_ip"], make["remote_port"],
-                                  make["local_port"], made_at, make["mss_index"],
-                                  make["wscale_code"])
+                                  make["local_port"], make["peer_isn"], made_at,
+                                  make["mss_index"], make["wscale_code"])
         want = check_cookie(secret, check["remote_ip"], check["remote_port"],
-                            check["local_port"], now, check["cookie"])
+                            check["local_port"], check["peer_isn"], now, check["cookie"])
         assert bool(ok) == (want is not None), (now, made_at)
         if want:
             goods += 1

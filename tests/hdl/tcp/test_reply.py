@@ -42,6 +42,7 @@ def test_against_model():
         ctx.set(dut.rcv_scale, RCV_SCALE)
         for kind, info in cases:
             engine = TcpEngine(ip="169.254.7.2", mss=MSS, rcv_wnd=RCV_WND, rcv_scale=RCV_SCALE)
+            engine.listen(info.dst_port)
             want = (engine._syn_ack(info, NOW) if kind == ReplyKind.SYN_ACK
                     else engine._reset_answer(info, info.length)[0]).segment
             ctx.set(dut.kind, kind)

@@ -1,8 +1,8 @@
 """TcpRingWrite in Amaranth's simulator with an AXI4 memory that stalls its channels and
 delays its responses at random: every octet of every run at its connection's ring offset
 (its sequence number modulo the ring size, wrapping), nothing else written, each run
-reported in order with the sequence number after it, and only once its writes are
-acknowledged; at every width."""
+reported in order with the sequence number after it as its last beat is taken (ended),
+then again once its writes are acknowledged (written); at every width."""
 
 import random
 
@@ -33,7 +33,7 @@ def test_runs_land_in_their_rings(width, ring_log2):
     dut = TcpRingWrite(width=width, connections=CONNECTIONS, addr_width=32)
     memory = {}                 # address -> octet
     acked_writes = []           # addresses written, in the order their responses went out
-    reports = []
+    reports, ends = [], []
     axi = dut.m_axi
 
     # the expected reports and the octets each report vouches for
@@ -84,9 +84,14 @@ def test_runs_land_in_their_rings(width, ring_log2):
     async def collect(ctx):
         ctx.set(dut.written.ready, 1)
         while len(reports) < len(items):
-            _, _, valid, ready, report = await ctx.tick().sample(
-                dut.written.valid, dut.written.ready, dut.written.payload)
+            ctx.set(dut.ended.ready, rng.random() < 0.7)
+            _, _, valid, ready, report, e_valid, e_ready, end = await ctx.tick().sample(
+                dut.written.valid, dut.written.ready, dut.written.payload,
+                dut.ended.valid, dut.ended.ready, dut.ended.payload)
+            if e_valid and e_ready:
+                ends.append((end.conn, end.seq))
             if valid and ready:
+                assert len(ends) > len(reports), "a run written before its end was taken"
                 k = len(reports)
                 for address, octet in vouched[k].items():
                     assert memory.get(address) == octet, (k, hex(address))
@@ -98,7 +103,7 @@ def test_runs_land_in_their_rings(width, ring_log2):
     sim.add_testbench(memory_slave, background=True)
     sim.add_testbench(collect)
     sim.run()
-    assert reports == want_reports
+    assert reports == want_reports == ends
     final = {}
     for k in range(len(items)):
         final.update(vouched[k])

@@ -64,7 +64,7 @@ class Scenario:
         # that came sooner would overtake the rest, which the model sends at once)
         self.quiet = False
         self.steps = []                 # frames, and the times the time base moves to
-        self.sent, self.reports = [], []
+        self.sent, self.reports, self.opened = [], [], []
         self.octets = {}
 
     def feed(self, src_ip, octets):
@@ -89,6 +89,8 @@ class Scenario:
         self.last = outs
         for event in self.model.events():
             self.reports.append((event.conn, int(event.kind)))
+            if event.kind == TcpEventKind.ACCEPTED:
+                self.opened.append((event.conn, self.model._table[event.conn].data_end))
         for conn in range(CONNECTIONS):
             data = self.model.read(conn)
             self.octets[conn] = self.octets.get(conn, b"") + data
@@ -313,7 +315,7 @@ SCENARIOS = {"flood": flood_and_connect, "noise": noise, "crowd": crowd, "delaye
 def run(s, width, seed):
     rng = random.Random(seed)
     dut = TcpRxPath(width=width, connections=CONNECTIONS)
-    got = {"sent": [], "reports": [], "drops": Counter(), "octets": {}}
+    got = {"sent": [], "reports": [], "drops": Counter(), "octets": {}, "opened": []}
     done = []
 
     async def stimulus(ctx):
@@ -332,7 +334,8 @@ def run(s, width, seed):
                 # (and before the octets written)
                 await ctx.tick().repeat(SETTLE)
                 _, conn, end = step
-                await send(ctx, dut.written, [{"conn": conn, "end": end, "aligned": 0}], rng)
+                await send(ctx, dut.ended, [{"conn": conn, "end": end, "aligned": 0}], rng)
+                await send(ctx, dut.written, [{"conn": conn, "seq": end}], rng)
             else:
                 if s.quiet:
                     await ctx.tick().repeat(SETTLE)
@@ -342,14 +345,17 @@ def run(s, width, seed):
 
     async def collect(ctx):
         ctx.set(dut.report.ready, 1)
+        ctx.set(dut.released.ready, 1)
         while not done:
+            ctx.set(dut.opened.ready, rng.random() > 0.5)
             ctx.set(dut.o.ready, rng.random() > 0.2)
             ctx.set(dut.tx.ready, rng.random() > 0.3)
             ctx.set(dut.send.ready, rng.random() > 0.3)
-            _, _, o_ok, o, t_ok, t, d_ok, d, r_ok, r, *drops = await ctx.tick().sample(
+            _, _, o_ok, o, t_ok, t, d_ok, d, r_ok, r, p_ok, p, *drops = await ctx.tick().sample(
                 dut.o.valid & dut.o.ready, dut.o.payload, dut.tx.valid & dut.tx.ready,
                 dut.tx.payload, dut.send.valid & dut.send.ready, dut.send.payload.desc,
-                dut.report.valid, dut.report.payload,
+                dut.report.valid, dut.report.payload, dut.opened.valid & dut.opened.ready,
+                dut.opened.payload,
                 *(getattr(port, name) for port in dut.drops for name in ("valid", "reason")))
             for ok, desc in ((t_ok, t), (d_ok, d)):
                 if ok:
@@ -364,6 +370,8 @@ def run(s, width, seed):
                 got["octets"][conn] = got["octets"].get(conn, b"") + data
             if r_ok:
                 got["reports"].append((int(r.conn), int(r.kind)))
+            if p_ok:
+                got["opened"].append((int(p.conn), int(p.seq)))
             for valid, reason in zip(drops[::2], drops[1::2]):
                 if valid:
                     got["drops"][int(reason)] += 1
@@ -394,6 +402,7 @@ def test_against_model(name, width):
     assert len(got["sent"]) == len(s.sent)
     assert by(got["sent"], peer) == by(s.sent, peer)
     assert by(got["reports"], lambda r: r[0]) == by(s.reports, lambda r: r[0])
+    assert got["opened"] == s.opened
     want_drops = Counter({int(r): c for r, c in s.model.counters.items() if c})
     assert got["drops"] == want_drops
     assert {c: d for c, d in got["octets"].items() if d} == {

@@ -16,7 +16,7 @@ from rnic.hdl.tcp import TcpRingRead, TcpRingWrite, TcpTxFrame
 from rnic.host.model import tcp
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_PEER_IP
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
-from tests.hdl.tcp.bench import flag_bits
+from tests.hdl.tcp.bench import axi_memory, flag_bits
 
 WIDTH, CONNECTIONS, RING_LOG2, BASE, MSS = 4, 2, 11, 0x8000, 1000
 NIC = int(ipaddress.IPv4Address(DEFAULT_NIC_IP))
@@ -82,6 +82,7 @@ def test_segments_carry_what_the_core_sent():
     async def collect_reports(ctx):
         w = dut.write
         ctx.set(w.written.ready, 1)
+        ctx.set(w.ended.ready, 1)
         while len(reports) < sum(len(v) for v in fpdus.values()):
             _, _, valid, report = await ctx.tick().sample(w.written.valid, w.written.payload)
             if valid:
@@ -114,38 +115,6 @@ def test_segments_carry_what_the_core_sent():
                 total[len(total)] = (conn, nxt[conn], length)
                 nxt[conn] = cut
 
-    async def memory_slave(ctx):
-        wa, rw = dut.write.m_axi, dut.read.m_axi
-        addresses, datas, responses, reads = [], [], 0, []
-        while True:
-            ctx.set(wa.awready, rng.random() < 0.8)
-            ctx.set(wa.wready, rng.random() < 0.8)
-            ctx.set(wa.bvalid, responses > 0)
-            ctx.set(rw.arready, rng.random() < 0.8)
-            if reads:
-                offset = reads[0] - BASE
-                ctx.set(rw.rdata, int.from_bytes(memory[offset:offset + WIDTH], "little"))
-            ctx.set(rw.rvalid, bool(reads))
-            _, _, awv, awr, awaddr, wv, wr, wdata, wstrb, bv, arv, arr, araddr, arlen, rv, rr \
-                = await ctx.tick().sample(wa.awvalid, wa.awready, wa.awaddr, wa.wvalid,
-                                          wa.wready, wa.wdata, wa.wstrb, wa.bvalid, rw.arvalid,
-                                          rw.arready, rw.araddr, rw.arlen, rw.rvalid, rw.rready)
-            responses -= bool(bv)
-            if rv and rr:
-                reads.pop(0)
-            if arv and arr:
-                reads += [araddr + k * WIDTH for k in range(arlen + 1)]
-            if awv and awr:
-                addresses.append(awaddr)
-            if wv and wr:
-                datas.append((wdata, wstrb))
-            while addresses and datas:
-                address, (value, strobes) = addresses.pop(0), datas.pop(0)
-                for lane in range(WIDTH):
-                    if strobes >> lane & 1:
-                        memory[address - BASE + lane] = (value >> (8 * lane)) & 0xFF
-                responses += 1
-
     async def wire(ctx):
         o = dut.frame.o
         frame = b""
@@ -165,7 +134,8 @@ def test_segments_carry_what_the_core_sent():
     sim.add_testbench(core)
     sim.add_testbench(engine)
     sim.add_testbench(collect_reports)
-    sim.add_testbench(memory_slave, background=True)
+    sim.add_testbench(axi_memory(dut.write.m_axi, dut.read.m_axi, memory, BASE, WIDTH, rng),
+                      background=True)
     sim.add_testbench(wire)
     sim.run()
     assert len(packets) == len(total) > 2 * CONNECTIONS

@@ -61,7 +61,7 @@ def test_passive_open_answers_with_a_cookie_and_accepts_its_ack():
     assert str(out.dst_ip) == PEER and str(seg.flags) == "SA" and seg.ack == 78
     assert seg.window == 65535                      # a SYN's window is never scaled
     assert dict(seg.options)["MSS"] == 1460 and dict(seg.options)["WScale"] == 3
-    assert seg.seq == syn_cookie(0x1234, PEER_IP_INT, PEER_PORT, NIC_PORT, 100,
+    assert seg.seq == syn_cookie(0x1234, PEER_IP_INT, PEER_PORT, NIC_PORT, 77, 100,
                                  COOKIE_MSS_TABLE.index(1400), 5)
     assert all(engine.state(c) == TcpState.CLOSED for c in range(16))     # no state kept
     assert engine.receive(PEER, peer_segment("A", 78, seg.seq + 1, window=100), 150) == []
@@ -98,6 +98,25 @@ def test_a_bad_cookie_is_answered_with_a_reset():
     assert str(parsed(rst).flags) == "R" and engine.counters[TcpDrop.BAD_COOKIE] == 2
     assert engine.receive(PEER, peer_segment("A", 6, good), 2 * counter) == []
     assert kinds(engine) == [(0, TcpEventKind.ACCEPTED)]
+
+
+def test_a_cookie_opens_only_at_the_peers_first_octet():
+    """The handshake's ACK and the first data segment are lost: the second segment returns
+    the cookie but for another sequence number, so it would open the connection with a
+    wrong IRS (as if the first segment's octets had arrived). It is dropped without a RST
+    (the peer sends it again); the first segment, sent again, opens the connection, and
+    the second, sent again, follows it."""
+    engine = TcpEngine(ip=NIC)
+    engine.listen(NIC_PORT)
+    (syn_ack,) = engine.receive(PEER, peer_segment("S", seq=1000), 0)
+    nic_seq = (parsed(syn_ack).seq + 1) % SEQ_MOD
+    first, second = b"a" * 100, b"b" * 100
+    assert engine.receive(PEER, peer_segment("PA", 1101, nic_seq, second), 5) == []
+    assert engine.counters[TcpDrop.BAD_COOKIE] == 1 and engine.events() == []
+    engine.receive(PEER, peer_segment("PA", 1001, nic_seq, first), 9)
+    engine.receive(PEER, peer_segment("PA", 1101, nic_seq, second), 9)
+    assert kinds(engine) == [(0, TcpEventKind.ACCEPTED)]
+    assert engine.read(0) == first + second
 
 
 def test_active_open_connects():
@@ -185,19 +204,23 @@ def test_no_free_connection_drops_the_ack():
 def test_cookie_round_trip(secret, ip, port, now, mss, wscale, age):
     index = cookie_mss_index(mss)
     assert COOKIE_MSS_TABLE[index] <= max(mss, COOKIE_MSS_TABLE[0])
-    cookie = syn_cookie(secret, ip, port, NIC_PORT, now, index, wscale)
-    found = check_cookie(secret, ip, port, NIC_PORT, now + age, cookie)
+    isn = secret ^ ip
+    cookie = syn_cookie(secret, ip, port, NIC_PORT, isn, now, index, wscale)
+    found = check_cookie(secret, ip, port, NIC_PORT, isn, now + age, cookie)
     if ((now + age) >> COOKIE_TIME_SHIFT) - (now >> COOKIE_TIME_SHIFT) <= 2:
         assert found == (index, wscale)
     else:
         assert found is None
-    assert check_cookie(secret ^ 1, ip, port, NIC_PORT, now, cookie) is None or (
-        _cookie_collides(secret ^ 1, ip, port, now, cookie))
+    for other in (dict(secret=secret ^ 1), dict(isn=(isn + 1460) % SEQ_MOD)):
+        args = {"secret": secret, "isn": isn, **other}
+        assert check_cookie(args["secret"], ip, port, NIC_PORT, args["isn"], now,
+                            cookie) is None or _cookie_collides(ip, port, now, cookie, **args)
 
 
-def _cookie_collides(secret, ip, port, now, cookie):
+def _cookie_collides(ip, port, now, cookie, *, secret, isn):
     """A 20-bit hash collides once in 2**20; hypothesis may find one, which is fine."""
-    return syn_cookie(secret, ip, port, NIC_PORT, now, cookie & 7, cookie >> 8 & 15) == cookie
+    return syn_cookie(secret, ip, port, NIC_PORT, isn, now, cookie & 7,
+                      cookie >> 8 & 15) == cookie
 
 
 # -- RFC 5961 ---------------------------------------------------------------------------------
@@ -472,8 +495,9 @@ def engines_near_the_wrap(**kwargs):
     base = initial_sequence(0, a_ip, A_PORT, b_ip, B_PORT, 0)
     now = (SEQ_MOD - 2**19 - base) % SEQ_MOD // 250 + 1
     code = kwargs.get("rcv_scale", 0)
+    isn = initial_sequence(0, a_ip, A_PORT, b_ip, B_PORT, now)
     secret = next(s for s in itertools.count(1) if SEQ_MOD - 2**19 <= syn_cookie(
-        s, a_ip, A_PORT, B_PORT, now, cookie_mss_index(1460), code) < SEQ_MOD - 2**17)
+        s, a_ip, A_PORT, B_PORT, isn, now, cookie_mss_index(1460), code) < SEQ_MOD - 2**17)
     return TcpEngine(ip=A_IP, **kwargs), TcpEngine(ip=B_IP, cookie_secret=secret,
                                                    **kwargs), now
 
@@ -534,6 +558,37 @@ def test_two_engines_over_a_lossy_link(fpdus):
                 assert offset in boundaries and offset + len(seg.payload) in boundaries
 
 
+def test_echo_over_a_lossy_link():
+    """The echo service (RFC 862) on a ring much smaller than the peer's data: every octet
+    comes back once and in order, the echo's window never promises more than its ring
+    holds (its writes always take everything), and the peer's FIN is answered by ours
+    after the last octet."""
+    a, b, now = engines_near_the_wrap(rcv_wnd=65535, tx_ring=8192, time_wait=120_000)
+    b.listen(B_PORT, echo=True)
+    (syn,) = a.connect(0, remote_ip=B_IP, remote_port=B_PORT, local_port=A_PORT, now=now)
+    (syn_ack,) = b.receive(A_IP, syn.octets, now)
+    assert syn_ack.segment.window == 8192
+    link = Link([a, b], seed=3, loss=0.02, duplicate=0.01)
+    link.send(a, a.receive(B_IP, syn_ack.octets, now), now)
+    data = random.Random(3).randbytes(200_000)
+    writer = Writer(a, 0, data)
+    events = []
+    start = now
+    while TcpEventKind.CLOSED not in [e.kind for e in events]:
+        assert now - start < 400_000, "the echo did not finish"
+        writer.step(link, now)
+        link.deliver(now)
+        for engine in (a, b):
+            link.send(engine, engine.poll(now), now)
+        events += a.events()
+        now = link.next_time(now)
+    writer.got += a.read(0)
+    assert bytes(writer.got) == data
+    assert [e.kind for e in events].count(TcpEventKind.PEER_CLOSED) == 1
+    assert b.read(0) == b"" and max(s.window for s in link.sent[b.ip]) <= 8192
+    assert b.stats[TcpStat.RETRANSMITS] > 0
+
+
 # -- parameters -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, value", [
@@ -560,6 +615,8 @@ def test_bad_ip_and_calls_are_named():
         engine.write(1, b"x")
     with pytest.raises(ValueError, match="port = 0"):
         engine.listen(0)
+    with pytest.raises(TypeError, match="echo must be a bool, not 1"):
+        engine.listen(7, echo=1)
     with pytest.raises(ValueError, match="5"):
         engine.unlisten(5)
     engine.connect(0, remote_ip=PEER, remote_port=1, local_port=2, now=0)

@@ -1,0 +1,234 @@
+"""TcpOffload in Amaranth's simulator against the model engine as the peer's TCP, over a
+cable that loses, duplicates and reorders segments both ways: the peer opens connections to
+the NIC's listening port one after the other, then both ends send on all of them at once
+(the core's runs only where ``may_send`` allows, whole FPDUs on half of the connections,
+a byte stream on the others; the send rings in an AXI4 memory). Every octet arrives once
+and in order at both ends, every segment the NIC sends has a good checksum, and on the FPDU
+connections every data segment starts and ends at a run's end."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from rnic.hdl.tcp.offload import TcpOffload
+from rnic.host.model import tcp
+from rnic.host.model.tcp_engine import TcpEngine
+from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_PEER_IP
+from rnic.host.spec.tcp import SEQ_MOD
+from rnic.host.spec.tcp_engine import TcpEventKind
+from tests.hdl.tcp.bench import axi_memory, beats, frame
+
+CONNECTIONS, PORT, MSS = 4, 7000, 1460
+RING_LOG2, RING_BASE = 13, 0x10000
+TICK = 16                           # cycles per tick of the time base
+TIMERS = dict(delack=10, time_wait=200, rcv_wnd=65535, rto_min=60, rto_max=4000,
+              rto_initial=200, max_retries=8)
+FPDU = 0b0011                       # connections whose runs are whole FPDUs
+OCTETS = 6000                       # each way on each connection
+
+
+class Cable:
+    """One direction of the cable: each segment lost, doubled, or held back behind the
+    next at the rates of ``loss``; with ``loss``, the fifth segment with payload is lost
+    whatever the dice say."""
+
+    def __init__(self, rng, loss):
+        self.rng, self.loss = rng, loss
+        self.queue = []
+        self.lost = 0
+        self.carried = 0                # segments with payload
+
+    def put(self, segment):
+        self.carried += bool(tcp.TcpSegment.parse(segment).payload)
+        if self.rng.random() < self.loss or (self.loss and self.carried == 5):
+            self.lost += 1
+            return
+        self.queue += [segment] * (2 if self.rng.random() < self.loss else 1)
+        if len(self.queue) >= 2 and self.rng.random() < self.loss:
+            self.queue[-1], self.queue[-2] = self.queue[-2], self.queue[-1]
+
+    def take(self):
+        out, self.queue = self.queue, []
+        return out
+
+
+def run(width, loss, seed, *, echo=False):
+    """The peer's connections to the NIC, both sending (``echo``: to the echo service,
+    which sends everything back, then the peer closes them); what came of it."""
+    rng = random.Random(seed)
+    dut = TcpOffload(width=width, connections=CONNECTIONS, addr_width=32)
+    peer = TcpEngine(ip=DEFAULT_PEER_IP, connections=CONNECTIONS, **TIMERS)
+    memory = bytearray(CONNECTIONS << RING_LOG2)
+    to_nic, to_peer = Cable(rng, loss), Cable(rng, loss)
+    answers = {k: rng.randbytes(OCTETS) for k in range(CONNECTIONS)}     # the peer's
+    sending = answers if echo else {k: rng.randbytes(OCTETS) for k in range(CONNECTIONS)}
+    got = {"rx": {}, "peer": {k: b"" for k in range(CONNECTIONS)}, "runs": {}, "nic": [],
+           "accepted": [], "reports": []}
+    frames = []                     # to the NIC's input, in order
+    state = {"now": 0, "done": False}
+
+    async def feed(ctx):
+        while True:
+            if frames:
+                for beat in beats(frames.pop(0), width):
+                    ctx.set(dut.i.payload, beat)
+                    ctx.set(dut.i.valid, 1)
+                    await ctx.tick().until(dut.i.ready)
+                ctx.set(dut.i.valid, 0)
+            else:
+                await ctx.tick()
+
+    async def wire(ctx):
+        packet = b""
+        while True:
+            ctx.set(dut.o.ready, rng.random() < 0.8)
+            _, _, valid, ready, beat = await ctx.tick().sample(dut.o.valid, dut.o.ready,
+                                                               dut.o.payload)
+            if valid and ready:
+                if beat.first:
+                    length = int(beat.length)
+                packet += int(beat.data).to_bytes(width, "little")[:beat.n]
+                if beat.last:
+                    segment = packet[34:]
+                    assert len(segment) == length
+                    assert tcp.checksum_ok(DEFAULT_NIC_IP, DEFAULT_PEER_IP, segment)
+                    got["nic"].append(tcp.TcpSegment.parse(segment))
+                    to_peer.put(segment)
+                    packet = b""
+
+    async def delivered(ctx):
+        while True:
+            ctx.set(dut.rx_wire.ready, rng.random() < 0.8)
+            ctx.set(dut.report.ready, 1)
+            _, _, valid, ready, beat, r_valid, report = await ctx.tick().sample(
+                dut.rx_wire.valid, dut.rx_wire.ready, dut.rx_wire.payload,
+                dut.report.valid, dut.report.payload)
+            if valid and ready:
+                conn = int(beat.conn)
+                octets = int(beat.data).to_bytes(width, "little")[:beat.n]
+                got["rx"][conn] = got["rx"].get(conn, b"") + octets
+            if r_valid:
+                got["reports"].append((int(report.conn), int(report.kind)))
+                if report.kind == TcpEventKind.ACCEPTED:
+                    got["accepted"].append(int(report.conn))
+
+    async def core(ctx):
+        """Runs on the accepted connections, where ``may_send`` allows."""
+        sent = {}
+        while True:
+            ready = [k for k, conn in enumerate(got["accepted"])
+                     if sent.get(k, 0) < OCTETS and ctx.get(dut.may_send) >> conn & 1]
+            if not ready or rng.random() < 0.3:
+                await ctx.tick()
+                continue
+            k = rng.choice(ready)
+            conn = got["accepted"][k]
+            start = sent.get(k, 0)
+            length = min(OCTETS - start, rng.choice([4, 100, 512, 1000, MSS]))
+            octets = sending[k][start:start + length]
+            for beat in beats(octets, width, conn=conn):
+                ctx.set(dut.tx_wire.payload, beat)
+                ctx.set(dut.tx_wire.valid, 1)
+                await ctx.tick().until(dut.tx_wire.ready)
+            ctx.set(dut.tx_wire.valid, 0)
+            sent[k] = start + length
+            got["runs"].setdefault(k, set()).add(start + length)
+
+    async def peer_side(ctx):
+        ctx.set(dut.listen.payload, {"index": 0, "valid": 1, "port": PORT, "echo": echo})
+        ctx.set(dut.listen.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.listen.valid, 0)
+        written = {k: 0 for k in range(CONNECTIONS)}
+        for _ in range(6000):
+            await ctx.tick().repeat(TICK)
+            now = state["now"] = state["now"] + 1
+            ctx.set(dut.now, now)
+            outs = peer.poll(now)
+            for segment in to_peer.take():
+                outs += peer.receive(DEFAULT_NIC_IP, segment, now)
+            k = len(got["accepted"])
+            if k < CONNECTIONS and peer.state(k).name == "CLOSED":
+                outs += peer.connect(k, remote_ip=DEFAULT_NIC_IP, remote_port=PORT,
+                                     local_port=40000 + k, now=now)
+            for j in range(CONNECTIONS):
+                if peer.state(j).name == "ESTABLISHED" and written[j] < OCTETS:
+                    written[j] += peer.write(j, answers[j][written[j]:])
+                got["peer"][j] += peer.read(j)
+            outs += peer.poll(now)
+            for out in outs:
+                to_nic.put(out.octets)
+            frames.extend(frame(octets) for octets in to_nic.take())
+            delivered = all(got["rx"].get(c) == answers[k]
+                            for k, c in enumerate(got["accepted"]))
+            if all(got["peer"][j] == sending[j] for j in range(CONNECTIONS)) and (
+                    echo or delivered) and len(got["accepted"]) == CONNECTIONS:
+                if not echo or all(peer.state(j).name == "CLOSED"
+                                   for j in range(CONNECTIONS)):
+                    state["done"] = True
+                    return
+                for j in range(CONNECTIONS):
+                    if peer.state(j).name == "ESTABLISHED":
+                        frames.extend(frame(out.octets) for out in peer.close(j, now))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    params = dict(TIMERS, secret=0x5EC2E7, mss=MSS, rcv_scale=0,
+                  ip=int.from_bytes(bytes(map(int, DEFAULT_NIC_IP.split("."))), "big"),
+                  ring_base=RING_BASE, ring_log2=RING_LOG2, fpdu=FPDU)
+
+    async def setup(ctx):
+        for name, value in params.items():
+            ctx.set(getattr(dut, name), value)
+
+    sim.add_testbench(setup)
+    sim.add_testbench(peer_side)
+    for process in (feed, wire, delivered, core,
+                    axi_memory(dut.m_axi_w, dut.m_axi_r, memory, RING_BASE, width, rng)):
+        sim.add_testbench(process, background=True)
+    sim.run()
+    return state, got, peer, sending, answers, (to_nic.lost, to_peer.lost)
+
+
+def test_echo():
+    """The echo service on all four connections over the lossy cable, its rings (8 KiB)
+    smaller than the peer's window would be: every octet comes back once and in order, and
+    no octet reaches the core; when the peer closes, the echo closes after the last octet
+    and the connection ends (PEER_CLOSED, then CLOSED) at both ends."""
+    state, got, peer, sending, answers, lost = run(4, 0.03, seed="echo", echo=True)
+    assert state["done"] and len(got["accepted"]) == CONNECTIONS
+    for k in range(CONNECTIONS):
+        assert got["peer"][k] == answers[k]
+    assert not any(got["rx"].values())
+    for conn in got["accepted"]:
+        kinds = [kind for c, kind in got["reports"] if c == conn]
+        assert kinds == [TcpEventKind.ACCEPTED, TcpEventKind.PEER_CLOSED,
+                         TcpEventKind.CLOSED], (conn, kinds)
+    assert max(g.window for g in got["nic"] if not g.flags & 0x02) <= 1 << RING_LOG2
+
+
+@pytest.mark.parametrize("width, loss", [(4, 0.0), (4, 0.05), (8, 0.05)])
+def test_both_ways(width, loss):
+    state, got, peer, sending, answers, lost = run(width, loss, seed=f"{width}{loss}")
+    assert len(got["accepted"]) == CONNECTIONS
+    for k, conn in enumerate(got["accepted"]):
+        assert got["rx"].get(conn, b"") == answers[k], f"the peer's octets on {conn}"
+        assert got["peer"][k] == sending[k], f"the core's octets on {conn}"
+    assert state["done"]
+    assert not [r for r in got["reports"] if r[1] != TcpEventKind.ACCEPTED]
+    if loss:
+        # segments were lost both ways, and the NIC sent some of its data again
+        data = [(g.dst_port, g.seq) for g in got["nic"] if g.payload]
+        assert all(lost) and len(data) > len(set(data)), (lost, len(data))
+    # the FPDU connections' segments begin and end at the ends of the core's runs
+    for k, conn in enumerate(got["accepted"]):
+        if not FPDU >> conn & 1:
+            continue
+        first = (peer._table[k].irs + 1) % SEQ_MOD
+        ends = got["runs"][k] | {0}
+        for segment in got["nic"]:
+            if segment.dst_port != 40000 + k or not segment.payload:
+                continue
+            start = (segment.seq - first) % SEQ_MOD
+            assert start in ends and start + len(segment.payload) in ends, (k, start)
