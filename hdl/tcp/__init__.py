@@ -26,7 +26,8 @@ from .conn_ids import TcpConnIds
 from .conn_table import TcpConnTable
 from .cookie import TcpCookie, cookie_mss_index
 from .event_engine import TcpEventEngine
-from .events import ConnEvent, EngineEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
+from .events import (ConnCommand, ConnEvent, EngineEvent, FreeConn, Opened, RxEvent, TcbWrite,
+                     TcpDropEvent)
 from .lane_shift import LaneShift
 from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .listeners import ListenerWrite, TcpListeners
@@ -69,4 +70,5 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "Tcb", "RecvFields", "TimerFields", "TcpEventEngine", "RxEvent", "TcbWrite", "ConnEvent",
            "TcpDropEvent", "TcpRxFront", "TcpRxPath", "TcpConnIds", "cookie_mss_index",
            "FreeConn", "TcpTimersDue", "TcpSendStep", "SendWindowState", "TcpSendData",
-           "SentState", "EngineEvent", "TcpOffload", "TcpRingRoom", "RunBegan"]
+           "SentState", "EngineEvent", "TcpOffload", "TcpRingRoom", "RunBegan", "ConnCommand",
+           "Opened"]

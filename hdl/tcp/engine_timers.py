@@ -92,10 +92,4 @@ class TimerSteps:
     def _give_up(self, m, t, conn, blocks):
         """GIVE_UP: the retries are spent: a RST at SND.NXT from a synchronized state
         (no ACK, window 0), then the connection is LOST."""
-        d = self.ack.payload
-        with m.If(~self.ack.valid):
-            with m.If(blocks["timeout"].reset):
-                m.d.sync += [self.ack.valid.eq(1), d.eq(0), d.dst_ip.eq(t.remote_ip),
-                             d.src_port.eq(t.local_port), d.dst_port.eq(t.remote_port),
-                             d.seq.eq(t.send.snd_nxt), d.flags.rst.eq(1)]
-            self._free(m, t, conn, None, spec.TcpEventKind.LOST)
+        self._reset_and_free(m, t, conn, blocks["timeout"].reset, spec.TcpEventKind.LOST)

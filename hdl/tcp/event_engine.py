@@ -16,8 +16,9 @@ from .arm import TcpArm
 from .conn_ids import lowest_set
 from .engine_send import SendSteps
 from .engine_timers import TimerSteps
-from .events import ConnEvent, EngineEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
-from .layouts import TcpDrop, TcpSegInfo, TcpTxDesc
+from .events import (ConnCommand, ConnEvent, EngineEvent, FreeConn, RxEvent, TcbWrite,
+                     TcpDropEvent)
+from .layouts import TcpCommand, TcpDrop, TcpSegInfo, TcpTxDesc
 from .ring_read import TxRequest
 from .ring_write import RingPosition
 from .rtt_update import TcpRttUpdate
@@ -109,6 +110,9 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         One pulse per segment dropped, with its reason.
     write : In(stream.Signature(TcbWrite(connections=)))
         Sets an entry (opens, tests); taken between events.
+    command : In(stream.Signature(ConnCommand(connections=)))
+        The layer above's CLOSE or ABORT of a connection; an event of its own, taken
+        before timer reports and segments (a connection already freed takes nothing).
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
         The table entry ``read_conn`` holds, a cycle later, between events.
@@ -143,6 +147,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             "report": Out(stream.Signature(ConnEvent(connections=n))),
             "drop": Out(TcpDropEvent),
             "write": In(stream.Signature(TcbWrite(connections=n))),
+            "command": In(stream.Signature(ConnCommand(connections=n))),
             "read_conn": In(conn_bits(n)),
             "read_tcb": Out(Tcb()),
             **{name: In(32) for name in ("now", "delack", "time_wait", "rcv_wnd", "rto_min",
@@ -176,6 +181,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         reason = Signal(TcpDrop)
         now = Signal(32, name="event_now")  # the time base when the event was taken
         kind = Signal(EngineEvent)
+        command = Signal(TcpCommand)        # of a COMMAND
         length = Signal(17)                 # of the segment to send
         written = Signal(32)                # the ring's new end (WRITTEN)
         acked = Signal()                    # the ACK took octets: their records go
@@ -229,6 +235,12 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
                 with m.If(self.write.valid):
                     m.d.comb += [self.write.ready.eq(1), wr.addr.eq(self.write.payload.conn),
                                  wr.data.eq(self.write.payload.tcb), wr.en.eq(1)]
+                with m.Elif(self.command.valid & outputs_free):
+                    m.d.comb += self.command.ready.eq(1)
+                    m.d.sync += [conn.eq(self.command.payload.conn), now.eq(self.now),
+                                 command.eq(self.command.payload.kind),
+                                 kind.eq(EngineEvent.COMMAND)]
+                    m.next = "READ"
                 with m.Elif(self.fired.valid & outputs_free
                             & ~(self.event.valid & (streak == self._connections))):
                     m.d.comb += self.fired.ready.eq(1)
@@ -260,11 +272,16 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
                 m.d.sync += [t.eq(rd.data), acked.eq(0), resend.eq(0), probe.eq(0)]
                 self._goto(m, "TIMERS", wait=kind == EngineEvent.TIMER)
             with m.State("TIMERS"), self._settled(m):
-                self._timers(m, t, conn, seg, blocks, kind, written, probe)
+                with m.If((kind == EngineEvent.COMMAND) & (t.state != spec.TcpState.CLOSED)):
+                    self._command(m, t, conn, command)
+                with m.Else():
+                    self._timers(m, t, conn, seg, blocks, kind, written, probe)
             with m.State("TIMEOUT"), self._settled(m):
                 self._timeout(m, t, blocks)
             with m.State("GIVE_UP"):
                 self._give_up(m, t, conn, blocks)
+            with m.State("ABORT"):
+                self._reset_and_free(m, t, conn, t.state != spec.TcpState.SYN_SENT, None)
             with m.State("CHECK"), self._settled(m):
                 m.d.sync += [verdict.eq(blocks["check"].verdict),
                              reason.eq(blocks["check"].reason),
@@ -369,6 +386,37 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
                 self._time_wait(m, t, now)
             self._goto(m, "FLUSH")
 
+    def _reset_and_free(self, m, t, conn, send_rst, kind):
+        """A RST at SND.NXT (no ACK, window 0) when ``send_rst``, and the connection freed
+        (``kind`` reported, None: not), once the ACK port is free."""
+        d = self.ack.payload
+        with m.If(~self.ack.valid):
+            with m.If(send_rst):
+                m.d.sync += [self.ack.valid.eq(1), d.eq(0), d.dst_ip.eq(t.remote_ip),
+                             d.src_port.eq(t.local_port), d.dst_port.eq(t.remote_port),
+                             d.seq.eq(t.send.snd_nxt), d.flags.rst.eq(1)]
+            self._free(m, t, conn, None, kind)
+
+    def _command(self, m, t, conn, command):
+        """The layer above's command (the model's ``close`` and ``abort``): CLOSE frees a
+        SYN-SENT connection (CLOSED), puts our FIN after the octets written from
+        ESTABLISHED (FIN-WAIT-1) or CLOSE-WAIT (LAST-ACK), and leaves one already closing
+        as it is; then the sending. ABORT: a RST from a synchronized state, the id freed,
+        nothing reported."""
+        S = spec.TcpState
+        with m.If(command == TcpCommand.ABORT):
+            m.next = "ABORT"
+        with m.Elif(t.state == S.SYN_SENT):
+            self._free(m, t, conn, None, spec.TcpEventKind.CLOSED)
+        with m.Else():
+            with m.If(t.state == S.ESTABLISHED):
+                m.d.sync += t.state.eq(S.FIN_WAIT_1)
+            with m.If(t.state == S.CLOSE_WAIT):
+                m.d.sync += t.state.eq(S.LAST_ACK)
+            with m.If((t.state == S.ESTABLISHED) | (t.state == S.CLOSE_WAIT)):
+                m.d.sync += [t.fin_pending.eq(1), t.fin_seq.eq(t.data_end)]
+            self._goto(m, "FLUSH")
+
     def _echo_close(self, m, t, echo_fin):
         """The echo service closes when the peer has: CLOSE-WAIT -> LAST-ACK, our FIN after
         the last octet echoed (the model's ``_peer_fin``)."""
@@ -387,12 +435,15 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
                      a.skip.eq(skip), a.keep.eq(keep)]
 
     def _free(self, m, t, conn, seg, kind):
-        """The connection ends: its entry CLOSED, reported, the segment's payload
-        (``seg``, None for a timer) dropped; ``CLOSE`` frees it with its key."""
-        m.d.sync += [t.state.eq(spec.TcpState.CLOSED), self.report.valid.eq(1),
-                     self.report.payload.conn.eq(conn), self.report.payload.kind.eq(kind),
+        """The connection ends: its entry CLOSED, reported as ``kind`` (None: not
+        reported), the segment's payload (``seg``, None for a timer or a command) dropped;
+        ``CLOSE`` frees it with its key."""
+        m.d.sync += [t.state.eq(spec.TcpState.CLOSED),
                      self.release.valid.eq(1), self.release.payload.conn.eq(conn),
                      self.release.payload.reset.eq(1), self._pending.bit_select(conn, 1).eq(0)]
+        if kind is not None:
+            m.d.sync += [self.report.valid.eq(1), self.report.payload.conn.eq(conn),
+                         self.report.payload.kind.eq(kind)]
         if seg is not None:
             self._deliver(m, conn, seg, keep=0, skip=0)
         self._goto(m, "CLOSE")

@@ -6,23 +6,24 @@ from amaranth.lib.wiring import Out
 
 from ..beat import conn_bits
 from .conn_table import ConnKey
-from .layouts import TcpDrop, TcpEventKind, TcpSegInfo
+from .layouts import TcpCommand, TcpDrop, TcpEventKind, TcpSegInfo
 from .tcb import Tcb
 
 __all__ = ["TcpDropEvent", "EngineEvent", "RxEvent", "TcbWrite", "ConnEvent", "FreeConn",
-           "Opened"]
+           "Opened", "ConnCommand"]
 
 #: A counter event: ``valid`` for one cycle per segment dropped, ``reason`` its
 #: :class:`~rnic.hdl.tcp.rx_check.TcpDrop`.
 TcpDropEvent = wiring.Signature({"valid": Out(1), "reason": Out(TcpDrop)})
 
 
-class EngineEvent(enum.Enum, shape=2):
+class EngineEvent(enum.Enum, shape=3):
     """What an event of the event engine is."""
     SEGMENT = 0
     TIMER = 1               # a deadline of the connection passed
     WRITTEN = 2             # octets written into the ring: its new end
     SEND = 3                # a connection still pending: its next segment
+    COMMAND = 4             # the layer above's close or abort
 
 
 class RxEvent(data.StructLayout):
@@ -60,3 +61,10 @@ class Opened(data.StructLayout):
 
     def __init__(self, *, connections):
         super().__init__({"conn": conn_bits(connections), "seq": 32, "echo": 1})
+
+
+class ConnCommand(data.StructLayout):
+    """The layer above's ``kind`` of command for connection ``conn``."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": conn_bits(connections), "kind": TcpCommand})

@@ -17,8 +17,9 @@ from ..shapes import shaped_enum
 TcpState = shaped_enum(engine_spec.TcpState, 4, module=__name__)
 TcpDrop = shaped_enum(engine_spec.TcpDrop, 4, module=__name__)
 TcpEventKind = shaped_enum(engine_spec.TcpEventKind, 3, module=__name__)
+TcpCommand = shaped_enum(engine_spec.TcpCommand, 1, module=__name__)
 
-__all__ = ["TcpState", "TcpDrop", "TcpEventKind", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
+__all__ = ["TcpState", "TcpDrop", "TcpEventKind", "TcpCommand", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpTxDesc", "ShiftBeat"]
 
 

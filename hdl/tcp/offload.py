@@ -14,7 +14,7 @@ from ..net.l3_layouts import Ipv4TxBeat
 from ..net.layouts import FrameBeat
 from ..stream_merge import StreamMerge
 from ..stream_slice import StreamSlice
-from .events import ConnEvent, TcbWrite, TcpDropEvent
+from .events import ConnCommand, ConnEvent, TcbWrite, TcpDropEvent
 from .layouts import TcpTxDesc
 from .listeners import ListenerWrite
 from .ring_read import TcpRingRead, TxRequest
@@ -85,6 +85,7 @@ class TcpOffload(wiring.Component):
     drops : Out(TcpDropEvent).array(2)
     listen : In(stream.Signature(ListenerWrite(entries=listeners)))
     write : In(stream.Signature(TcbWrite(connections=)))
+    command : In(stream.Signature(ConnCommand(connections=)))
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
         As :class:`~rnic.hdl.tcp.rx_path.TcpRxPath`'s.
@@ -126,6 +127,7 @@ class TcpOffload(wiring.Component):
             "drops": Out(TcpDropEvent).array(2),
             "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
             "write": In(stream.Signature(TcbWrite(connections=n))),
+            "command": In(stream.Signature(ConnCommand(connections=n))),
             "read_conn": In(conn_bits(n)),
             "read_tcb": Out(Tcb()),
             **{name: In(32) for name in _PARAMS},
@@ -181,6 +183,7 @@ class TcpOffload(wiring.Component):
             m.d.comb += [port.valid.eq(source.valid), port.reason.eq(source.reason)]
         wiring.connect(m, wiring.flipped(self.listen), path.listen)
         wiring.connect(m, wiring.flipped(self.write), path.write)
+        wiring.connect(m, wiring.flipped(self.command), path.command)
         m.d.comb += [path.read_conn.eq(self.read_conn), self.read_tcb.eq(path.read_tcb)]
         for name in (*_PARAMS, "mss", "rcv_scale", "max_retries"):
             m.d.comb += getattr(path, name).eq(getattr(self, name))

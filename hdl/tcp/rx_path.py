@@ -12,7 +12,7 @@ from ..beat import OctetBeat, conn_bits
 from ..net.layouts import FrameBeat
 from ..stream_merge import StreamMerge
 from ..stream_slice import StreamSlice
-from .events import ConnEvent, Opened, TcbWrite, TcpDropEvent
+from .events import ConnCommand, ConnEvent, Opened, TcbWrite, TcpDropEvent
 from .layouts import TcpTxDesc
 from .listeners import ListenerWrite
 from .ring_read import TxRequest
@@ -85,6 +85,7 @@ class TcpRxPath(wiring.Component):
         The front's drops and the event engine's.
     listen : In(stream.Signature(ListenerWrite(entries=listeners)))
     write : In(stream.Signature(TcbWrite(connections=)))
+    command : In(stream.Signature(ConnCommand(connections=)))
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
         The event engine's table ports (between segments).
@@ -118,6 +119,7 @@ class TcpRxPath(wiring.Component):
             "drops": Out(TcpDropEvent).array(2),
             "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
             "write": In(stream.Signature(TcbWrite(connections=n))),
+            "command": In(stream.Signature(ConnCommand(connections=n))),
             "read_conn": In(conn_bits(n)),
             "read_tcb": Out(Tcb()),
             **{name: In(32) for name in PARAMS},
@@ -160,6 +162,7 @@ class TcpRxPath(wiring.Component):
         wiring.connect(m, deliver.o, wiring.flipped(self.o))
         wiring.connect(m, front.report, wiring.flipped(self.report))
         wiring.connect(m, wiring.flipped(self.listen), front.listen)
+        wiring.connect(m, wiring.flipped(self.command), engine.command)
         for port, source in zip(self.drops, (front.drop, engine.drop)):
             m.d.comb += [port.valid.eq(source.valid), port.reason.eq(source.reason)]
         m.d.comb += [engine.read_conn.eq(self.read_conn), self.read_tcb.eq(engine.read_tcb)]

@@ -10,7 +10,7 @@ these numbers).
 import enum
 
 __all__ = [
-    "TcpState", "TcpDrop", "TcpEventKind", "TcpStat",
+    "TcpState", "TcpDrop", "TcpEventKind", "TcpStat", "TcpCommand",
     "DEFAULT_CONNECTIONS", "ENGINE_MSS", "DEFAULT_RCV_WND", "DEFAULT_TX_RING",
     "DEFAULT_RTO_INITIAL", "DEFAULT_RTO_MIN", "DEFAULT_RTO_MAX", "DEFAULT_MAX_RETRIES",
     "DEFAULT_DELACK", "DEFAULT_TIME_WAIT",
@@ -86,6 +86,16 @@ class TcpEventKind(enum.IntEnum):
     LOST = 5
     #: The peer answered the SYN with a RST; the id is free.
     REFUSED = 6
+
+
+class TcpCommand(enum.IntEnum):
+    """What the layer above asks of a connection (the model's methods of those names)."""
+    #: A FIN after the octets written (RFC 9293 section 3.10.4); a SYN-SENT connection is
+    #: freed (CLOSED); one already closing is left as it is.
+    CLOSE = 0
+    #: A RST at SND.NXT from a synchronized state (RFC 9293 section 3.10.5); the id is free
+    #: and no event follows.
+    ABORT = 1
 
 
 class TcpStat(enum.IntEnum):

@@ -19,7 +19,7 @@ from rnic.hdl.tcp.event_engine import TcpEventEngine
 from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
-from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
+from rnic.host.spec.tcp_engine import TcpCommand, TcpDrop, TcpEventKind, TcpState
 from tests.hdl.tcp.bench import flag_bits
 
 NIC, PEER = "169.254.7.2", "169.254.7.1"
@@ -241,7 +241,8 @@ def no_octets(dut):
 
 def run_steps(fields, steps):
     """Runs a TcpEventEngine whose connection 0 starts as ``fields`` (:func:`tcb_fields`), through
-    ``steps``: ``("segment", now, (flags, seq, ack, payload))`` or ``("fired", now)``; per
+    ``steps``: ``("segment", now, (flags, seq, ack, payload))``, ``("fired", now)`` or
+    ``("command", now, TcpCommand)``; per
     step the pure ACKs (with their flags), segments sent, reports, frees and timer arms it
     gave."""
     dut = TcpEventEngine(connections=4)
@@ -265,6 +266,8 @@ def run_steps(fields, steps):
                             flags=flag_bits(flags), window=65535, length=len(payload), mss=0,
                             ws_present=0, ws=0, sack_permitted=0, bad_options=0)
                 port, value = dut.event, {"conn": 0, "seg": info}
+            elif kind == "command":
+                port, value = dut.command, {"conn": 0, "kind": segment[0]}
             else:
                 port, value = dut.fired, 0
             ctx.set(port.payload, value)
@@ -431,3 +434,48 @@ def test_persist_probe():
         following = steps[k + 1][1] if k + 1 < len(steps) else engine._table[0].persist_at
         assert set(step["arms"]) == {(0, 1, following)}, k
     assert [s[1] for s in steps] == [20 + 1000, 1020 + 2000, 3020 + 4000]
+
+
+def descs(outs):
+    """(seq, length, flags) of the model's segments ``outs``."""
+    return [(o.segment.seq, len(o.segment.payload), o.segment.flags) for o in outs]
+
+
+@pytest.mark.parametrize("peer_first", [False, True])
+def test_close(peer_first):
+    """CLOSE from ESTABLISHED (FIN-WAIT-1) or, after the peer's FIN, from CLOSE-WAIT
+    (LAST-ACK): our FIN goes, as the model's close sends it; a second CLOSE changes
+    nothing."""
+    engine, peer_seq = accepted(10)
+    if peer_first:
+        fin = tcp.TcpSegment(src_port=40000, dst_port=7000, seq=peer_seq,
+                             ack=engine._table[0].snd_una, flags=TcpFlag.FIN | TcpFlag.ACK,
+                             window=65535)
+        engine.receive(PEER, fin.build(PEER, NIC), 0)
+        engine.events()
+    fields = tcb_fields(engine._table[0])
+    want = engine.close(0, 50)
+    state = engine._table[0].state
+    assert state == (TcpState.LAST_ACK if peer_first else TcpState.FIN_WAIT_1)
+    got = run_steps(fields, [("command", 50, TcpCommand.CLOSE),
+                             ("command", 60, TcpCommand.CLOSE)])
+    assert got[0]["sends"] == descs(want) and want[0].segment.flags & TcpFlag.FIN
+    assert got[0]["reports"] == got[0]["frees"] == []
+    assert got[1]["sends"] == got[1]["acks"] == got[1]["reports"] == []
+    assert got[0]["arms"][-1] == (0, 1, engine._table[0].rto_at)
+
+
+def test_abort():
+    """ABORT: a RST at SND.NXT, the connection freed with its key and nothing reported,
+    as the model's abort; a command for the freed connection does nothing."""
+    engine, _ = accepted(11)
+    fields = tcb_fields(engine._table[0])
+    want = engine.abort(0, 50)
+    assert engine.events() == [] and engine._table[0] is None
+    got = run_steps(fields, [("command", 50, TcpCommand.ABORT),
+                             ("command", 60, TcpCommand.CLOSE)])
+    assert [(a[0], a[3]) for a in got[0]["acks"]] == [(d[0], d[2]) for d in descs(want)]
+    assert [o.segment.flags for o in want] == [TcpFlag.RST]
+    assert got[0]["frees"] == [(0, PEER_IP, 40000, 7000)] and got[0]["reports"] == []
+    assert got[0]["arms"] == [(0, 0, None)]
+    assert got[1] == {k: [] for k in got[1]}

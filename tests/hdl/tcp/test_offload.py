@@ -2,9 +2,11 @@
 cable that loses, duplicates and reorders segments both ways: the peer opens connections to
 the NIC's listening port one after the other, then both ends send on all of them at once
 (the core's runs only where ``may_send`` allows, whole FPDUs on half of the connections,
-a byte stream on the others; the send rings in an AXI4 memory). Every octet arrives once
-and in order at both ends, every segment the NIC sends has a good checksum, and on the FPDU
-connections every data segment starts and ends at a run's end."""
+a byte stream on the others; the send rings in an AXI4 memory), then the core closes them
+(CLOSE) and the peer after it. Every octet arrives once and in order at both ends, every
+segment the NIC sends has a good checksum, on the FPDU connections every data segment
+starts and ends at a run's end, and each connection ends at both ends. The echo service
+likewise, closed by the peer."""
 
 import random
 
@@ -16,7 +18,7 @@ from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_PEER_IP
 from rnic.host.spec.tcp import SEQ_MOD
-from rnic.host.spec.tcp_engine import TcpEventKind
+from rnic.host.spec.tcp_engine import TcpCommand, TcpEventKind
 from tests.hdl.tcp.bench import axi_memory, beats, frame
 
 CONNECTIONS, PORT, MSS = 4, 7000, 1460
@@ -64,8 +66,9 @@ def run(width, loss, seed, *, echo=False):
     answers = {k: rng.randbytes(OCTETS) for k in range(CONNECTIONS)}     # the peer's
     sending = answers if echo else {k: rng.randbytes(OCTETS) for k in range(CONNECTIONS)}
     got = {"rx": {}, "peer": {k: b"" for k in range(CONNECTIONS)}, "runs": {}, "nic": [],
-           "accepted": [], "reports": []}
+           "accepted": [], "reports": [], "first": {}}
     frames = []                     # to the NIC's input, in order
+    commands = []                   # connections the core closes
     state = {"now": 0, "done": False}
 
     async def feed(ctx):
@@ -113,6 +116,17 @@ def run(width, loss, seed, *, echo=False):
                 if report.kind == TcpEventKind.ACCEPTED:
                     got["accepted"].append(int(report.conn))
 
+    async def closer(ctx):
+        while True:
+            if commands:
+                ctx.set(dut.command.payload, {"conn": commands.pop(0),
+                                              "kind": TcpCommand.CLOSE})
+                ctx.set(dut.command.valid, 1)
+                await ctx.tick().until(dut.command.ready)
+                ctx.set(dut.command.valid, 0)
+            else:
+                await ctx.tick()
+
     async def core(ctx):
         """Runs on the accepted connections, where ``may_send`` allows."""
         sent = {}
@@ -153,6 +167,9 @@ def run(width, loss, seed, *, echo=False):
                 outs += peer.connect(k, remote_ip=DEFAULT_NIC_IP, remote_port=PORT,
                                      local_port=40000 + k, now=now)
             for j in range(CONNECTIONS):
+                if peer.state(j).name == "ESTABLISHED":
+                    # the NIC's first octet on it
+                    got["first"].setdefault(j, (peer._table[j].irs + 1) % SEQ_MOD)
                 if peer.state(j).name == "ESTABLISHED" and written[j] < OCTETS:
                     written[j] += peer.write(j, answers[j][written[j]:])
                 got["peer"][j] += peer.read(j)
@@ -164,13 +181,20 @@ def run(width, loss, seed, *, echo=False):
                             for k, c in enumerate(got["accepted"]))
             if all(got["peer"][j] == sending[j] for j in range(CONNECTIONS)) and (
                     echo or delivered) and len(got["accepted"]) == CONNECTIONS:
-                if not echo or all(peer.state(j).name == "CLOSED"
-                                   for j in range(CONNECTIONS)):
+                closed = [c for c, kind in got["reports"] if kind == TcpEventKind.CLOSED]
+                if len(closed) == CONNECTIONS and all(peer.state(j).name == "CLOSED"
+                                                      for j in range(CONNECTIONS)):
                     state["done"] = True
                     return
+                # the peer closes the echo's connections; the core closes its own, and the
+                # peer then closes its side
                 for j in range(CONNECTIONS):
-                    if peer.state(j).name == "ESTABLISHED":
-                        frames.extend(frame(out.octets) for out in peer.close(j, now))
+                    if peer.state(j).name == ("ESTABLISHED" if echo else "CLOSE_WAIT"):
+                        for out in peer.close(j, now):
+                            to_nic.put(out.octets)
+                if not echo and not commands and not state.get("closing"):
+                    state["closing"] = True
+                    commands.extend(got["accepted"])
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -184,7 +208,7 @@ def run(width, loss, seed, *, echo=False):
 
     sim.add_testbench(setup)
     sim.add_testbench(peer_side)
-    for process in (feed, wire, delivered, core,
+    for process in (feed, wire, delivered, core, closer,
                     axi_memory(dut.m_axi_w, dut.m_axi_r, memory, RING_BASE, width, rng)):
         sim.add_testbench(process, background=True)
     sim.run()
@@ -216,7 +240,12 @@ def test_both_ways(width, loss):
         assert got["rx"].get(conn, b"") == answers[k], f"the peer's octets on {conn}"
         assert got["peer"][k] == sending[k], f"the core's octets on {conn}"
     assert state["done"]
-    assert not [r for r in got["reports"] if r[1] != TcpEventKind.ACCEPTED]
+    # the core closed each connection, then the peer: ACCEPTED, PEER_CLOSED, then CLOSED
+    # once TIME-WAIT is over
+    for conn in got["accepted"]:
+        kinds = [kind for c, kind in got["reports"] if c == conn]
+        assert kinds == [TcpEventKind.ACCEPTED, TcpEventKind.PEER_CLOSED,
+                         TcpEventKind.CLOSED], (conn, kinds)
     if loss:
         # segments were lost both ways, and the NIC sent some of its data again
         data = [(g.dst_port, g.seq) for g in got["nic"] if g.payload]
@@ -225,7 +254,7 @@ def test_both_ways(width, loss):
     for k, conn in enumerate(got["accepted"]):
         if not FPDU >> conn & 1:
             continue
-        first = (peer._table[k].irs + 1) % SEQ_MOD
+        first = got["first"][k]
         ends = got["runs"][k] | {0}
         for segment in got["nic"]:
             if segment.dst_port != 40000 + k or not segment.payload:
