@@ -6,22 +6,18 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec.limits import check_width
-from rnic.host.spec.tcp import MAX_WINDOW_SCALE
 
 from ..axi import AXI4ReadSignature, AXI4WriteSignature
-from ..beat import OctetBeat, conn_bits
+from ..beat import OctetBeat
 from ..net.l3_layouts import Ipv4TxBeat
 from ..net.layouts import FrameBeat
 from ..stream_merge import StreamMerge
 from ..stream_slice import StreamSlice
-from .events import ConnCommand, ConnEvent, TcbWrite, TcpDropEvent
 from .layouts import TcpTxDesc
-from .listeners import ListenerWrite
 from .ring_read import TcpRingRead, TxRequest
 from .ring_room import TcpRingRoom
 from .ring_write import TcpRingWrite
-from .rx_path import PARAMS, TcpRxPath
-from .tcb import Tcb
+from .rx_path import PARAMS, TcpRxPath, control_ports
 from .tx_frame import TcpTxFrame
 
 __all__ = ["TcpOffload"]
@@ -123,17 +119,7 @@ class TcpOffload(wiring.Component):
             "fpdu": In(n),
             "m_axi_w": Out(AXI4WriteSignature(**bus)),
             "m_axi_r": Out(AXI4ReadSignature(**bus)),
-            "report": Out(stream.Signature(ConnEvent(connections=n))),
-            "drops": Out(TcpDropEvent).array(2),
-            "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
-            "write": In(stream.Signature(TcbWrite(connections=n))),
-            "command": In(stream.Signature(ConnCommand(connections=n))),
-            "read_conn": In(conn_bits(n)),
-            "read_tcb": Out(Tcb()),
-            **{name: In(32) for name in _PARAMS},
-            "mss": In(16),
-            "rcv_scale": In(range(MAX_WINDOW_SCALE + 1)),
-            "max_retries": In(8),
+            **control_ports(connections=n, listeners=listeners, params=_PARAMS),
             "ip": In(32),
             "ring_base": In(addr_width),
             "ring_log2": In(5),

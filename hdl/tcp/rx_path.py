@@ -25,11 +25,31 @@ from .send_cut import CutRecord, ReleaseRequest, TcpSendCut
 from .tcb import Tcb
 from .timer_table import TcpTimerTable
 
-__all__ = ["TcpRxPath"]
+__all__ = ["TcpRxPath", "control_ports"]
 
 #: The engine's parameters (32-bit inputs; ``mss`` and ``rcv_scale`` narrower).
 PARAMS = ("now", "secret", "rcv_wnd", "rto_initial", "rto_min", "rto_max", "delack",
           "time_wait", "tx_ring")
+
+
+def control_ports(*, connections, listeners, params=PARAMS):
+    """The ports the engine is set up, commanded and watched through (``report`` to
+    ``max_retries`` of :class:`TcpRxPath`, and of :class:`~rnic.hdl.tcp.offload.TcpOffload`,
+    with its 32-bit ``params``)."""
+    n = connections
+    return {
+        "report": Out(stream.Signature(ConnEvent(connections=n))),
+        "drops": Out(TcpDropEvent).array(2),
+        "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
+        "write": In(stream.Signature(TcbWrite(connections=n))),
+        "command": In(stream.Signature(ConnCommand(connections=n))),
+        "read_conn": In(conn_bits(n)),
+        "read_tcb": Out(Tcb()),
+        **{name: In(32) for name in params},
+        "mss": In(16),
+        "rcv_scale": In(range(MAX_WINDOW_SCALE + 1)),
+        "max_retries": In(8),
+    }
 
 
 class TcpRxPath(wiring.Component):
@@ -115,17 +135,7 @@ class TcpRxPath(wiring.Component):
             "released": Out(stream.Signature(ReleaseRequest(connections=n))),
             "send": Out(stream.Signature(TxRequest(connections=n))),
             "room": Out(n),
-            "report": Out(stream.Signature(ConnEvent(connections=n))),
-            "drops": Out(TcpDropEvent).array(2),
-            "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
-            "write": In(stream.Signature(TcbWrite(connections=n))),
-            "command": In(stream.Signature(ConnCommand(connections=n))),
-            "read_conn": In(conn_bits(n)),
-            "read_tcb": Out(Tcb()),
-            **{name: In(32) for name in PARAMS},
-            "mss": In(16),
-            "max_retries": In(8),
-            "rcv_scale": In(range(MAX_WINDOW_SCALE + 1)),
+            **control_ports(connections=n, listeners=listeners),
         })
 
     def elaborate(self, platform):

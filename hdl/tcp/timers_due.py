@@ -1,6 +1,6 @@
 """Which of a connection's timers are due, and its next deadline."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

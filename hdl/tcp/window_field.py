@@ -1,7 +1,7 @@
 """The window a connection advertises in the segments it sends (RFC 9293 section 3.8.6.2.1,
 RFC 7323)."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

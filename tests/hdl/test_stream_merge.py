@@ -9,6 +9,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from rnic.hdl.stream_merge import StreamMerge
+from tests.hdl.tcp.bench import send
 
 INPUTS = 3
 
@@ -21,15 +22,7 @@ def test_merge():
 
     def source(k):
         async def offer(ctx):
-            port = dut.i[k]
-            for item in items[k]:
-                while rng.random() < 0.4:
-                    ctx.set(port.valid, 0)
-                    await ctx.tick()
-                ctx.set(port.payload, item)
-                ctx.set(port.valid, 1)
-                await ctx.tick().until(port.ready)
-            ctx.set(port.valid, 0)
+            await send(ctx, dut.i[k], items[k], rng, idle=0.4)
         return offer
 
     async def sink(ctx):

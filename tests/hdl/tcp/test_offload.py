@@ -19,7 +19,7 @@ from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_PEER_IP
 from rnic.host.spec.tcp import SEQ_MOD
 from rnic.host.spec.tcp_engine import TcpCommand, TcpEventKind
-from tests.hdl.tcp.bench import axi_memory, beats, frame
+from tests.hdl.tcp.bench import axi_memory, beats, frame, send
 
 CONNECTIONS, PORT, MSS = 4, 7000, 1460
 RING_LOG2, RING_BASE = 13, 0x10000
@@ -71,16 +71,19 @@ def run(width, loss, seed, *, echo=False):
     commands = []                   # connections the core closes
     state = {"now": 0, "done": False}
 
-    async def feed(ctx):
-        while True:
-            if frames:
-                for beat in beats(frames.pop(0), width):
-                    ctx.set(dut.i.payload, beat)
-                    ctx.set(dut.i.valid, 1)
-                    await ctx.tick().until(dut.i.ready)
-                ctx.set(dut.i.valid, 0)
-            else:
-                await ctx.tick()
+    def drain(port, queue, items):
+        """A process: offers ``items(entry)`` on ``port`` for each entry put in ``queue``."""
+        async def offer(ctx):
+            while True:
+                if queue:
+                    await send(ctx, port, items(queue.pop(0)), rng)
+                else:
+                    await ctx.tick()
+        return offer
+
+    feed = drain(dut.i, frames, lambda octets: beats(octets, width))
+    closer = drain(dut.command, commands,
+                   lambda conn: [{"conn": conn, "kind": TcpCommand.CLOSE}])
 
     async def wire(ctx):
         packet = b""
@@ -115,17 +118,6 @@ def run(width, loss, seed, *, echo=False):
                 got["reports"].append((int(report.conn), int(report.kind)))
                 if report.kind == TcpEventKind.ACCEPTED:
                     got["accepted"].append(int(report.conn))
-
-    async def closer(ctx):
-        while True:
-            if commands:
-                ctx.set(dut.command.payload, {"conn": commands.pop(0),
-                                              "kind": TcpCommand.CLOSE})
-                ctx.set(dut.command.valid, 1)
-                await ctx.tick().until(dut.command.ready)
-                ctx.set(dut.command.valid, 0)
-            else:
-                await ctx.tick()
 
     async def core(ctx):
         """Runs on the accepted connections, where ``may_send`` allows."""
