@@ -182,16 +182,18 @@ class TcpOffload(wiring.Component):
 
     def _delivered(self, m, path, echo):
         """The octets delivered: an echo connection's back to its ring (returned, a stream
-        of runs), the others' to the core."""
-        o, rx = path.o, self.rx_wire
-        echoed = stream.Signature(OctetBeat(width=self._width,
-                                            connections=self._connections)).create(
-            path=("echoed",))
+        of runs), the others' to the core. A slice on each side of the split keeps the
+        echo bit's lookup and the writer's ready off the delivery's registers."""
+        shape = OctetBeat(width=self._width, connections=self._connections)
+        m.submodules.delivered = delivered = StreamSlice(shape)
+        m.submodules.echoed = echoed = StreamSlice(shape)
+        wiring.connect(m, path.o, delivered.i)
+        o, rx, back = delivered.o, self.rx_wire, echoed.i
         to_echo = echo.bit_select(o.payload.conn, 1)
-        m.d.comb += [rx.payload.eq(o.payload), echoed.payload.eq(o.payload),
-                     rx.valid.eq(o.valid & ~to_echo), echoed.valid.eq(o.valid & to_echo),
-                     o.ready.eq(Mux(to_echo, echoed.ready, rx.ready))]
-        return echoed
+        m.d.comb += [rx.payload.eq(o.payload), back.payload.eq(o.payload),
+                     rx.valid.eq(o.valid & ~to_echo), back.valid.eq(o.valid & to_echo),
+                     o.ready.eq(Mux(to_echo, back.ready, rx.ready))]
+        return echoed.o
 
     def _runs(self, m, writer, room, echoed):
         """The core's runs and the echoed ones into the ring writer, a whole run at a time

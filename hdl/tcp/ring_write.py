@@ -147,11 +147,14 @@ class TcpRingWrite(wiring.Component):
                          word.eq(word + 1), issued.eq(issued + 1)]
 
         def finish():
-            end = Signal(32)                # the sequence number after the run, wrapping
-            m.d.comb += end.eq(seq + length)
-            m.d.comb += [self.ended.valid.eq(1), self.ended.payload.conn.eq(conn),
-                         self.ended.payload.seq.eq(end)]
-            with m.If(self.ended.ready):
+            # ``ended`` is registered (its takers' logic stays off this FSM); the run's
+            # report is queued as it is taken, so ``written`` never comes first
+            end = self.ended.payload.seq
+            with m.If(~self.ended.valid):
+                m.d.sync += [self.ended.valid.eq(1), self.ended.payload.conn.eq(conn),
+                             end.eq(seq + length)]
+            with m.Elif(self.ended.ready):
+                m.d.sync += self.ended.valid.eq(0)
                 m.d.comb += [wr.addr.eq(conn), wr.data.eq(end), wr.en.eq(1),
                              reports.w_en.eq(1),
                              reports.w_data.eq(Cat(conn, end, issued))]
