@@ -68,7 +68,7 @@ class TcpRingRead(wiring.Component):
     ring_log2 : In(5)
         As the ring writer's (a ring holds at least 16 words). Quasi-static.
 
-    Latency: a segment's descriptor leaves 3 cycles after its last word arrived on the bus.
+    Latency: a segment's descriptor leaves 4 cycles after its last word arrived on the bus.
     Throughput: one word per cycle as the bus delivers them; a request waits until the
     one before has all its payload stored.
     """
@@ -116,7 +116,6 @@ class TcpRingRead(wiring.Component):
         m.d.comb += [store.w_data.eq(shift.o.payload), store.w_en.eq(shift.o.valid),
                      shift.o.ready.eq(store.w_rdy)]
         loaded = shift.o.valid & shift.o.ready & out.last
-        final_sum = fold(Mux(out.first, 0, total) + beat_sum(out.data, keep, W))
 
         issue = Signal()                    # the current request's reads are due
         received = Signal(17)               # its words received
@@ -131,10 +130,14 @@ class TcpRingRead(wiring.Component):
                         m.next = "LOAD"
             with m.State("LOAD"):
                 with m.If(loaded):
-                    desc = Signal(TcpTxDesc())
-                    m.d.comb += [desc.eq(req.desc), desc.payload_sum.eq(final_sum),
-                                 self.req.ready.eq(1), descs.w_en.eq(1), descs.w_data.eq(desc)]
-                    m.next = "IDLE"
+                    m.next = "SUM"
+            with m.State("SUM"):
+                # the sum of the whole payload is in ``total`` now: its fold and the
+                # descriptor's write stay off the store's handshake
+                desc = Signal(TcpTxDesc())
+                m.d.comb += [desc.eq(req.desc), desc.payload_sum.eq(fold(total)),
+                             self.req.ready.eq(1), descs.w_en.eq(1), descs.w_data.eq(desc)]
+                m.next = "IDLE"
         self._reads(m, req, words, issue)
         self._words(m, shift, req, words, last_n, received)
         return m
