@@ -93,7 +93,7 @@ class SendSteps:
             m.d.sync += length.eq(0)
             self._goto(m, "DATA")
         with m.Else():
-            m.d.sync += self._pending.bit_select(conn, 1).eq(0)
+            self._mark_pending(m, 0)
             self._goto(m, "ACK_NOW")
 
     def _answer(self, m, conn, length, resend, first_fin):
@@ -109,7 +109,7 @@ class SendSteps:
                 m.d.sync += resend.eq(0)
                 self._goto(m, "STEP")
             with m.Else():
-                m.d.sync += self._pending.bit_select(conn, 1).eq(0)
+                self._mark_pending(m, 0)
                 self._goto(m, "ACK_NOW")
 
     def _data(self, m, t, conn, blocks, length, resend):
@@ -124,7 +124,8 @@ class SendSteps:
                          t.send.snd_nxt.eq(data.o.snd_nxt), t.send.snd_max.eq(data.o.snd_max),
                          t.rtt.timing.eq(data.o.timing), t.rtt.rtt_seq.eq(data.o.rtt_seq),
                          t.rtt.rtt_time.eq(data.o.rtt_time),
-                         self._pending.bit_select(conn, 1).eq(1), resend.eq(0)]
+                         resend.eq(0)]
+            self._mark_pending(m, 1)
             with m.If(resend):
                 self._goto(m, "STEP")
             with m.Else():

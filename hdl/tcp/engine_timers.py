@@ -49,7 +49,7 @@ class TimerSteps:
             self._deliver(m, conn, seg, keep=0, skip=0)
             m.next = "IDLE"
         with m.Elif(closed):
-            m.d.sync += self._pending.bit_select(conn, 1).eq(0)
+            self._mark_pending(m, 0)
             m.next = "IDLE"
         with m.Elif(kind == EngineEvent.SEGMENT):
             self._goto(m, "CHECK")

@@ -188,6 +188,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         resend = Signal()                   # the ACK asks for the first segment again
         probe = Signal()                    # the persist timer asks for a probe
         self._pending = Signal(self._connections)   # connections that may send more
+        self._pending_updates(m, conn)
         # timer reports in a row: each connection's due timers go before a segment that
         # waits (as the model's poll at a time goes before the segments of that time),
         # but no more than one report per connection can hold a segment back
@@ -326,6 +327,23 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
                 m.next = "IDLE"
         return m
 
+    def _pending_updates(self, m, conn):
+        """The pending set's updates for the event's connection (:meth:`_mark_pending`),
+        applied a cycle later: the states' decisions stay off the set's demultiplexer.
+        IDLE reads the set through a register: a connection it takes as pending just after
+        an update that cleared it gets an event that finds nothing to send."""
+        self._pend_write = Signal(name="pend_write")
+        self._pend_value = Signal(name="pend_value")
+        write, value = Signal(name="pend_write_r"), Signal(name="pend_value_r")
+        at = Signal.like(conn, name="pend_conn")
+        m.d.sync += [write.eq(self._pend_write), value.eq(self._pend_value), at.eq(conn)]
+        with m.If(write):
+            m.d.sync += self._pending.bit_select(at, 1).eq(value)
+
+    def _mark_pending(self, m, value):
+        """The event's connection is pending (``value`` 1: it may send more) or not."""
+        m.d.comb += [self._pend_write.eq(1), self._pend_value.eq(value)]
+
     def _goto(self, m, state, wait=1):
         """To ``state``, which first waits for the rule blocks it reads (when ``wait``)."""
         m.next = state
@@ -440,7 +458,8 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         ``CLOSE`` frees it with its key."""
         m.d.sync += [t.state.eq(spec.TcpState.CLOSED),
                      self.release.valid.eq(1), self.release.payload.conn.eq(conn),
-                     self.release.payload.reset.eq(1), self._pending.bit_select(conn, 1).eq(0)]
+                     self.release.payload.reset.eq(1)]
+        self._mark_pending(m, 0)
         if kind is not None:
             m.d.sync += [self.report.valid.eq(1), self.report.payload.conn.eq(conn),
                          self.report.payload.kind.eq(kind)]

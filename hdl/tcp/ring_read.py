@@ -152,19 +152,23 @@ class TcpRingRead(wiring.Component):
         word = Signal(32)                   # ring word index of the next burst's first word
         left = Signal(17)                   # words not yet requested
         started = Signal()
+        # the next burst's length, registered from ``word`` and ``left`` (so a burst is
+        # issued at most every other cycle, once it is computed from their new values)
+        burst = Signal(range(BURST_WORDS + 1))
+        fresh = Signal()                    # ``burst`` is from the current word and left
+        room = BURST_WORDS - word[:ceil_log2(BURST_WORDS)]
+        m.d.sync += [burst.eq(Mux(left < room, left, room)), fresh.eq(started)]
         m.d.comb += [axi.arsize.eq(shift), axi.arburst.eq(1)]
         with m.If(axi.arready):
             m.d.sync += axi.arvalid.eq(0)
         with m.If(~issue):
-            m.d.sync += started.eq(0)
+            m.d.sync += [started.eq(0), fresh.eq(0)]
         with m.Elif(~started):
             m.d.sync += [started.eq(1), word.eq(req.desc.seq >> shift), left.eq(words)]
-        with m.Elif((left != 0) & (~axi.arvalid | axi.arready)):
-            room = BURST_WORDS - word[:ceil_log2(BURST_WORDS)]
-            burst = Mux(left < room, left, room)
+        with m.Elif(fresh & (left != 0) & (~axi.arvalid | axi.arready)):
             m.d.sync += [axi.arvalid.eq(1), axi.arlen.eq(burst - 1),
                          axi.araddr.eq(ring + ((word & words_mask) << shift)),
-                         word.eq(word + burst), left.eq(left - burst)]
+                         word.eq(word + burst), left.eq(left - burst), fresh.eq(0)]
             with m.If(left == burst):
                 m.d.sync += issue.eq(0)
 
