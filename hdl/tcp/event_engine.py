@@ -122,8 +122,8 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
     max_retries : In(8)
         Retransmission timeouts on the same data before the connection is lost.
 
-    Latency and throughput: a segment takes 40 cycles from its event to the entry written
-    back when it sends nothing, 42 with a pure ACK, 35 when it is dropped; sending a data
+    Latency and throughput: a segment takes 41 cycles from its event to the entry written
+    back when it sends nothing, 43 with a pure ACK, 36 when it is dropped; sending a data
     segment adds the cut's walk and 5 cycles; more while an output waits. One event at a
     time. Each state waits for the ``LATENCY`` of the rule blocks it reads; the time base
     is sampled when the event is taken.
@@ -208,7 +208,13 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             with m.If(port.ready):
                 m.d.sync += port.valid.eq(0)
         m.d.comb += self.read_tcb.eq(rd.data)
-        outputs_free = ~Cat(port.valid for port in outputs).any()
+        # the outputs were all free in the cycle before, which the engine spent in IDLE
+        # (registered: the outputs' handshakes stay off the choice of the next event; in
+        # IDLE the outputs are only taken, never set)
+        were_free = staged(m, ~Cat(port.valid for port in outputs).any(), "were_free")
+        idle_before = Signal()
+        m.d.sync += idle_before.eq(0)
+        outputs_free = were_free & idle_before
         # the lowest pending connection, registered (the set changes only within events,
         # several cycles before the engine is idle again)
         found, lowest = lowest_set(m, self._pending, "pending")
@@ -232,6 +238,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         self._settle = Signal(range(max(self._latency.values()) + 1), name="settle")
         with m.FSM():
             with m.State("IDLE"):
+                m.d.sync += idle_before.eq(1)
                 m.d.comb += [rd.addr.eq(self.read_conn), rd.en.eq(1)]
                 with m.If(self.write.valid):
                     m.d.comb += [self.write.ready.eq(1), wr.addr.eq(self.write.payload.conn),

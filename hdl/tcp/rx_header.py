@@ -108,8 +108,12 @@ class TcpRxHeader(wiring.Component):
                          self.payload.valid.eq(self.i.valid & ~self.hdr.valid & here),
                          self.payload.payload.first.eq(1),
                          self.payload.payload.skip.eq(skip)]
-            with m.If(take):
+            # the beat under offer is latched whether or not it is taken (again, the same
+            # octets at the same index, until it is): the handshake stays off the
+            # enables of the header's octets
+            with m.If(self.i.valid & ~self.hdr.valid):
                 capture(m, head, _CAPTURED, beat, index, W)
+            with m.If(take):
                 m.d.sync += index.eq(Mux(index == last_index, index, index + 1))
                 with m.If(header_ends | beat.last):
                     m.d.sync += [self.hdr.valid.eq(1), truncated.eq(~header_ends)]
