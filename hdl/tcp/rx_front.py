@@ -167,7 +167,7 @@ class TcpRxFront(wiring.Component):
                     m.d.sync += conn.eq(table.resp.payload.conn)
                     self._event(m, info, table.resp.payload.conn)
                 with m.Elif(table.resp.valid & listeners.hit):
-                    self._listener(m, info)
+                    self._listener(m, info, listeners)
                 with m.Elif(table.resp.valid):
                     self._finish(m, info, _DROP.NO_CONNECTION, reply=~flags.rst)
             with m.State("CHECK"):
@@ -234,7 +234,6 @@ class TcpRxFront(wiring.Component):
         m.d.sync += ring_window.eq(Mux(self.tx_ring < self.rcv_wnd, self.tx_ring,
                                        self.rcv_wnd))
         first_window = Mux(self._echo, ring_window, self.rcv_wnd)
-        self._listeners_echo = listeners.echo
         peer = [info.src_ip, info.src_port, info.dst_port]
         for request in (cookie.make.payload, cookie.check.payload):
             m.d.comb += [request.remote_ip.eq(peer[0]), request.remote_port.eq(peer[1]),
@@ -256,10 +255,10 @@ class TcpRxFront(wiring.Component):
             self.reply.payload.eq(replies.desc),
         ]
 
-    def _listener(self, m, info):
-        """A segment for a listening port and no connection."""
+    def _listener(self, m, info, listeners):
+        """A segment for a listening port and no connection (whose echo flag it keeps)."""
         flags = info.flags
-        m.d.sync += self._echo.eq(self._listeners_echo)
+        m.d.sync += self._echo.eq(listeners.echo)
         with m.If(flags.rst):
             self._finish(m, info, _DROP.NO_CONNECTION)
         with m.Elif(flags.ack & flags.syn):
