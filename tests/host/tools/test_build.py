@@ -583,7 +583,7 @@ def test_a_stalled_route_is_stopped(tmp_path):
                    for i, (arcs, t) in enumerate([(5000, 10), (4000, 20), (4500, 90)], 1))
     (tmp_path / "rows.txt").write_text("Info:     Total LUT4s:     30000/43848    68%\n" + rows)
     script = tmp_path / "build_top.sh"
-    script.write_text("cat rows.txt > top.tim\nsleep 600 & echo $! > sleeper.pid\nwait\n")
+    script.write_text("sleep 600 & echo $! > sleeper.pid\ncat rows.txt > top.tim\nwait\n")
     said = []
     watch = PnrWatch(tmp_path / "top.tim", stall_seconds=60)
     rc, done = flow._run_script(script, tmp_path, dict(os.environ), {"synthesis": "top.json"},
