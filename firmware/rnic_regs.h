@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.9. 32-bit registers at byte offsets inside
+/* Map version 0.10. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x00000009u
+#define RNIC_VERSION_RESET 0x0000000au
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x00000009u
+#define RNIC_VERSION_MINOR_RESET 0x0000000au
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -1483,11 +1483,11 @@
 #define RNIC_NET_MAX_LEN_LEN_MASK 0x0000ffffu
 #define RNIC_NET_MAX_LEN_LEN_RESET 0x000005eau
 
-/* NET_GATEWAY (0x418, rw): IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which sends for TCP: the NIC top, which has no TCP, leaves it out and this is storage. */
+/* NET_GATEWAY (0x418, rw): IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which sends for TCP. */
 #define RNIC_NET_GATEWAY_ADDR 0x00000418u
 #define RNIC_NET_GATEWAY_RESET 0x00000000u
 #define RNIC_NET_GATEWAY_RW_MASK 0xffffffffu
-/*   IP [31:0] rw: IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which sends for TCP: the NIC top, which has no TCP, leaves it out and this is storage. */
+/*   IP [31:0] rw: IPv4 address of the next hop for destinations outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by the send path, which sends for TCP. */
 #define RNIC_NET_GATEWAY_IP_SHIFT 0u
 #define RNIC_NET_GATEWAY_IP_WIDTH 32u
 #define RNIC_NET_GATEWAY_IP_MASK 0xffffffffu
@@ -1653,11 +1653,11 @@
 #define RNIC_NET_RX_TCP_CHECKSUM_COUNT_MASK 0xffffffffu
 #define RNIC_NET_RX_TCP_CHECKSUM_COUNT_RESET 0x00000000u
 
-/* NET_RX_TCP (0x480, ro): IPv4 TCP packets for the NIC's address with good IPv4 and TCP headers and a good TCP checksum, handed to the TCP layer (dropped by this build, which has none). */
+/* NET_RX_TCP (0x480, ro): IPv4 TCP packets for the NIC's address with good IPv4 and TCP headers and a good TCP checksum, handed to the TCP engine. */
 #define RNIC_NET_RX_TCP_ADDR 0x00000480u
 #define RNIC_NET_RX_TCP_RESET 0x00000000u
 #define RNIC_NET_RX_TCP_RW_MASK 0x00000000u
-/*   COUNT [31:0] ro: IPv4 TCP packets for the NIC's address with good IPv4 and TCP headers and a good TCP checksum, handed to the TCP layer (dropped by this build, which has none). */
+/*   COUNT [31:0] ro: IPv4 TCP packets for the NIC's address with good IPv4 and TCP headers and a good TCP checksum, handed to the TCP engine. */
 #define RNIC_NET_RX_TCP_COUNT_SHIFT 0u
 #define RNIC_NET_RX_TCP_COUNT_WIDTH 32u
 #define RNIC_NET_RX_TCP_COUNT_MASK 0xffffffffu
@@ -1683,21 +1683,21 @@
 #define RNIC_NET_TX_DROPPED_COUNT_MASK 0xffffffffu
 #define RNIC_NET_TX_DROPPED_COUNT_RESET 0x00000000u
 
-/* NET_TX_NO_ROUTE (0x48c, ro): Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0 (0 in a build without the send path: it sends for TCP, and the NIC top has none). */
+/* NET_TX_NO_ROUTE (0x48c, ro): TCP segments dropped by the send path: the destination is outside the prefix and NET_GATEWAY is 0. */
 #define RNIC_NET_TX_NO_ROUTE_ADDR 0x0000048cu
 #define RNIC_NET_TX_NO_ROUTE_RESET 0x00000000u
 #define RNIC_NET_TX_NO_ROUTE_RW_MASK 0x00000000u
-/*   COUNT [31:0] ro: Packets of the layer above dropped: the destination is outside the prefix and NET_GATEWAY is 0 (0 in a build without the send path: it sends for TCP, and the NIC top has none). */
+/*   COUNT [31:0] ro: TCP segments dropped by the send path: the destination is outside the prefix and NET_GATEWAY is 0. */
 #define RNIC_NET_TX_NO_ROUTE_COUNT_SHIFT 0u
 #define RNIC_NET_TX_NO_ROUTE_COUNT_WIDTH 32u
 #define RNIC_NET_TX_NO_ROUTE_COUNT_MASK 0xffffffffu
 #define RNIC_NET_TX_NO_ROUTE_COUNT_RESET 0x00000000u
 
-/* NET_TX_ARP_MISS (0x490, ro): Packets of the layer above dropped: the next hop is not in the ARP cache (an ARP request for it was sent instead; 0 without the send path). */
+/* NET_TX_ARP_MISS (0x490, ro): TCP segments dropped by the send path: the next hop is not in the ARP cache (an ARP request for it was sent instead; TCP sends again when its timers say). */
 #define RNIC_NET_TX_ARP_MISS_ADDR 0x00000490u
 #define RNIC_NET_TX_ARP_MISS_RESET 0x00000000u
 #define RNIC_NET_TX_ARP_MISS_RW_MASK 0x00000000u
-/*   COUNT [31:0] ro: Packets of the layer above dropped: the next hop is not in the ARP cache (an ARP request for it was sent instead; 0 without the send path). */
+/*   COUNT [31:0] ro: TCP segments dropped by the send path: the next hop is not in the ARP cache (an ARP request for it was sent instead; TCP sends again when its timers say). */
 #define RNIC_NET_TX_ARP_MISS_COUNT_SHIFT 0u
 #define RNIC_NET_TX_ARP_MISS_COUNT_WIDTH 32u
 #define RNIC_NET_TX_ARP_MISS_COUNT_MASK 0xffffffffu
@@ -1823,10 +1823,538 @@
 #define RNIC_NET_ARP_LOOKUP_MAC_LO_MAC_MASK 0xffffffffu
 #define RNIC_NET_ARP_LOOKUP_MAC_LO_MAC_RESET 0x00000000u
 
+/* ---- TCP ---- */
+
+/* TCP_CAPS (0x500, ro): TCP build parameters. */
+#define RNIC_TCP_CAPS_ADDR 0x00000500u
+#define RNIC_TCP_CAPS_RESET 0x00000000u
+#define RNIC_TCP_CAPS_RW_MASK 0x00000000u
+/*   TCP [0] ro: 1: this build has the TCP engine. */
+#define RNIC_TCP_CAPS_TCP_SHIFT 0u
+#define RNIC_TCP_CAPS_TCP_WIDTH 1u
+#define RNIC_TCP_CAPS_TCP_MASK 0x00000001u
+#define RNIC_TCP_CAPS_TCP_RESET 0x00000000u
+/*   LISTENERS [15:8] ro: Listening-port slots: TCP_LISTEN.INDEX 0 .. LISTENERS-1. */
+#define RNIC_TCP_CAPS_LISTENERS_SHIFT 8u
+#define RNIC_TCP_CAPS_LISTENERS_WIDTH 8u
+#define RNIC_TCP_CAPS_LISTENERS_MASK 0x0000ff00u
+#define RNIC_TCP_CAPS_LISTENERS_RESET 0x00000000u
+/*   RECORDS [23:16] ro: FPDU ends kept per connection's send ring. */
+#define RNIC_TCP_CAPS_RECORDS_SHIFT 16u
+#define RNIC_TCP_CAPS_RECORDS_WIDTH 8u
+#define RNIC_TCP_CAPS_RECORDS_MASK 0x00ff0000u
+#define RNIC_TCP_CAPS_RECORDS_RESET 0x00000000u
+/*   RING_LOG2 [28:24] ro: The largest TCP_RING_LOG2 this build's ring memory holds for every connection (it has CAPS.CONNECTIONS << RING_LOG2 octets). */
+#define RNIC_TCP_CAPS_RING_LOG2_SHIFT 24u
+#define RNIC_TCP_CAPS_RING_LOG2_WIDTH 5u
+#define RNIC_TCP_CAPS_RING_LOG2_MASK 0x1f000000u
+#define RNIC_TCP_CAPS_RING_LOG2_RESET 0x00000000u
+
+/* TCP_MSS (0x504, rw): Our MSS (advertised in SYN-ACKs, the most payload a segment carries). */
+#define RNIC_TCP_MSS_ADDR 0x00000504u
+#define RNIC_TCP_MSS_RESET 0x000005b4u
+#define RNIC_TCP_MSS_RW_MASK 0x0000ffffu
+/*   MSS [15:0] rw: Octets: the MTU minus 40. */
+#define RNIC_TCP_MSS_MSS_SHIFT 0u
+#define RNIC_TCP_MSS_MSS_WIDTH 16u
+#define RNIC_TCP_MSS_MSS_MASK 0x0000ffffu
+#define RNIC_TCP_MSS_MSS_RESET 0x000005b4u
+
+/* TCP_RCV_WND (0x508, rw): Receive window of a connection delivering to the core. */
+#define RNIC_TCP_RCV_WND_ADDR 0x00000508u
+#define RNIC_TCP_RCV_WND_RESET 0x0000ffffu
+#define RNIC_TCP_RCV_WND_RW_MASK 0xffffffffu
+/*   OCTETS [31:0] rw: At most 65535 << TCP_RCV_SCALE. */
+#define RNIC_TCP_RCV_WND_OCTETS_SHIFT 0u
+#define RNIC_TCP_RCV_WND_OCTETS_WIDTH 32u
+#define RNIC_TCP_RCV_WND_OCTETS_MASK 0xffffffffu
+#define RNIC_TCP_RCV_WND_OCTETS_RESET 0x0000ffffu
+
+/* TCP_RCV_SCALE (0x50c, rw): Our window scale (RFC 7323), used when both SYNs carry the option. */
+#define RNIC_TCP_RCV_SCALE_ADDR 0x0000050cu
+#define RNIC_TCP_RCV_SCALE_RESET 0x00000000u
+#define RNIC_TCP_RCV_SCALE_RW_MASK 0x0000000fu
+/*   SCALE [3:0] rw: Shift, 0 .. 14. */
+#define RNIC_TCP_RCV_SCALE_SCALE_SHIFT 0u
+#define RNIC_TCP_RCV_SCALE_SCALE_WIDTH 4u
+#define RNIC_TCP_RCV_SCALE_SCALE_MASK 0x0000000fu
+#define RNIC_TCP_RCV_SCALE_SCALE_RESET 0x00000000u
+
+/* TCP_RTO_INITIAL (0x510, rw): Retransmission timeout before the first RTT sample (RFC 6298 section 2.1). */
+#define RNIC_TCP_RTO_INITIAL_ADDR 0x00000510u
+#define RNIC_TCP_RTO_INITIAL_RESET 0x000003e8u
+#define RNIC_TCP_RTO_INITIAL_RW_MASK 0xffffffffu
+/*   TICKS [31:0] rw: Ticks of the time base (TCP_TICK). */
+#define RNIC_TCP_RTO_INITIAL_TICKS_SHIFT 0u
+#define RNIC_TCP_RTO_INITIAL_TICKS_WIDTH 32u
+#define RNIC_TCP_RTO_INITIAL_TICKS_MASK 0xffffffffu
+#define RNIC_TCP_RTO_INITIAL_TICKS_RESET 0x000003e8u
+
+/* TCP_RTO_MIN (0x514, rw): Least retransmission timeout. */
+#define RNIC_TCP_RTO_MIN_ADDR 0x00000514u
+#define RNIC_TCP_RTO_MIN_RESET 0x000000c8u
+#define RNIC_TCP_RTO_MIN_RW_MASK 0xffffffffu
+/*   TICKS [31:0] rw: Ticks of the time base (TCP_TICK). */
+#define RNIC_TCP_RTO_MIN_TICKS_SHIFT 0u
+#define RNIC_TCP_RTO_MIN_TICKS_WIDTH 32u
+#define RNIC_TCP_RTO_MIN_TICKS_MASK 0xffffffffu
+#define RNIC_TCP_RTO_MIN_TICKS_RESET 0x000000c8u
+
+/* TCP_RTO_MAX (0x518, rw): Greatest retransmission timeout (after backoff). */
+#define RNIC_TCP_RTO_MAX_ADDR 0x00000518u
+#define RNIC_TCP_RTO_MAX_RESET 0x0000ea60u
+#define RNIC_TCP_RTO_MAX_RW_MASK 0xffffffffu
+/*   TICKS [31:0] rw: Ticks of the time base (TCP_TICK). */
+#define RNIC_TCP_RTO_MAX_TICKS_SHIFT 0u
+#define RNIC_TCP_RTO_MAX_TICKS_WIDTH 32u
+#define RNIC_TCP_RTO_MAX_TICKS_MASK 0xffffffffu
+#define RNIC_TCP_RTO_MAX_TICKS_RESET 0x0000ea60u
+
+/* TCP_DELACK (0x51c, rw): Delayed-ACK time. */
+#define RNIC_TCP_DELACK_ADDR 0x0000051cu
+#define RNIC_TCP_DELACK_RESET 0x00000028u
+#define RNIC_TCP_DELACK_RW_MASK 0xffffffffu
+/*   TICKS [31:0] rw: Ticks of the time base (TCP_TICK). */
+#define RNIC_TCP_DELACK_TICKS_SHIFT 0u
+#define RNIC_TCP_DELACK_TICKS_WIDTH 32u
+#define RNIC_TCP_DELACK_TICKS_MASK 0xffffffffu
+#define RNIC_TCP_DELACK_TICKS_RESET 0x00000028u
+
+/* TCP_TIME_WAIT (0x520, rw): Length of TIME-WAIT (2 MSL). */
+#define RNIC_TCP_TIME_WAIT_ADDR 0x00000520u
+#define RNIC_TCP_TIME_WAIT_RESET 0x000003e8u
+#define RNIC_TCP_TIME_WAIT_RW_MASK 0xffffffffu
+/*   TICKS [31:0] rw: Ticks of the time base (TCP_TICK). */
+#define RNIC_TCP_TIME_WAIT_TICKS_SHIFT 0u
+#define RNIC_TCP_TIME_WAIT_TICKS_WIDTH 32u
+#define RNIC_TCP_TIME_WAIT_TICKS_MASK 0xffffffffu
+#define RNIC_TCP_TIME_WAIT_TICKS_RESET 0x000003e8u
+
+/* TCP_MAX_RETRIES (0x524, rw): Retransmission timeouts in a row before a connection is reset and reported LOST. */
+#define RNIC_TCP_MAX_RETRIES_ADDR 0x00000524u
+#define RNIC_TCP_MAX_RETRIES_RESET 0x00000008u
+#define RNIC_TCP_MAX_RETRIES_RW_MASK 0x000000ffu
+/*   RETRIES [7:0] rw:  */
+#define RNIC_TCP_MAX_RETRIES_RETRIES_SHIFT 0u
+#define RNIC_TCP_MAX_RETRIES_RETRIES_WIDTH 8u
+#define RNIC_TCP_MAX_RETRIES_RETRIES_MASK 0x000000ffu
+#define RNIC_TCP_MAX_RETRIES_RETRIES_RESET 0x00000008u
+
+/* TCP_SECRET (0x528, rw): Key of the SYN cookies (write a random value before listening). */
+#define RNIC_TCP_SECRET_ADDR 0x00000528u
+#define RNIC_TCP_SECRET_RESET 0x00000000u
+#define RNIC_TCP_SECRET_RW_MASK 0xffffffffu
+/*   SECRET [31:0] rw: Key of the SYN cookies (write a random value before listening). */
+#define RNIC_TCP_SECRET_SECRET_SHIFT 0u
+#define RNIC_TCP_SECRET_SECRET_WIDTH 32u
+#define RNIC_TCP_SECRET_SECRET_MASK 0xffffffffu
+#define RNIC_TCP_SECRET_SECRET_RESET 0x00000000u
+
+/* TCP_RING_BASE (0x52c, rw): Address of the send rings in the ring memory: connection c's ring is at TCP_RING_BASE + c << TCP_RING_LOG2 (the memory repeats through the address space). */
+#define RNIC_TCP_RING_BASE_ADDR 0x0000052cu
+#define RNIC_TCP_RING_BASE_RESET 0x00000000u
+#define RNIC_TCP_RING_BASE_RW_MASK 0xffffffffu
+/*   ADDR [31:0] rw: Address of the send rings in the ring memory: connection c's ring is at TCP_RING_BASE + c << TCP_RING_LOG2 (the memory repeats through the address space). */
+#define RNIC_TCP_RING_BASE_ADDR_SHIFT 0u
+#define RNIC_TCP_RING_BASE_ADDR_WIDTH 32u
+#define RNIC_TCP_RING_BASE_ADDR_MASK 0xffffffffu
+#define RNIC_TCP_RING_BASE_ADDR_RESET 0x00000000u
+
+/* TCP_RING_LOG2 (0x530, rw): Size of each connection's send ring (it holds what is sent until acknowledged, and bounds an echo connection's window). */
+#define RNIC_TCP_RING_LOG2_ADDR 0x00000530u
+#define RNIC_TCP_RING_LOG2_RESET 0x0000000cu
+#define RNIC_TCP_RING_LOG2_RW_MASK 0x0000001fu
+/*   LOG2 [4:0] rw: Octets = 2**LOG2 (12 .. TCP_CAPS.RING_LOG2). */
+#define RNIC_TCP_RING_LOG2_LOG2_SHIFT 0u
+#define RNIC_TCP_RING_LOG2_LOG2_WIDTH 5u
+#define RNIC_TCP_RING_LOG2_LOG2_MASK 0x0000001fu
+#define RNIC_TCP_RING_LOG2_LOG2_RESET 0x0000000cu
+
+/* TCP_TICK (0x534, rw): A clock-counted tick of the time base, besides the top's tick input (the board's: every millisecond of its clock; the simulation's: every millisecond of wall time). */
+#define RNIC_TCP_TICK_ADDR 0x00000534u
+#define RNIC_TCP_TICK_RESET 0x00000000u
+#define RNIC_TCP_TICK_RW_MASK 0xffffffffu
+/*   CYCLES [31:0] rw: Clock cycles per tick (0: none, only the tick input). */
+#define RNIC_TCP_TICK_CYCLES_SHIFT 0u
+#define RNIC_TCP_TICK_CYCLES_WIDTH 32u
+#define RNIC_TCP_TICK_CYCLES_MASK 0xffffffffu
+#define RNIC_TCP_TICK_CYCLES_RESET 0x00000000u
+
+/* TCP_NOW (0x538, ro): The time base: ticks since reset. */
+#define RNIC_TCP_NOW_ADDR 0x00000538u
+#define RNIC_TCP_NOW_RESET 0x00000000u
+#define RNIC_TCP_NOW_RW_MASK 0x00000000u
+/*   TICKS [31:0] ro: The time base: ticks since reset. */
+#define RNIC_TCP_NOW_TICKS_SHIFT 0u
+#define RNIC_TCP_NOW_TICKS_WIDTH 32u
+#define RNIC_TCP_NOW_TICKS_MASK 0xffffffffu
+#define RNIC_TCP_NOW_TICKS_RESET 0x00000000u
+
+/* TCP_STATUS (0x53c, ro): TCP status. */
+#define RNIC_TCP_STATUS_ADDR 0x0000053cu
+#define RNIC_TCP_STATUS_RESET 0x00000000u
+#define RNIC_TCP_STATUS_RW_MASK 0x00000000u
+/*   CMD_BUSY [0] ro: A CLOSE or ABORT waits for the engine (another one is ignored meanwhile: wait for 0). */
+#define RNIC_TCP_STATUS_CMD_BUSY_SHIFT 0u
+#define RNIC_TCP_STATUS_CMD_BUSY_WIDTH 1u
+#define RNIC_TCP_STATUS_CMD_BUSY_MASK 0x00000001u
+#define RNIC_TCP_STATUS_CMD_BUSY_RESET 0x00000000u
+
+/* TCP_DROP_BAD_OPTIONS (0x540, ro): Segments dropped: malformed TCP options (a length of 0 or 1 where one is due, or one running past the header); no answer. */
+#define RNIC_TCP_DROP_BAD_OPTIONS_ADDR 0x00000540u
+#define RNIC_TCP_DROP_BAD_OPTIONS_RESET 0x00000000u
+#define RNIC_TCP_DROP_BAD_OPTIONS_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Segments dropped: malformed TCP options (a length of 0 or 1 where one is due, or one running past the header); no answer. */
+#define RNIC_TCP_DROP_BAD_OPTIONS_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_BAD_OPTIONS_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_BAD_OPTIONS_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_BAD_OPTIONS_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_NO_CONNECTION (0x544, ro): Segments for no connection and no listening port (answered with a RST unless they are one). */
+#define RNIC_TCP_DROP_NO_CONNECTION_ADDR 0x00000544u
+#define RNIC_TCP_DROP_NO_CONNECTION_RESET 0x00000000u
+#define RNIC_TCP_DROP_NO_CONNECTION_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Segments for no connection and no listening port (answered with a RST unless they are one). */
+#define RNIC_TCP_DROP_NO_CONNECTION_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_NO_CONNECTION_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_NO_CONNECTION_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_NO_CONNECTION_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_BAD_COOKIE (0x548, ro): ACKs for a listening port that carry no valid SYN cookie (answered with a RST, or dropped if they carry data or a FIN). */
+#define RNIC_TCP_DROP_BAD_COOKIE_ADDR 0x00000548u
+#define RNIC_TCP_DROP_BAD_COOKIE_RESET 0x00000000u
+#define RNIC_TCP_DROP_BAD_COOKIE_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: ACKs for a listening port that carry no valid SYN cookie (answered with a RST, or dropped if they carry data or a FIN). */
+#define RNIC_TCP_DROP_BAD_COOKIE_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_BAD_COOKIE_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_BAD_COOKIE_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_BAD_COOKIE_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_NO_FREE_CONNECTION (0x54c, ro): Valid SYN cookies that found every connection id in use. */
+#define RNIC_TCP_DROP_NO_FREE_CONNECTION_ADDR 0x0000054cu
+#define RNIC_TCP_DROP_NO_FREE_CONNECTION_RESET 0x00000000u
+#define RNIC_TCP_DROP_NO_FREE_CONNECTION_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Valid SYN cookies that found every connection id in use. */
+#define RNIC_TCP_DROP_NO_FREE_CONNECTION_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_NO_FREE_CONNECTION_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_NO_FREE_CONNECTION_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_NO_FREE_CONNECTION_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_SIMULTANEOUS_OPEN (0x550, ro): SYNs without ACK on a connection in SYN-SENT (no simultaneous open). */
+#define RNIC_TCP_DROP_SIMULTANEOUS_OPEN_ADDR 0x00000550u
+#define RNIC_TCP_DROP_SIMULTANEOUS_OPEN_RESET 0x00000000u
+#define RNIC_TCP_DROP_SIMULTANEOUS_OPEN_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: SYNs without ACK on a connection in SYN-SENT (no simultaneous open). */
+#define RNIC_TCP_DROP_SIMULTANEOUS_OPEN_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_SIMULTANEOUS_OPEN_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_SIMULTANEOUS_OPEN_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_SIMULTANEOUS_OPEN_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_NOT_ACCEPTABLE (0x554, ro): Segments outside the receive window (RFC 9293 section 3.10.7.4; answered with an ACK unless a RST). */
+#define RNIC_TCP_DROP_NOT_ACCEPTABLE_ADDR 0x00000554u
+#define RNIC_TCP_DROP_NOT_ACCEPTABLE_RESET 0x00000000u
+#define RNIC_TCP_DROP_NOT_ACCEPTABLE_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Segments outside the receive window (RFC 9293 section 3.10.7.4; answered with an ACK unless a RST). */
+#define RNIC_TCP_DROP_NOT_ACCEPTABLE_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_NOT_ACCEPTABLE_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_NOT_ACCEPTABLE_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_NOT_ACCEPTABLE_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_CHALLENGE_ACK (0x558, ro): RSTs in the window but not at RCV.NXT, and SYNs on a synchronized connection: answered with a challenge ACK (RFC 5961). */
+#define RNIC_TCP_DROP_CHALLENGE_ACK_ADDR 0x00000558u
+#define RNIC_TCP_DROP_CHALLENGE_ACK_RESET 0x00000000u
+#define RNIC_TCP_DROP_CHALLENGE_ACK_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: RSTs in the window but not at RCV.NXT, and SYNs on a synchronized connection: answered with a challenge ACK (RFC 5961). */
+#define RNIC_TCP_DROP_CHALLENGE_ACK_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_CHALLENGE_ACK_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_CHALLENGE_ACK_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_CHALLENGE_ACK_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_NO_ACK (0x55c, ro): Segments without ACK on a synchronized connection. */
+#define RNIC_TCP_DROP_NO_ACK_ADDR 0x0000055cu
+#define RNIC_TCP_DROP_NO_ACK_RESET 0x00000000u
+#define RNIC_TCP_DROP_NO_ACK_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Segments without ACK on a synchronized connection. */
+#define RNIC_TCP_DROP_NO_ACK_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_NO_ACK_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_NO_ACK_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_NO_ACK_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_BAD_ACK (0x560, ro): Segments acknowledging something never sent (answered with an ACK). */
+#define RNIC_TCP_DROP_BAD_ACK_ADDR 0x00000560u
+#define RNIC_TCP_DROP_BAD_ACK_RESET 0x00000000u
+#define RNIC_TCP_DROP_BAD_ACK_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Segments acknowledging something never sent (answered with an ACK). */
+#define RNIC_TCP_DROP_BAD_ACK_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_BAD_ACK_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_BAD_ACK_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_BAD_ACK_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_OLD_ACK (0x564, ro): Segments acknowledging data older than SND.UNA - MAX.SND.WND (RFC 5961 section 5.2). */
+#define RNIC_TCP_DROP_OLD_ACK_ADDR 0x00000564u
+#define RNIC_TCP_DROP_OLD_ACK_RESET 0x00000000u
+#define RNIC_TCP_DROP_OLD_ACK_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Segments acknowledging data older than SND.UNA - MAX.SND.WND (RFC 5961 section 5.2). */
+#define RNIC_TCP_DROP_OLD_ACK_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_OLD_ACK_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_OLD_ACK_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_OLD_ACK_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_OUT_OF_ORDER (0x568, ro): Segments starting after RCV.NXT (a hole; not kept): answered with a duplicate ACK. */
+#define RNIC_TCP_DROP_OUT_OF_ORDER_ADDR 0x00000568u
+#define RNIC_TCP_DROP_OUT_OF_ORDER_RESET 0x00000000u
+#define RNIC_TCP_DROP_OUT_OF_ORDER_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Segments starting after RCV.NXT (a hole; not kept): answered with a duplicate ACK. */
+#define RNIC_TCP_DROP_OUT_OF_ORDER_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_OUT_OF_ORDER_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_OUT_OF_ORDER_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_OUT_OF_ORDER_COUNT_RESET 0x00000000u
+
+/* TCP_DROP_TIME_WAIT_RST (0x56c, ro): RSTs in TIME-WAIT, ignored (RFC 1337). */
+#define RNIC_TCP_DROP_TIME_WAIT_RST_ADDR 0x0000056cu
+#define RNIC_TCP_DROP_TIME_WAIT_RST_RESET 0x00000000u
+#define RNIC_TCP_DROP_TIME_WAIT_RST_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: RSTs in TIME-WAIT, ignored (RFC 1337). */
+#define RNIC_TCP_DROP_TIME_WAIT_RST_COUNT_SHIFT 0u
+#define RNIC_TCP_DROP_TIME_WAIT_RST_COUNT_WIDTH 32u
+#define RNIC_TCP_DROP_TIME_WAIT_RST_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_DROP_TIME_WAIT_RST_COUNT_RESET 0x00000000u
+
+/* TCP_TX_SEGMENTS (0x570, ro): Segments the engine sent to the IPv4 send path (data, ACKs, RSTs, SYN-ACKs; NET_TX_NO_ROUTE and NET_TX_ARP_MISS count those it dropped). */
+#define RNIC_TCP_TX_SEGMENTS_ADDR 0x00000570u
+#define RNIC_TCP_TX_SEGMENTS_RESET 0x00000000u
+#define RNIC_TCP_TX_SEGMENTS_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Segments the engine sent to the IPv4 send path (data, ACKs, RSTs, SYN-ACKs; NET_TX_NO_ROUTE and NET_TX_ARP_MISS count those it dropped). */
+#define RNIC_TCP_TX_SEGMENTS_COUNT_SHIFT 0u
+#define RNIC_TCP_TX_SEGMENTS_COUNT_WIDTH 32u
+#define RNIC_TCP_TX_SEGMENTS_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_TX_SEGMENTS_COUNT_RESET 0x00000000u
+
+/* TCP_EVENTS_LOST (0x574, ro): Connection events dropped: the queue behind TCP_EVENT was full. */
+#define RNIC_TCP_EVENTS_LOST_ADDR 0x00000574u
+#define RNIC_TCP_EVENTS_LOST_RESET 0x00000000u
+#define RNIC_TCP_EVENTS_LOST_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Connection events dropped: the queue behind TCP_EVENT was full. */
+#define RNIC_TCP_EVENTS_LOST_COUNT_SHIFT 0u
+#define RNIC_TCP_EVENTS_LOST_COUNT_WIDTH 32u
+#define RNIC_TCP_EVENTS_LOST_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_EVENTS_LOST_COUNT_RESET 0x00000000u
+
+/* TCP_LISTEN (0x580, rw): A listening-port slot, written by TCP_CMD.LISTEN. */
+#define RNIC_TCP_LISTEN_ADDR 0x00000580u
+#define RNIC_TCP_LISTEN_RESET 0x00000000u
+#define RNIC_TCP_LISTEN_RW_MASK 0xffff033fu
+/*   INDEX [5:0] rw: Slot, below TCP_CAPS.LISTENERS. */
+#define RNIC_TCP_LISTEN_INDEX_SHIFT 0u
+#define RNIC_TCP_LISTEN_INDEX_WIDTH 6u
+#define RNIC_TCP_LISTEN_INDEX_MASK 0x0000003fu
+#define RNIC_TCP_LISTEN_INDEX_RESET 0x00000000u
+/*   VALID [8] rw: The slot listens on PORT; 0 frees it. */
+#define RNIC_TCP_LISTEN_VALID_SHIFT 8u
+#define RNIC_TCP_LISTEN_VALID_WIDTH 1u
+#define RNIC_TCP_LISTEN_VALID_MASK 0x00000100u
+#define RNIC_TCP_LISTEN_VALID_RESET 0x00000000u
+/*   ECHO [9] rw: Connections accepted on PORT are the echo service (RFC 862: every octet received is sent back, in gateware). */
+#define RNIC_TCP_LISTEN_ECHO_SHIFT 9u
+#define RNIC_TCP_LISTEN_ECHO_WIDTH 1u
+#define RNIC_TCP_LISTEN_ECHO_MASK 0x00000200u
+#define RNIC_TCP_LISTEN_ECHO_RESET 0x00000000u
+/*   PORT [31:16] rw: Local TCP port. */
+#define RNIC_TCP_LISTEN_PORT_SHIFT 16u
+#define RNIC_TCP_LISTEN_PORT_WIDTH 16u
+#define RNIC_TCP_LISTEN_PORT_MASK 0xffff0000u
+#define RNIC_TCP_LISTEN_PORT_RESET 0x00000000u
+
+/* TCP_CONN (0x584, rw): The connection of TCP_CMD and of the TCB window. */
+#define RNIC_TCP_CONN_ADDR 0x00000584u
+#define RNIC_TCP_CONN_RESET 0x00000000u
+#define RNIC_TCP_CONN_RW_MASK 0x0001ffffu
+/*   CONN [15:0] rw: Connection id, below CAPS.CONNECTIONS. */
+#define RNIC_TCP_CONN_CONN_SHIFT 0u
+#define RNIC_TCP_CONN_CONN_WIDTH 16u
+#define RNIC_TCP_CONN_CONN_MASK 0x0000ffffu
+#define RNIC_TCP_CONN_CONN_RESET 0x00000000u
+/*   FPDU [16] rw: Mode TCP_CMD.MODE sets: 1 the core's runs are whole FPDUs (segments end at their ends), 0 a byte stream. */
+#define RNIC_TCP_CONN_FPDU_SHIFT 16u
+#define RNIC_TCP_CONN_FPDU_WIDTH 1u
+#define RNIC_TCP_CONN_FPDU_MASK 0x00010000u
+#define RNIC_TCP_CONN_FPDU_RESET 0x00000000u
+
+/* TCP_CMD (0x588, pulse): TCP commands. */
+#define RNIC_TCP_CMD_ADDR 0x00000588u
+#define RNIC_TCP_CMD_RESET 0x00000000u
+#define RNIC_TCP_CMD_RW_MASK 0x00000000u
+/*   LISTEN [0] pulse: Write slot TCP_LISTEN.INDEX. */
+#define RNIC_TCP_CMD_LISTEN_SHIFT 0u
+#define RNIC_TCP_CMD_LISTEN_WIDTH 1u
+#define RNIC_TCP_CMD_LISTEN_MASK 0x00000001u
+#define RNIC_TCP_CMD_LISTEN_RESET 0x00000000u
+/*   CLOSE [1] pulse: Close TCP_CONN.CONN: a FIN after the octets written. */
+#define RNIC_TCP_CMD_CLOSE_SHIFT 1u
+#define RNIC_TCP_CMD_CLOSE_WIDTH 1u
+#define RNIC_TCP_CMD_CLOSE_MASK 0x00000002u
+#define RNIC_TCP_CMD_CLOSE_RESET 0x00000000u
+/*   ABORT [2] pulse: Abort TCP_CONN.CONN: a RST; its id is free at once. */
+#define RNIC_TCP_CMD_ABORT_SHIFT 2u
+#define RNIC_TCP_CMD_ABORT_WIDTH 1u
+#define RNIC_TCP_CMD_ABORT_MASK 0x00000004u
+#define RNIC_TCP_CMD_ABORT_RESET 0x00000000u
+/*   MODE [3] pulse: Set TCP_CONN.CONN's mode to TCP_CONN.FPDU. */
+#define RNIC_TCP_CMD_MODE_SHIFT 3u
+#define RNIC_TCP_CMD_MODE_WIDTH 1u
+#define RNIC_TCP_CMD_MODE_MASK 0x00000008u
+#define RNIC_TCP_CMD_MODE_RESET 0x00000000u
+/*   POP [4] pulse: Remove the head of the event queue (ignored while not VALID). */
+#define RNIC_TCP_CMD_POP_SHIFT 4u
+#define RNIC_TCP_CMD_POP_WIDTH 1u
+#define RNIC_TCP_CMD_POP_MASK 0x00000010u
+#define RNIC_TCP_CMD_POP_RESET 0x00000000u
+
+/* TCP_EVENT (0x58c, ro): The oldest connection event (a queue; TCP_CMD.POP removes it). */
+#define RNIC_TCP_EVENT_ADDR 0x0000058cu
+#define RNIC_TCP_EVENT_RESET 0x00000000u
+#define RNIC_TCP_EVENT_RW_MASK 0x00000000u
+/*   CONN [15:0] ro: Connection id. */
+#define RNIC_TCP_EVENT_CONN_SHIFT 0u
+#define RNIC_TCP_EVENT_CONN_WIDTH 16u
+#define RNIC_TCP_EVENT_CONN_MASK 0x0000ffffu
+#define RNIC_TCP_EVENT_CONN_RESET 0x00000000u
+/*   KIND [19:16] ro: What happened (TcpEventKind; RESET is named RESET_BY_PEER here, apart from the field's reset value). */
+#define RNIC_TCP_EVENT_KIND_SHIFT 16u
+#define RNIC_TCP_EVENT_KIND_WIDTH 4u
+#define RNIC_TCP_EVENT_KIND_MASK 0x000f0000u
+#define RNIC_TCP_EVENT_KIND_RESET 0x00000000u
+#define RNIC_TCP_EVENT_KIND_ACCEPTED 0u
+#define RNIC_TCP_EVENT_KIND_CONNECTED 1u
+#define RNIC_TCP_EVENT_KIND_PEER_CLOSED 2u
+#define RNIC_TCP_EVENT_KIND_CLOSED 3u
+#define RNIC_TCP_EVENT_KIND_RESET_BY_PEER 4u
+#define RNIC_TCP_EVENT_KIND_LOST 5u
+#define RNIC_TCP_EVENT_KIND_REFUSED 6u
+/*   VALID [31] ro: An event is at the head. */
+#define RNIC_TCP_EVENT_VALID_SHIFT 31u
+#define RNIC_TCP_EVENT_VALID_WIDTH 1u
+#define RNIC_TCP_EVENT_VALID_MASK 0x80000000u
+#define RNIC_TCP_EVENT_VALID_RESET 0x00000000u
+
+/* TCP_TCB_STATE (0x590, ro): State of the connection TCP_CONN.CONN. */
+#define RNIC_TCP_TCB_STATE_ADDR 0x00000590u
+#define RNIC_TCP_TCB_STATE_RESET 0x00000000u
+#define RNIC_TCP_TCB_STATE_RW_MASK 0x00000000u
+/*   STATE [3:0] ro: TCP state. */
+#define RNIC_TCP_TCB_STATE_STATE_SHIFT 0u
+#define RNIC_TCP_TCB_STATE_STATE_WIDTH 4u
+#define RNIC_TCP_TCB_STATE_STATE_MASK 0x0000000fu
+#define RNIC_TCP_TCB_STATE_STATE_RESET 0x00000000u
+#define RNIC_TCP_TCB_STATE_STATE_CLOSED 0u
+#define RNIC_TCP_TCB_STATE_STATE_SYN_SENT 1u
+#define RNIC_TCP_TCB_STATE_STATE_ESTABLISHED 2u
+#define RNIC_TCP_TCB_STATE_STATE_FIN_WAIT_1 3u
+#define RNIC_TCP_TCB_STATE_STATE_FIN_WAIT_2 4u
+#define RNIC_TCP_TCB_STATE_STATE_CLOSE_WAIT 5u
+#define RNIC_TCP_TCB_STATE_STATE_CLOSING 6u
+#define RNIC_TCP_TCB_STATE_STATE_LAST_ACK 7u
+#define RNIC_TCP_TCB_STATE_STATE_TIME_WAIT 8u
+/*   ECHO [8] ro: It is the echo service. */
+#define RNIC_TCP_TCB_STATE_ECHO_SHIFT 8u
+#define RNIC_TCP_TCB_STATE_ECHO_WIDTH 1u
+#define RNIC_TCP_TCB_STATE_ECHO_MASK 0x00000100u
+#define RNIC_TCP_TCB_STATE_ECHO_RESET 0x00000000u
+/*   RETRIES [23:16] ro: Retransmission timeouts in a row. */
+#define RNIC_TCP_TCB_STATE_RETRIES_SHIFT 16u
+#define RNIC_TCP_TCB_STATE_RETRIES_WIDTH 8u
+#define RNIC_TCP_TCB_STATE_RETRIES_MASK 0x00ff0000u
+#define RNIC_TCP_TCB_STATE_RETRIES_RESET 0x00000000u
+
+/* TCP_TCB_REMOTE_IP (0x594, ro): The peer's IPv4 address of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_REMOTE_IP_ADDR 0x00000594u
+#define RNIC_TCP_TCB_REMOTE_IP_RESET 0x00000000u
+#define RNIC_TCP_TCB_REMOTE_IP_RW_MASK 0x00000000u
+/*   VALUE [31:0] ro: The peer's IPv4 address of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_REMOTE_IP_VALUE_SHIFT 0u
+#define RNIC_TCP_TCB_REMOTE_IP_VALUE_WIDTH 32u
+#define RNIC_TCP_TCB_REMOTE_IP_VALUE_MASK 0xffffffffu
+#define RNIC_TCP_TCB_REMOTE_IP_VALUE_RESET 0x00000000u
+
+/* TCP_TCB_PORTS (0x598, ro): Ports of the connection TCP_CONN.CONN. */
+#define RNIC_TCP_TCB_PORTS_ADDR 0x00000598u
+#define RNIC_TCP_TCB_PORTS_RESET 0x00000000u
+#define RNIC_TCP_TCB_PORTS_RW_MASK 0x00000000u
+/*   LOCAL [15:0] ro: Our port. */
+#define RNIC_TCP_TCB_PORTS_LOCAL_SHIFT 0u
+#define RNIC_TCP_TCB_PORTS_LOCAL_WIDTH 16u
+#define RNIC_TCP_TCB_PORTS_LOCAL_MASK 0x0000ffffu
+#define RNIC_TCP_TCB_PORTS_LOCAL_RESET 0x00000000u
+/*   REMOTE [31:16] ro: The peer's port. */
+#define RNIC_TCP_TCB_PORTS_REMOTE_SHIFT 16u
+#define RNIC_TCP_TCB_PORTS_REMOTE_WIDTH 16u
+#define RNIC_TCP_TCB_PORTS_REMOTE_MASK 0xffff0000u
+#define RNIC_TCP_TCB_PORTS_REMOTE_RESET 0x00000000u
+
+/* TCP_TCB_SND_UNA (0x59c, ro): SND.UNA of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_SND_UNA_ADDR 0x0000059cu
+#define RNIC_TCP_TCB_SND_UNA_RESET 0x00000000u
+#define RNIC_TCP_TCB_SND_UNA_RW_MASK 0x00000000u
+/*   VALUE [31:0] ro: SND.UNA of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_SND_UNA_VALUE_SHIFT 0u
+#define RNIC_TCP_TCB_SND_UNA_VALUE_WIDTH 32u
+#define RNIC_TCP_TCB_SND_UNA_VALUE_MASK 0xffffffffu
+#define RNIC_TCP_TCB_SND_UNA_VALUE_RESET 0x00000000u
+
+/* TCP_TCB_SND_NXT (0x5a0, ro): SND.NXT of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_SND_NXT_ADDR 0x000005a0u
+#define RNIC_TCP_TCB_SND_NXT_RESET 0x00000000u
+#define RNIC_TCP_TCB_SND_NXT_RW_MASK 0x00000000u
+/*   VALUE [31:0] ro: SND.NXT of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_SND_NXT_VALUE_SHIFT 0u
+#define RNIC_TCP_TCB_SND_NXT_VALUE_WIDTH 32u
+#define RNIC_TCP_TCB_SND_NXT_VALUE_MASK 0xffffffffu
+#define RNIC_TCP_TCB_SND_NXT_VALUE_RESET 0x00000000u
+
+/* TCP_TCB_RCV_NXT (0x5a4, ro): RCV.NXT of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_RCV_NXT_ADDR 0x000005a4u
+#define RNIC_TCP_TCB_RCV_NXT_RESET 0x00000000u
+#define RNIC_TCP_TCB_RCV_NXT_RW_MASK 0x00000000u
+/*   VALUE [31:0] ro: RCV.NXT of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_RCV_NXT_VALUE_SHIFT 0u
+#define RNIC_TCP_TCB_RCV_NXT_VALUE_WIDTH 32u
+#define RNIC_TCP_TCB_RCV_NXT_VALUE_MASK 0xffffffffu
+#define RNIC_TCP_TCB_RCV_NXT_VALUE_RESET 0x00000000u
+
+/* TCP_TCB_SND_WND (0x5a8, ro): The peer's window (octets) of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_SND_WND_ADDR 0x000005a8u
+#define RNIC_TCP_TCB_SND_WND_RESET 0x00000000u
+#define RNIC_TCP_TCB_SND_WND_RW_MASK 0x00000000u
+/*   VALUE [31:0] ro: The peer's window (octets) of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_SND_WND_VALUE_SHIFT 0u
+#define RNIC_TCP_TCB_SND_WND_VALUE_WIDTH 32u
+#define RNIC_TCP_TCB_SND_WND_VALUE_MASK 0xffffffffu
+#define RNIC_TCP_TCB_SND_WND_VALUE_RESET 0x00000000u
+
+/* TCP_TCB_CWND (0x5ac, ro): The congestion window (octets) of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_CWND_ADDR 0x000005acu
+#define RNIC_TCP_TCB_CWND_RESET 0x00000000u
+#define RNIC_TCP_TCB_CWND_RW_MASK 0x00000000u
+/*   VALUE [31:0] ro: The congestion window (octets) of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_CWND_VALUE_SHIFT 0u
+#define RNIC_TCP_TCB_CWND_VALUE_WIDTH 32u
+#define RNIC_TCP_TCB_CWND_VALUE_MASK 0xffffffffu
+#define RNIC_TCP_TCB_CWND_VALUE_RESET 0x00000000u
+
+/* TCP_TCB_RTO (0x5b0, ro): The retransmission timeout (ticks) of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_RTO_ADDR 0x000005b0u
+#define RNIC_TCP_TCB_RTO_RESET 0x00000000u
+#define RNIC_TCP_TCB_RTO_RW_MASK 0x00000000u
+/*   VALUE [31:0] ro: The retransmission timeout (ticks) of the connection TCP_CONN.CONN (0 while it is CLOSED). */
+#define RNIC_TCP_TCB_RTO_VALUE_SHIFT 0u
+#define RNIC_TCP_TCB_RTO_VALUE_WIDTH 32u
+#define RNIC_TCP_TCB_RTO_VALUE_MASK 0xffffffffu
+#define RNIC_TCP_TCB_RTO_VALUE_RESET 0x00000000u
+
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x00000009u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x0000000au, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
@@ -1967,6 +2495,49 @@
     X(NET_ARP_LOOKUP_IP, 0x000004e0u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(NET_ARP_LOOKUP, 0x000004e4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u) \
     X(NET_ARP_LOOKUP_MAC_HI, 0x000004e8u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x0000ffffu) \
-    X(NET_ARP_LOOKUP_MAC_LO, 0x000004ecu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu)
+    X(NET_ARP_LOOKUP_MAC_LO, 0x000004ecu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_CAPS, 0x00000500u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x1fffff01u) \
+    X(TCP_MSS, 0x00000504u, 0x000005b4u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_RCV_WND, 0x00000508u, 0x0000ffffu, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_RCV_SCALE, 0x0000050cu, 0x00000000u, 0x0000000fu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_RTO_INITIAL, 0x00000510u, 0x000003e8u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_RTO_MIN, 0x00000514u, 0x000000c8u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_RTO_MAX, 0x00000518u, 0x0000ea60u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_DELACK, 0x0000051cu, 0x00000028u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_TIME_WAIT, 0x00000520u, 0x000003e8u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_MAX_RETRIES, 0x00000524u, 0x00000008u, 0x000000ffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_SECRET, 0x00000528u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_RING_BASE, 0x0000052cu, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_RING_LOG2, 0x00000530u, 0x0000000cu, 0x0000001fu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_TICK, 0x00000534u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_NOW, 0x00000538u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_STATUS, 0x0000053cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
+    X(TCP_DROP_BAD_OPTIONS, 0x00000540u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_NO_CONNECTION, 0x00000544u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_BAD_COOKIE, 0x00000548u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_NO_FREE_CONNECTION, 0x0000054cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_SIMULTANEOUS_OPEN, 0x00000550u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_NOT_ACCEPTABLE, 0x00000554u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_CHALLENGE_ACK, 0x00000558u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_NO_ACK, 0x0000055cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_BAD_ACK, 0x00000560u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_OLD_ACK, 0x00000564u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_OUT_OF_ORDER, 0x00000568u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_DROP_TIME_WAIT_RST, 0x0000056cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_TX_SEGMENTS, 0x00000570u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_EVENTS_LOST, 0x00000574u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_LISTEN, 0x00000580u, 0x00000000u, 0xffff033fu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_CONN, 0x00000584u, 0x00000000u, 0x0001ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_CMD, 0x00000588u, 0x00000000u, 0x00000000u, 0x00000000u, 0x0000001fu, 0x00000000u) \
+    X(TCP_EVENT, 0x0000058cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x800fffffu) \
+    X(TCP_TCB_STATE, 0x00000590u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ff010fu) \
+    X(TCP_TCB_REMOTE_IP, 0x00000594u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_TCB_PORTS, 0x00000598u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_TCB_SND_UNA, 0x0000059cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_TCB_SND_NXT, 0x000005a0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_TCB_RCV_NXT, 0x000005a4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_TCB_SND_WND, 0x000005a8u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_TCB_CWND, 0x000005acu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_TCB_RTO, 0x000005b0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu)
 
 #endif /* RNIC_REGS_H */

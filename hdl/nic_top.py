@@ -5,17 +5,22 @@ See :class:`NicTop`.
 """
 
 from amaranth.hdl import Cat, Module
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rnic.host.spec.regmap import NET_RX_COUNTERS, REGMAP
+from rnic.host.spec.regmap import NET_RX_COUNTERS, NET_TX_DROP_COUNTERS, REGMAP
+from rnic.host.spec.tcp_engine import DEFAULT_LISTENERS, MIN_RING_LOG2
 
+from .axi_ram import AxiRam
+from .beat import OctetBeat
 from .counter_memory import CounterMemory
 from .net.ethernet_port import EthernetPort
 from .net.gmii import GmiiRx, GmiiTx
 from .net.layouts import RX_COUNTERS
 from .net.network_layer import NetworkLayer
 from .rnic_core import RnicCore
+from .tcp.offload import TcpOffload
+from .tcp.registers import TcpRegisters
 
 __all__ = ["NicTop"]
 
@@ -40,12 +45,17 @@ class NicTop(wiring.Component):
     the network blocks. Cores built without it (``RnicCore`` alone, the board tops) read 0 in
     every read-only NET_* field.
 
-    TCP is not in this top. The core's TCP payload ports (``tx_wire``, ``rx_wire``) and its
-    ULPDU ports are this top's ports, as on :class:`~rnic.hdl.rnic_core.RnicCore`; the
-    network layer's TCP packets (``NetworkLayer.tcp``) are taken at once, counted in
-    NET_RX_TCP and dropped; the network layer is built without its IPv4 send path
-    (:class:`~rnic.hdl.net.ipv4_tx.Ipv4Tx`, a component of its own), whose only user is
-    TCP: NET_GATEWAY is storage and NET_TX_NO_ROUTE / NET_TX_ARP_MISS read 0.
+    TCP: :class:`~rnic.hdl.tcp.offload.TcpOffload` takes the network layer's TCP packets
+    (``NetworkLayer.tcp``, counted in NET_RX_TCP) and sends through its IPv4 send path
+    (``NetworkLayer.ip_tx``: NET_GATEWAY, NET_TX_NO_ROUTE, NET_TX_ARP_MISS), configured and
+    watched through the register map's TCP block (TCP_*,
+    :class:`~rnic.hdl.tcp.registers.TcpRegisters`). Its send rings are in a block RAM of
+    ``ring_octets`` (:class:`~rnic.hdl.axi_ram.AxiRam`). The echo service runs entirely
+    inside; the engine's
+    byte streams for the other connections are this top's ports (``tcp_rx_wire``,
+    ``tcp_tx_wire``, ``tcp_may_send``), not yet joined to the core's: the core's TCP
+    payload ports (``tx_wire``, ``rx_wire``) and its ULPDU ports are this top's ports, as
+    on :class:`~rnic.hdl.rnic_core.RnicCore`.
 
     Parameters (keyword-only, checked by the blocks)
     ----------
@@ -59,6 +69,12 @@ class NicTop(wiring.Component):
         Octets of the MAC's receive and transmit frame buffers (default 4096 each).
     net_rx_depth : int
         Octets of the network layer's receive buffer (default 4096).
+    tcp_listeners, tcp_records : int
+        The TCP engine's listening-port slots (default 4) and FPDU ends kept per send ring
+        (default 16).
+    ring_octets : int
+        Octets of the send rings' memory, a power of 2 of at least ``connections << 12``
+        (default ``connections << 12``: 4 KiB a connection; TCP_CAPS.RING_LOG2).
 
     Ports
     -----
@@ -72,6 +88,15 @@ class NicTop(wiring.Component):
         The register bus (the map of :mod:`rnic.host.spec.regmap`, Network block included).
     tx_ulpdu, tx_wire, rx_wire, rx_ulpdu, m_axi, m_axi_rd, irq
         The core's ports, as :class:`~rnic.hdl.rnic_core.RnicCore`'s.
+    tcp_rx_wire : Out(stream.Signature(OctetBeat(width=, connections=)))
+    tcp_tx_wire : In(stream.Signature(OctetBeat(width=, connections=)))
+    tcp_may_send : Out(connections)
+        The TCP engine's ``rx_wire``, ``tx_wire`` and ``may_send``
+        (:class:`~rnic.hdl.tcp.offload.TcpOffload`).
+    tick : In(1)
+        A pulse advances TCP's time base by a tick (a simulation drives it from wall time).
+    tcp_active : Out(1)
+        Some TCP connection is open: its timers need the time base.
 
     The Network registers
     ---------------------
@@ -80,8 +105,9 @@ class NicTop(wiring.Component):
     moves).
     NET_RX_GOOD .. NET_RX_OVERFLOW count the MAC's receive verdicts
     (``EthernetPort.rx_events``), NET_RX_ETHERTYPE .. NET_RX_TCP_CHECKSUM the network layer's
-    ``drop`` events by reason, NET_RX_TCP the TCP packets dropped here,
-    NET_TX_FRAMES/NET_TX_DROPPED the MAC's transmit events (``EthernetPort.tx_events``);
+    ``drop`` events by reason, NET_RX_TCP the TCP packets TCP takes,
+    NET_TX_FRAMES/NET_TX_DROPPED the MAC's transmit events (``EthernetPort.tx_events``),
+    NET_TX_NO_ROUTE/NET_TX_ARP_MISS the send path's drops (``NetworkLayer.tx_drop``);
     all of them count from ``rst`` (not cleared by CTRL.CLEAR_COUNTERS or SOFT_RESET).
     They are kept in a block RAM (:class:`~rnic.hdl.counter_memory.CounterMemory`, area:
     a few pending bits per counter instead of 32 flip-flops, an adder and 32 inputs of
@@ -102,7 +128,8 @@ class NicTop(wiring.Component):
     """
 
     def __init__(self, *, width=4, connections=16, stags=256, addr_width=32, dp_depth=512,
-                 arp_entries=8, eth_rx_depth=4096, eth_tx_depth=4096, net_rx_depth=4096):
+                 arp_entries=8, eth_rx_depth=4096, eth_tx_depth=4096, net_rx_depth=4096,
+                 tcp_listeners=DEFAULT_LISTENERS, tcp_records=16, ring_octets=None):
         #: The blocks, for a design around this top (LEDs, counters): ``eth`` the
         #: :class:`~rnic.hdl.net.ethernet_port.EthernetPort`, ``net`` the
         #: :class:`~rnic.hdl.net.network_layer.NetworkLayer`, ``core`` the RnicCore.
@@ -111,15 +138,35 @@ class NicTop(wiring.Component):
                              arp_entries=arp_entries)
         self.eth = EthernetPort(width=width, rx_depth=eth_rx_depth, tx_depth=eth_tx_depth)
         # The send path (Ipv4Tx) comes with TCP, its only user.
-        self.net = NetworkLayer(width=width, arp_entries=arp_entries, rx_depth=net_rx_depth,
-                                send_path=False)
+        self.net = NetworkLayer(width=width, arp_entries=arp_entries, rx_depth=net_rx_depth)
+        #: The TCP engine (:class:`~rnic.hdl.tcp.offload.TcpOffload`).
+        self.tcp = TcpOffload(width=width, connections=connections, listeners=tcp_listeners,
+                              records=tcp_records, addr_width=addr_width)
+        control = self.tcp.signature.members
+        ring_octets = connections << MIN_RING_LOG2 if ring_octets is None else ring_octets
+        ring_log2 = (ring_octets // connections).bit_length() - 1
+        if (not isinstance(ring_octets, int) or ring_octets & (ring_octets - 1)
+                or ring_log2 < MIN_RING_LOG2):
+            raise ValueError(f"ring_octets must be a power of 2 of at least connections << "
+                             f"{MIN_RING_LOG2}, not {ring_octets!r}")
+        self.tcp_regs = TcpRegisters(
+            control=wiring.Signature({name: control[name] for name in self.tcp.control_names}),
+            connections=connections, listeners=tcp_listeners, records=tcp_records,
+            ring_log2=ring_log2)
+        #: The send rings' memory (:class:`~rnic.hdl.axi_ram.AxiRam`).
+        self.rings = AxiRam(data_width=8 * width, addr_width=addr_width,
+                            depth=ring_octets // width)
         self.width = width
         self.connections = connections
         self.arp_entries = arp_entries
-        # The core's ports but its bank's Network block, which this top connects inside.
+        # The core's ports but its bank's Network and TCP blocks, which this top connects.
         core_ports = {name: member for name, member in self.core.signature.members.items()
-                      if name != "net"}
-        super().__init__({"gmii_rx": In(GmiiRx), "gmii_tx": Out(GmiiTx), **core_ports})
+                      if name not in ("net", "tcp")}
+        beat = stream.Signature(OctetBeat(width=width, connections=connections))
+        super().__init__({"gmii_rx": In(GmiiRx), "gmii_tx": Out(GmiiTx), **core_ports,
+                          "tcp_rx_wire": Out(beat), "tcp_tx_wire": In(beat),
+                          "tcp_may_send": Out(connections), "tick": In(1),
+                          "tcp_active": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -129,7 +176,7 @@ class NicTop(wiring.Component):
         m.submodules.net_counters = counters = CounterMemory(counters=COUNTER_WORDS)
 
         for name, member in core.signature.members.items():
-            if name == "net":
+            if name in ("net", "tcp"):
                 continue
             if member.is_port:
                 ours, theirs = getattr(self, name), getattr(core, name)
@@ -151,7 +198,36 @@ class NicTop(wiring.Component):
         # ``counters.data`` in the cycle after the bank accepted the address)
         m.d.comb += counters.addr.eq(self.s_axil.araddr[2:][:len(counters.addr)])
         self._arp(m, r, net)
+        self._tcp(m, core, net)
         return m
+
+    def _tcp(self, m, core, net):
+        """The TCP engine between the network layer's TCP packets and its send path, its
+        register block on the bank's TCP block."""
+        m.submodules.tcp = tcp = self.tcp
+        m.submodules.tcp_regs = regs = self.tcp_regs
+        m.submodules.rings = rings = self.rings
+        wiring.connect(m, tcp.m_axi_w, rings.w)
+        wiring.connect(m, tcp.m_axi_r, rings.r)
+        wiring.connect(m, core.tcp, regs.regs)
+        for name in self.tcp.control_names:
+            member, ours, theirs = tcp.signature.members[name], getattr(tcp, name), getattr(regs, name)
+            if member.is_port:
+                m.d.comb += (ours.eq(theirs) if member.flow == In else theirs.eq(ours))
+            elif member.dimensions:
+                for one, other in zip(ours, theirs):
+                    wiring.connect(m, one, other)
+            else:
+                wiring.connect(m, ours, theirs)
+        wiring.connect(m, net.tcp, tcp.i)
+        wiring.connect(m, tcp.o, net.ip_tx)
+        wiring.connect(m, tcp.rx_wire, wiring.flipped(self.tcp_rx_wire))
+        wiring.connect(m, wiring.flipped(self.tcp_tx_wire), tcp.tx_wire)
+        m.d.comb += [self.tcp_may_send.eq(tcp.may_send), self.tcp_active.eq(tcp.active),
+                     tcp.fpdu.eq(regs.fpdu), tcp.ip.eq(core.net.net_ip.ip),
+                     net.gateway.eq(core.net.net_gateway.ip), regs.tick.eq(self.tick),
+                     regs.sent.eq(tcp.o.valid & tcp.o.ready & tcp.o.payload.last),
+                     regs.counter_addr.eq(self.s_axil.araddr[2:])]
 
     @staticmethod
     def _configure(m, r, port, net):
@@ -167,8 +243,7 @@ class NicTop(wiring.Component):
 
     @staticmethod
     def _count(m, r, port, net, counters):
-        """The counted events into the counter memory, its read data into the RO registers;
-        TCP packets are counted and dropped."""
+        """The counted events into the counter memory, its read data into the RO registers."""
         mac_reasons = [int(reason.value) for reason in RX_COUNTERS]
         events = {}
         for reason, name in NET_RX_COUNTERS:
@@ -176,8 +251,9 @@ class NicTop(wiring.Component):
                 events[name] = port.rx_events[mac_reasons.index(int(reason))]
             else:
                 events[name] = net.drop.valid & (net.drop.reason == reason)
-        m.d.comb += net.tcp.ready.eq(1)
-        events["NET_RX_TCP"] = net.tcp.valid & net.tcp.payload.last
+        events["NET_RX_TCP"] = net.tcp.valid & net.tcp.ready & net.tcp.payload.last
+        for reason, name in NET_TX_DROP_COUNTERS:
+            events[name] = net.tx_drop.valid & (net.tx_drop.reason == reason)
         events["NET_TX_FRAMES"] = port.tx_events[0]
         events["NET_TX_DROPPED"] = port.tx_events[1]
         assert len({counter_word(name) for name in events}) == len(events)

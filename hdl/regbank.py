@@ -12,10 +12,12 @@ from rnic.host.spec.regmap import PULSE, REGMAP, RO, RW, W1C, RegisterMap
 from .axi import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature
 from .synth_hints import register_copies
 
-__all__ = ["RegisterBank", "core_signature", "block_signature", "NETWORK_BLOCK"]
+__all__ = ["RegisterBank", "core_signature", "block_signature", "NETWORK_BLOCK", "TCP_BLOCK"]
 
 #: Title of the register map's block whose fields the network blocks use.
 NETWORK_BLOCK = "Network"
+#: Title of the register map's block whose fields the TCP engine uses.
+TCP_BLOCK = "TCP"
 
 
 def core_signature(regmap=REGMAP, *, registers=None):

@@ -33,9 +33,12 @@ cocotb test's, tests/hdl/net/test_nic_top.py, which runs the domains on separate
 The harness clocks the design on its own while there is something to simulate (a frame
 going in or coming out, and :data:`IDLE_RUN` cycles after the last frame, register access
 or output octet, so that replies come out) and blocks on its pipe otherwise: an idle NIC
-uses no CPU. The other ports of the top: ``rx_wire``/``tx_ulpdu`` never valid,
-``tx_wire``/``rx_ulpdu`` always ready; ``m_axi``/``m_axi_rd`` an always-OK slave (writes
-discarded, reads zero): the top has no TCP layer to drive them.
+uses no CPU. TCP's time base ticks once per millisecond of wall time while the design is
+clocked or a TCP connection is open (``tcp_active``), so that its timers run in the peer's
+time. The other ports of the top: ``rx_wire``/``tx_ulpdu``/``tcp_tx_wire`` never valid,
+``tx_wire``/``rx_ulpdu``/``tcp_rx_wire`` always ready; ``m_axi``/``m_axi_rd`` an always-OK
+slave (writes discarded, reads zero): the core is not joined to TCP in this top. The top's
+ring memory holds 64 KiB a connection (TCP_CAPS.RING_LOG2 16).
 
 Build: :class:`NicBuild` (a :class:`rnic.sim.fast.FastSim` of :class:`NicSimTop` with this
 harness, the device's quick-build flags), found through the index of
@@ -76,6 +79,8 @@ GREETING = "RNIC-NIC-SIM 1"
 IDLE_RUN = 20_000
 #: Longest frame the harness takes (octets without FCS; the MAC counts longer ones as giants).
 MAX_FRAME = 16383
+#: Each connection's send ring in the simulated NIC: 64 KiB.
+SIM_RING_LOG2 = 16
 #: Build parameters a ``nicsim:`` device spec may set.
 SPEC_KEYS = ("width", "connections")
 
@@ -91,7 +96,12 @@ def _nic_sim_top_class():
 
     class NicSimTop(NicTop):
         """:class:`~rnic.hdl.nic_top.NicTop` with its ``eth_rx`` and ``eth_tx`` clock
-        domains driven from ``sync`` (one clock and reset for the simulation)."""
+        domains driven from ``sync`` (one clock and reset for the simulation), and 64 KiB
+        of send ring a connection (an echo connection's window is its ring)."""
+
+        def __init__(self, *, connections=16, **params):
+            super().__init__(connections=connections, ring_octets=connections << SIM_RING_LOG2,
+                             **params)
 
         def elaborate(self, platform):
             m = super().elaborate(platform)
@@ -117,7 +127,8 @@ class NicBuild(DeviceBuild):
     def __init__(self, *, width, connections, build_dir=None):
         FastSim.__init__(self, _nic_sim_top_class(), name=f"nic_w{width}_c{connections}",
                          params={"width": width, "connections": connections},
-                         inputs=["rx_wire", "tx_ulpdu"], outputs=["tx_wire", "rx_ulpdu"],
+                         inputs=["rx_wire", "tx_ulpdu", "tcp_tx_wire"],
+                         outputs=["tx_wire", "rx_ulpdu", "tcp_rx_wire"],
                          build_dir=build_dir)
 
     def _generate(self):

@@ -6,6 +6,12 @@
 // the last of these or of a register access, so that replies come out) and otherwise
 // blocks on stdin (no CPU while idle). Commands are read between chunks of CHUNK cycles.
 //
+// Time: the tick input of TCP's time base is pulsed once per millisecond of wall time
+// (TCP's timers run in the peer's time, not in simulated cycles) while the design is
+// clocked or a TCP connection is open (tcp_active); a tick that finds the design idle
+// clocks TICK_RUN cycles, enough for the engine to handle its timers. With no connection
+// open and nothing to simulate the time base stands still and the process sleeps.
+//
 // One clock: the design's sync, eth_rx and eth_tx domains all run on the one clk of
 // the converted top (sim/nic_device.py ties them together), one GMII octet per cycle.
 //
@@ -18,8 +24,8 @@
 // never have tx_er: it is reported as a FRAME line without preamble, SFD and FCS;
 // otherwise as a BAD line (what is wrong, the octets as seen).
 //
-// The other ports: rx_wire and tx_ulpdu never valid, tx_wire and rx_ulpdu always
-// ready (their beats counted and dropped); m_axi an always-OK write slave (every
+// The other ports: rx_wire, tx_ulpdu and tcp_tx_wire never valid, tx_wire, rx_ulpdu and
+// tcp_rx_wire always ready (their beats dropped); m_axi an always-OK write slave (every
 // burst taken and answered OKAY, data discarded); m_axi_rd an always-OK read slave
 // (zero data, RLAST on the burst's last beat).
 //
@@ -56,6 +62,9 @@
 //@DECLS@
 
 static const int CHUNK = 256;            // cycles between looks at stdin while busy
+static const uint64_t TICK_NS = 1000000;  // wall time per tick of TCP's time base
+static const uint64_t TICK_RUN = 512;     // cycles clocked for a tick of an idle design
+
 static const int IFG_OCTETS = 12;
 static const std::size_t MAX_FRAME = 16383;
 
@@ -143,6 +152,8 @@ static void finish_tx_frame() {
 // ---------------------------------------------------------------------------
 // one clock cycle
 
+static uint64_t ticks_owed = 0;           // ticks of the time base not yet pulsed
+
 // the always-OK AXI4 slaves of m_axi and m_axi_rd
 static uint64_t aw_taken = 0, wlast_taken = 0, b_given = 0;
 static std::deque<unsigned> ar_lens;         // beats left of the read bursts taken
@@ -166,11 +177,15 @@ static bool step() {
     }
     top->p_gmii_rx_rx_er = 0;
 
-    // the core's streams, tied off
+    // the core's streams and TCP's, tied off
     top->p_rx_wire_valid = 0;
     top->p_tx_ulpdu_valid = 0;
     top->p_tx_wire_ready = 1;
     top->p_rx_ulpdu_ready = 1;
+    top->p_tcp_tx_wire_valid = 0;
+    top->p_tcp_rx_wire_ready = 1;
+    top->p_tick = ticks_owed > 0;
+    if (ticks_owed) --ticks_owed;
 
     axil_drive();
 
@@ -235,12 +250,33 @@ static bool step() {
 }
 
 static bool busy() {
-    return rx_active || rx_gap > 0 || !rx_queue.empty() || !tx_buf.empty() || run_left > 0;
+    return rx_active || rx_gap > 0 || !rx_queue.empty() || !tx_buf.empty() || run_left > 0 ||
+           ticks_owed > 0;
 }
 
 static uint64_t now_ns() {
     return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The wall time of the next tick (0: the time base stands still).
+static uint64_t next_tick_ns = 0;
+
+// Ticks due by the wall clock; milliseconds to wait for the next one (-1: none is due,
+// the time base stands still until something is to be simulated).
+static int tick_clock() {
+    bool ticking = busy() || top->p_tcp_active;
+    if (!ticking) { next_tick_ns = 0; return -1; }
+    uint64_t now = now_ns();
+    if (next_tick_ns == 0) next_tick_ns = now + TICK_NS;
+    while (now >= next_tick_ns) {
+        ++ticks_owed;
+        next_tick_ns += TICK_NS;
+        // (only an open connection's timers need cycles after a tick: otherwise the ticks
+        // would keep the design clocking for ever)
+        if (top->p_tcp_active && run_left < TICK_RUN) run_left = TICK_RUN;
+    }
+    return (int)((next_tick_ns - now + 999999) / 1000000);
 }
 
 static void clock_for(uint64_t n) {
@@ -301,7 +337,8 @@ int main(int argc, char** argv) {
     bool running = true;
     while (running) {
         struct pollfd pfd = {0, POLLIN, 0};
-        int ready = poll(&pfd, 1, busy() ? 0 : -1);
+        int wait_ms = tick_clock();
+        int ready = poll(&pfd, 1, busy() ? 0 : wait_ms);
         if (ready > 0) {
             ssize_t n = read(0, chunk, sizeof chunk);
             if (n <= 0) break;                  // stdin closed: the caller went away

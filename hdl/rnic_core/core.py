@@ -16,7 +16,7 @@ from ..ddp_rx import DdpRx
 from ..ddp_tx import DdpTx
 from ..mpa_rx import MpaRxBeat, MpaRxDeframer
 from ..mpa_tx import MpaTxBeat, MpaTxFramer
-from ..regbank import NETWORK_BLOCK, RegisterBank, block_signature
+from ..regbank import NETWORK_BLOCK, TCP_BLOCK, RegisterBank, block_signature
 from .completion_queue import CompletionQueue
 from .control import CoreControl
 from .counters import Counters
@@ -104,8 +104,8 @@ class RnicCore(wiring.Component):
         False (default): the core alone; the bank's Network registers (NET_*) are plain
         storage, their read-only fields read 0 and NET_CAPS reports no network layer. True:
         a design with the network layer around the core (:class:`rnic.hdl.nic_top.NicTop`):
-        NET_CAPS.NETWORK reads 1 and the Network registers are passed through on the port
-        ``net``.
+        NET_CAPS.NETWORK reads 1 and the Network and TCP registers are passed through on the
+        ports ``net`` and ``tcp``.
     arp_entries : int
         Reported in NET_CAPS.ARP_ENTRIES (0 .. 64, default 0): the ARP cache slots of the
         network layer behind ``net``.
@@ -146,6 +146,8 @@ class RnicCore(wiring.Component):
         bank: RW fields and pulses out, RO fields in), by register and field name:
         ``net.net_ip.ip`` (out), ``net.net_arp_cmd.write`` (pulse, out),
         ``net.net_rx_good.count`` (in). The core does not use them.
+    tcp : Out(block_signature("TCP")), only with ``network``
+        The bank's TCP block, the same way (``tcp.tcp_cmd.listen``, ``tcp.tcp_now.ticks``).
 
     What the components between the blocks do
     -----------------------------------------
@@ -336,7 +338,8 @@ class RnicCore(wiring.Component):
         self.ord_depth = ord_depth
         self.network = network
         self.arp_entries = arp_entries
-        net = {"net": Out(block_signature(NETWORK_BLOCK))} if network else {}
+        net = {"net": Out(block_signature(NETWORK_BLOCK)),
+               "tcp": Out(block_signature(TCP_BLOCK))} if network else {}
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=REGMAP.addr_width)),
             "tx_ulpdu": In(stream.Signature(MpaTxBeat(width=width, connections=connections))),
@@ -358,8 +361,9 @@ class RnicCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
         r = bank.regs
         if self.network:
-            for name in self.net.signature.members:
-                wiring.connect(m, wiring.flipped(getattr(self.net, name)), getattr(r, name))
+            for block in (self.net, self.tcp):
+                for name in block.signature.members:
+                    wiring.connect(m, wiring.flipped(getattr(block, name)), getattr(r, name))
 
         # Everything below is reset by rst and by CTRL.SOFT_RESET (a one-cycle pulse), through
         # one register, in the cycle after (timing: the reset fans out to every register of

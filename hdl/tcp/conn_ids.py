@@ -40,6 +40,8 @@ class TcpConnIds(wiring.Component):
     release : In(1)
     release_id : In(conn_bits(connections))
         ``release_id`` is free from now on (``take`` wins when both name one id).
+    in_use : Out(1)
+        Some id is in use, registered.
 
     Latency: ``any_free`` and ``free_id`` follow a take or a release 2 cycles later. All
     ids start free.
@@ -54,6 +56,7 @@ class TcpConnIds(wiring.Component):
             "take": In(1),
             "release": In(1),
             "release_id": In(bits),
+            "in_use": Out(1),
         })
 
     def elaborate(self, platform):
@@ -64,5 +67,6 @@ class TcpConnIds(wiring.Component):
         with m.If(self.take):
             m.d.sync += used.bit_select(self.free_id, 1).eq(1)
         found, index = lowest_set(m, ~used, "free")
-        m.d.sync += [self.any_free.eq(found), self.free_id.eq(index)]
+        m.d.sync += [self.any_free.eq(found), self.free_id.eq(index),
+                     self.in_use.eq(used.any())]
         return m

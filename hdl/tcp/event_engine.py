@@ -116,6 +116,8 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
         The table entry ``read_conn`` holds, a cycle later, between events.
+    read_valid : Out(1)
+        ``read_tcb`` is ``read_conn``'s entry (the engine was idle in the cycle before).
     now, delack, time_wait, rcv_wnd, rto_min, rto_max, rto_initial : In(32)
     tx_ring : In(32)
         Octets of a send ring (an echo connection's window is its ring's room).
@@ -150,6 +152,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             "command": In(stream.Signature(ConnCommand(connections=n))),
             "read_conn": In(conn_bits(n)),
             "read_tcb": Out(Tcb()),
+            "read_valid": Out(1),
             **{name: In(32) for name in ("now", "delack", "time_wait", "rcv_wnd", "rto_min",
                                          "rto_max", "rto_initial", "tx_ring")},
             "max_retries": In(8),
@@ -215,6 +218,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         idle_before = Signal()
         m.d.sync += idle_before.eq(0)
         outputs_free = were_free & idle_before
+        m.d.comb += self.read_valid.eq(idle_before)
         # the lowest pending connection, registered (the set changes only within events,
         # several cycles before the engine is idle again)
         found, lowest = lowest_set(m, self._pending, "pending")

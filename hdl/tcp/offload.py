@@ -84,6 +84,7 @@ class TcpOffload(wiring.Component):
     command : In(stream.Signature(ConnCommand(connections=)))
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
+    read_valid, active : Out(1)
         As :class:`~rnic.hdl.tcp.rx_path.TcpRxPath`'s.
     now, secret, rcv_wnd, rto_initial, rto_min, rto_max, delack, time_wait : In(32)
     mss : In(16)
@@ -108,6 +109,10 @@ class TcpOffload(wiring.Component):
         self._addr_width = addr_width
         self._max_segment = max_segment
         n = connections
+        control = control_ports(connections=n, listeners=listeners, params=_PARAMS)
+        #: The ports a register block drives or takes (:class:`~rnic.hdl.tcp.registers.
+        #: TcpRegisters`): the control ports and the rings' place.
+        self.control_names = (*control, "ring_base", "ring_log2")
         beat = stream.Signature(OctetBeat(width=width, connections=n))
         bus = dict(addr_width=addr_width, data_width=8 * width)
         super().__init__({
@@ -119,7 +124,7 @@ class TcpOffload(wiring.Component):
             "fpdu": In(n),
             "m_axi_w": Out(AXI4WriteSignature(**bus)),
             "m_axi_r": Out(AXI4ReadSignature(**bus)),
-            **control_ports(connections=n, listeners=listeners, params=_PARAMS),
+            **control,
             "ip": In(32),
             "ring_base": In(addr_width),
             "ring_log2": In(5),
@@ -170,7 +175,8 @@ class TcpOffload(wiring.Component):
         wiring.connect(m, wiring.flipped(self.listen), path.listen)
         wiring.connect(m, wiring.flipped(self.write), path.write)
         wiring.connect(m, wiring.flipped(self.command), path.command)
-        m.d.comb += [path.read_conn.eq(self.read_conn), self.read_tcb.eq(path.read_tcb)]
+        m.d.comb += [path.read_conn.eq(self.read_conn), self.read_tcb.eq(path.read_tcb),
+                     self.read_valid.eq(path.read_valid), self.active.eq(path.active)]
         for name in (*_PARAMS, "mss", "rcv_scale", "max_retries"):
             m.d.comb += getattr(path, name).eq(getattr(self, name))
         m.d.comb += path.tx_ring.eq(1 << self.ring_log2)

@@ -71,6 +71,8 @@ class TcpRxFront(wiring.Component):
     reply : Out(stream.Signature(TcpTxDesc))
         RSTs and SYN-ACKs.
     drop : Out(TcpDropEvent)
+    active : Out(1)
+        Some connection id is in use.
     listen : In(stream.Signature(ListenerWrite(entries=listeners)))
     secret, now, rcv_wnd, rto_initial, tx_ring : In(32)
     mss : In(16)
@@ -97,6 +99,7 @@ class TcpRxFront(wiring.Component):
             "report": Out(stream.Signature(ConnEvent(connections=n))),
             "reply": Out(stream.Signature(TcpTxDesc())),
             "drop": Out(TcpDropEvent),
+            "active": Out(1),
             "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
             "secret": In(32), "now": In(32), "rcv_wnd": In(32), "rto_initial": In(32),
             "tx_ring": In(32),
@@ -113,6 +116,7 @@ class TcpRxFront(wiring.Component):
         m.submodules.replies = replies = TcpReply()
         m.submodules.accept = accept = TcpAccept()
         m.submodules.ids = ids = TcpConnIds(connections=n)
+        m.d.comb += self.active.eq(ids.in_use)
         info = Signal(TcpSegInfo())
         conn = Signal.like(ids.free_id, name="conn")
         verdict = Signal(CookieVerdict())

@@ -45,6 +45,8 @@ def control_ports(*, connections, listeners, params=PARAMS):
         "command": In(stream.Signature(ConnCommand(connections=n))),
         "read_conn": In(conn_bits(n)),
         "read_tcb": Out(Tcb()),
+        "read_valid": Out(1),
+        "active": Out(1),
         **{name: In(32) for name in params},
         "mss": In(16),
         "rcv_scale": In(range(MAX_WINDOW_SCALE + 1)),
@@ -108,7 +110,11 @@ class TcpRxPath(wiring.Component):
     command : In(stream.Signature(ConnCommand(connections=)))
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
-        The event engine's table ports (between segments).
+    read_valid : Out(1)
+        The event engine's table ports (``read_tcb`` is ``read_conn``'s entry while
+        ``read_valid``: between events).
+    active : Out(1)
+        Some connection id is in use (the time base's ticks matter).
     now, secret, rcv_wnd, rto_initial, rto_min, rto_max, delack, time_wait, tx_ring : In(32)
     max_retries : In(8)
     mss : In(16)
@@ -175,7 +181,8 @@ class TcpRxPath(wiring.Component):
         wiring.connect(m, wiring.flipped(self.command), engine.command)
         for port, source in zip(self.drops, (front.drop, engine.drop)):
             m.d.comb += [port.valid.eq(source.valid), port.reason.eq(source.reason)]
-        m.d.comb += [engine.read_conn.eq(self.read_conn), self.read_tcb.eq(engine.read_tcb)]
+        m.d.comb += [engine.read_conn.eq(self.read_conn), self.read_tcb.eq(engine.read_tcb),
+                     self.read_valid.eq(engine.read_valid), self.active.eq(front.active)]
         for name in ("now", "rcv_wnd", "rto_initial", "tx_ring"):
             m.d.comb += [getattr(front, name).eq(getattr(self, name)),
                          getattr(engine, name).eq(getattr(self, name))]

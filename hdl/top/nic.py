@@ -1,7 +1,7 @@
 """The NIC on a board (``rnic build --top nic``): RGMII port, MAC, ARP/IPv4/ICMP and the
 RNIC core, registers over the UART. See :class:`NicBoardTop`."""
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 
 from ..nic_top import NicTop
@@ -17,15 +17,18 @@ class NicBoardTop(RgmiiBoard):
         board clock -> EHXPLLL -> sync (core clock, 100 MHz) and eth_tx (125 MHz)
         PHY rx_clk  -> eth_rx
         RGMII pins <-> RgmiiRx / RgmiiTx <-> NicTop.gmii_rx / gmii_tx
-                       (EthernetPort, NetworkLayer, RnicCore with its register bank)
+                       (EthernetPort, NetworkLayer, TcpOffload, RnicCore with its register
+                       bank)
         USB UART -> UARTBridge -> 0x0000-0x0FFF  NicTop's registers (Network block included)
                                -> 0x1000-0x1FFF  board registers (BRD_*)
 
     Clocks, PHY reset and pins as :class:`~rnic.hdl.top.rgmii_board.RgmiiBoard`; the
     UART bridge, the board registers and what drives the core's other ports as
-    :class:`~rnic.hdl.top.board_logic.BoardLogic`. TCP is not in this top: the core's wire
-    side is looped back and fed by the board's ULPDU source (BRD_GEN), so that its data
-    path is built and exercised; its memory ports see an LFSR. The board answers ARP and
+    :class:`~rnic.hdl.top.board_logic.BoardLogic`. The NIC's TCP engine takes the TCP
+    segments (its echo service, RFC 862, answers in gateware on the ports the host enables),
+    its time base ticking every millisecond of the clock; the core is not joined to it: the
+    core's wire side is looped back and fed by the board's ULPDU source (BRD_GEN), so that its
+    data path is built and exercised; its memory ports see an LFSR. The board answers ARP and
     ping at the addresses of the Network registers (default 169.254.7.2/24, MAC
     02:00:0a:07:00:02), which the host changes over the UART (``rnic --device uart:...``).
 
@@ -50,6 +53,9 @@ class NicBoardTop(RgmiiBoard):
         Number of the RGMII resource (default 0).
     """
 
+    #: The NIC's TCP ports this top drives itself.
+    TCP_PORTS = ("tcp_rx_wire", "tcp_tx_wire", "tcp_may_send", "tick", "tcp_active")
+
     #: What the LEDs show, in order (a board with fewer LEDs shows the first ones).
     LED_FUNCTIONS = ("heartbeat", "phy_up", "rx_clock", "rx_frame", "tx_frame", "dropped",
                      "uart", "irq")
@@ -70,11 +76,15 @@ class NicBoardTop(RgmiiBoard):
 
         self.logic = logic = BoardLogic(
             width=self.width, connections=self.connections, clk_freq=self.pll.f_out,
-            baud=self.baud, core=NicTop, passthrough=("gmii_rx", "gmii_tx"))
+            baud=self.baud, core=NicTop, passthrough=(*self.TCP_PORTS, "gmii_rx", "gmii_tx"))
         m.submodules.logic = logic
         nic = logic.core
         wiring.connect(m, rgmii_rx.gmii, nic.gmii_rx)
         wiring.connect(m, nic.gmii_tx, rgmii_tx.gmii)
+        # TCP: its time base ticks every millisecond of the clock; its byte streams for the
+        # core are not joined to the core yet (the echo service needs none)
+        m.d.comb += [nic.tcp_tx_wire.valid.eq(0), nic.tcp_rx_wire.ready.eq(1),
+                     nic.tick.eq(self._millisecond(m))]
         uart_rx, uart_tx = uart_buffers(m, platform, self.board)
         rx_seen = toggle_seen(m, rx_toggle, int(self.pll.f_out * 1e-3))
         m.d.comb += [logic.rx.eq(uart_rx.i), uart_tx.o.eq(logic.tx), logic.locked.eq(locked),
@@ -91,3 +101,12 @@ class NicBoardTop(RgmiiBoard):
         }
         self._leds(m, platform, functions)
         return m
+
+    def _millisecond(self, m):
+        """A pulse every millisecond of the ``sync`` clock."""
+        period = int(self.pll.f_out * 1e-3)
+        count = Signal(range(period))
+        pulse = Signal()
+        m.d.sync += [count.eq(Mux(count == period - 1, 0, count + 1)),
+                     pulse.eq(count == period - 1)]
+        return pulse

@@ -9,11 +9,13 @@ datagram to ``127.0.0.1:peer_port``, and serves the NIC's registers on
 ``127.0.0.1:control_port`` (:class:`rnic.host.driver.transport.TransportServer`, so that
 ``rnic regs ... --device tcp:127.0.0.1:PORT`` reaches them). At start it programs the MAC,
 the IPv4 address and the prefix length through the registers
-(:meth:`rnic.host.driver.regs.Registers.set_mac` / ``set_ip``)::
+(:meth:`rnic.host.driver.regs.Registers.set_mac` / ``set_ip``), and TCP: a random SYN-cookie
+secret, the largest send rings its memory holds (TCP_CAPS.RING_LOG2), and the echo service on each of
+``echo_ports``::
 
     from rnic.host.apps.nic_sim import NicSim
 
-    with NicSim(listen_port=17702, peer_port=17701) as sim:   # 169.254.7.2/24
+    with NicSim(listen_port=17702, peer_port=17701, echo_ports=[7]) as sim:
         print(sim.control_address)                            # tcp:127.0.0.1:<port>
         sim.wait()                                            # until sim.stop() (a signal)
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import secrets
 import socket
 import threading
 
@@ -157,6 +160,8 @@ class NicSim:
         TCP port of the register server (0: any free port; :attr:`control_port`).
     width, connections : int
         Build parameters of the simulated NIC (defaults 4, 16).
+    echo_ports : iterable of int
+        TCP ports of the echo service (RFC 862, in gateware; at most TCP_CAPS.LISTENERS).
     device_factory : callable or None
         ``factory(on_frame=..., on_bad=..., width=..., connections=...)`` returning the
         device (default :class:`rnic.sim.nic_device.NicSimDevice`).
@@ -164,7 +169,7 @@ class NicSim:
 
     def __init__(self, *, listen_port, peer_port, ip=DEFAULT_NIC_IP, prefix=DEFAULT_PREFIX,
                  mac=DEFAULT_NIC_MAC, control_port=0, width=4, connections=16,
-                 device_factory=None):
+                 echo_ports=(), device_factory=None):
         self.listen_port, self.peer_port = listen_port, peer_port
         self.ip, self.prefix, self.mac = ipaddress.IPv4Address(ip), prefix, bytes(mac)
         self.stats = NicSimStats()
@@ -188,9 +193,26 @@ class NicSim:
             regs = Registers(self.device)
             regs.set_mac(self.mac)
             regs.set_ip(self.ip, self.prefix)
+            self.echo_ports = self._set_up_tcp(regs, tuple(echo_ports))
         except BaseException:
             self.close()
             raise
+
+    @staticmethod
+    def _set_up_tcp(regs, echo_ports):
+        """TCP's secret and time base, and the echo listeners; the echo ports."""
+        caps = regs.tcp_caps()
+        if not caps.tcp:
+            if echo_ports:
+                raise ValueError("this simulated NIC has no TCP engine for --echo")
+            return ()
+        if len(echo_ports) > caps.listeners:
+            raise ValueError(f"{len(echo_ports)} echo ports, the NIC listens on at most "
+                             f"{caps.listeners}")
+        regs.tcp_configure(secret=secrets.randbits(32), ring_log2=caps.ring_log2)
+        for index, port in enumerate(echo_ports):
+            regs.tcp_listen(index, port, echo=True)
+        return echo_ports
 
     @staticmethod
     def _bind_udp(port):

@@ -48,7 +48,7 @@ class _LazyGroup(click.Group):
         except BrokenPipeError as exc:
             raise _PipeClosed(exc) from exc
 
-    lazy = {"perftest": ("rnic.host.cli.perftest", "perftest")}
+    lazy = {"perftest": ("rnic.host.cli.perftest", "perftest"), "tcp": ("rnic.host.cli.tcp", "tcp")}
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))
@@ -83,7 +83,8 @@ def cli():
       rnic serve --port 7100 &               # registers that live on between commands:
       rnic regs write SCRATCH 0x5a --device tcp:127.0.0.1:7100
       rnic status --device uart:/dev/ttyUSB1 # a board running the bitstream, over its UART
-      rnic nic-sim --wire 17702:17701        # the simulated NIC on a virtual cable (siw VM)
+      rnic nic-sim --wire 17702:17701 --echo 7   # the simulated NIC on a virtual cable (siw VM)
+      rnic tcp status --device tcp:127.0.0.1:7200  # its TCP connections and counters
       rnic build --board versa_ecp5          # bitstream and fmax/resource report
       rnic rping -c -a 127.0.0.1 -p 7174 -C 3 -v   # rping against a siw (or rnic) server
       rnic perftest write 127.0.0.1 -p 18515 # perftest's ib_write_bw -R as client

@@ -25,11 +25,25 @@ def _checked(parse):
     return callback
 
 
+def _checked_echo(ctx, param, value):
+    """The echo ports: no port twice, at most the NIC's listening slots."""
+    from rnic.host.spec.tcp_engine import DEFAULT_LISTENERS
+    if len(set(value)) != len(value):
+        raise click.BadParameter("a port is given twice")
+    if len(value) > DEFAULT_LISTENERS:
+        raise click.BadParameter(f"{len(value)} ports; the NIC listens on at most "
+                                 f"{DEFAULT_LISTENERS}")
+    return tuple(value)
+
+
 @click.command("nic-sim", help=textwrap.dedent("""\
     Run the simulated NIC on a virtual Ethernet cable until interrupted.
 
-    The NIC is the Verilated NIC top (MAC, ARP, IPv4, ICMP echo and the RNIC core with its
-    registers; the board's top minus the pin-level PHY), built on first use and cached.
+    The NIC is the Verilated NIC top (MAC, ARP, IPv4, ICMP echo, TCP and the RNIC core with
+    its registers; the board's top minus the pin-level PHY), built on first use and cached.
+    TCP's timers run in wall time (the time base ticks once a millisecond). --echo PORT
+    answers TCP port PORT with the echo service (RFC 862) in gateware: every octet a peer
+    sends comes back.
     The cable is qemu's dgram netdev: the NIC takes Ethernet frames as UDP datagrams on
     127.0.0.1:LISTEN_PORT and sends its frames as UDP datagrams to 127.0.0.1:PEER_PORT,
     one frame per datagram, destination MAC first, no preamble, no FCS. Its registers are
@@ -46,6 +60,9 @@ def _checked(parse):
       rnic regs read NET_RX_GOOD --device tcp:127.0.0.1:7200
       rnic regs dump --device tcp:127.0.0.1:7200
       rnic nic-sim --wire 17702:17701 --ip 10.1.2.3/16 --mac 02:00:00:00:00:42 --json
+      rnic nic-sim --wire 17702:17701 --echo 7 &
+      siw-vm run --wire 17701:17702 -- 'head -c 1M /dev/urandom | nc -q 5 169.254.7.2 7 | wc -c'
+      rnic tcp status --device tcp:127.0.0.1:7200
     """))
 @click.option("--wire", required=True, metavar="LISTEN_PORT:PEER_PORT",
               callback=_checked("parse_wire"),
@@ -61,9 +78,13 @@ def _checked(parse):
               metavar="PORT",
               help="TCP port of the register server on 127.0.0.1 (0: any free port; the "
                    "ready line names it).")
+@click.option("--echo", "echo_ports", type=click.IntRange(1, 65535), multiple=True,
+              metavar="PORT", callback=_checked_echo,
+              help="Serve the echo service on this TCP port (repeatable, up to 4 ports: the "
+                   "NIC's listening slots).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the ready and stopped lines as JSON objects.")
-def nic_sim(wire, ip, mac, control, as_json):
+def nic_sim(wire, ip, mac, control, echo_ports, as_json):
     """``rnic nic-sim`` (help above)."""
     from rnic.host.apps.nic_sim import NicSim, PortInUse, format_mac
     from rnic.host.cli.progress import sim_build_progress
@@ -74,7 +95,7 @@ def nic_sim(wire, ip, mac, control, as_json):
     try:
         with sim_build_progress():
             sim = NicSim(listen_port=listen, peer_port=peer, ip=address, prefix=prefix, mac=mac,
-                         control_port=control)
+                         control_port=control, echo_ports=echo_ports)
     except PortInUse as e:
         raise click.UsageError(str(e)) from None
     except (DeviceError, OSError) as e:
@@ -87,13 +108,15 @@ def nic_sim(wire, ip, mac, control, as_json):
             ready = {"event": "ready", "wire": {"listen": f"udp:127.0.0.1:{listen}",
                                                 "peer": f"udp:127.0.0.1:{peer}"},
                      "ip": str(address), "prefix": prefix, "mac": format_mac(mac),
-                     "control": sim.control_port, "device": sim.control_address}
+                     "control": sim.control_port, "device": sim.control_address,
+                     "echo": list(sim.echo_ports)}
             if as_json:
                 click.echo(json.dumps(ready))
             else:
+                echo = "".join(f", echo on tcp {port}" for port in sim.echo_ports)
                 click.echo(f"nic-sim ready: {address}/{prefix} {format_mac(mac)}, frames in on "
                            f"udp 127.0.0.1:{listen}, out to udp 127.0.0.1:{peer}, registers "
-                           f"--device {sim.control_address}")
+                           f"--device {sim.control_address}{echo}")
             sys.stdout.flush()
             stopped = sim.wait()
             stats = sim.stats

@@ -42,6 +42,7 @@ import dataclasses
 import enum
 import ipaddress
 
+from rnic.host.driver.tcp_regs import TcpAccess
 from rnic.host.spec.net import RxDrop
 from rnic.host.spec.regmap import (MAGIC, NET_RX_COUNTERS, NET_TX_DROP_COUNTERS, PULSE, REGMAP, RO,
     RW, W1C, ConnState, DpCrc, DpError, Register, constants)
@@ -228,7 +229,7 @@ def ipv4(address) -> ipaddress.IPv4Address:
     return ipaddress.IPv4Address(address)
 
 
-class Registers:
+class Registers(TcpAccess):
     """Typed register access to one device over ``transport``.
 
     ``polls`` bounds every busy-wait (CTX_STATUS.BUSY, STATUS.READY): after

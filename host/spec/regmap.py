@@ -41,6 +41,10 @@ from dataclasses import dataclass
 from rnic.host.spec.errors import Layer
 from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, MAX_FRAME_LEN,
                                 RxDrop, TxDrop)
+from rnic.host.spec.tcp_engine import (DEFAULT_DELACK, DEFAULT_MAX_RETRIES, DEFAULT_RCV_WND,
+                                       DEFAULT_RTO_INITIAL, DEFAULT_RTO_MAX, DEFAULT_RTO_MIN,
+                                       DEFAULT_TIME_WAIT, ENGINE_MSS, MIN_RING_LOG2, TcpDrop,
+                                       TcpEventKind, TcpState)
 
 #: Access types, per field (a register's ``access`` is the default of its fields).
 ACCESS_DOC = """\
@@ -79,7 +83,8 @@ __all__ = [
     "Field", "Register", "RegisterMap", "RegMapError",
     "ConnState", "SqOpcode", "CqQueue", "CqStatus", "DpCrc", "DpError",
     "MAGIC", "VERSION_MAJOR", "VERSION_MINOR", "ADDR_WIDTH", "PARAMS", "PARAM_DEFAULTS", "REGMAP",
-    "ACCESS_DOC", "BUS_DOC", "NET_RX_COUNTERS", "NET_TX_DROP_COUNTERS", "NET_BLOCK", "constants",
+    "ACCESS_DOC", "BUS_DOC", "NET_RX_COUNTERS", "NET_TX_DROP_COUNTERS", "NET_BLOCK",
+    "TCP_BLOCK", "TCP_DROP_COUNTERS", "TCP_COUNTER_BASE", "TCP_COUNTER_WORDS", "constants",
 ]
 
 #: Register 0 (``ID``) reads this: ASCII "iWRP" (0x69 0x57 0x52 0x50), most significant byte first.
@@ -88,7 +93,7 @@ MAGIC = 0x69575250
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 #: While MAJOR is 0 (before the first release) a changed meaning moves MINOR too.
 VERSION_MAJOR = 0
-VERSION_MINOR = 9
+VERSION_MINOR = 10
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -376,13 +381,14 @@ class RegisterMap:
 
     def decoded(self, params):
         """The map as a build with ``params`` decodes it: without the network layer
-        (``network`` 0) the Network block's registers but NET_CAPS read 0 and ignore writes
-        (constant fields), so that a design without one spends no logic on them."""
+        (``network`` 0) the Network block's registers but NET_CAPS, and the TCP block's, read
+        0 and ignore writes (constant fields), so that a design without one spends no logic
+        on them."""
         if self.complete_params(params)["network"]:
             return self
         blocks = []
         for b in self.blocks:
-            if b.title == NET_BLOCK.title:
+            if b.title in (NET_BLOCK.title, TCP_BLOCK.title):
                 b = dataclasses.replace(b, registers=tuple(
                     r if r.name == "NET_CAPS" else _absent(r) for r in b.registers))
             blocks.append(b)
@@ -548,11 +554,11 @@ NET_TX_DROP_COUNTERS = tuple((reason, f"NET_TX_{reason.name}") for reason in TxD
                              if reason is not TxDrop.NONE)
 
 _NET_TX_DROP_DOC = {
-    TxDrop.NO_ROUTE: "Packets of the layer above dropped: the destination is outside the prefix "
-                     "and NET_GATEWAY is 0 (0 in a build without the send path: it sends for TCP, "
-                     "and the NIC top has none).",
-    TxDrop.ARP_MISS: "Packets of the layer above dropped: the next hop is not in the ARP cache "
-                     "(an ARP request for it was sent instead; 0 without the send path).",
+    TxDrop.NO_ROUTE: "TCP segments dropped by the send path: the destination is outside the "
+                     "prefix and NET_GATEWAY is 0.",
+    TxDrop.ARP_MISS: "TCP segments dropped by the send path: the next hop is not in the ARP cache "
+                     "(an ARP request for it was sent instead; TCP sends again when its timers "
+                     "say).",
 }
 
 _NET_RX_DOC = {
@@ -626,13 +632,11 @@ NET_BLOCK = Block(
                               "GIANT).", reset=MAX_FRAME_LEN)),
         _word("NET_GATEWAY", 0x418, RW, "IP", "IPv4 address of the next hop for destinations "
               "outside the prefix (inside it); 0: none, such packets are dropped (NO_ROUTE). Used by "
-              "the send path, which sends for TCP: the NIC top, which has no TCP, leaves it out and this "
-              "is storage."),
+              "the send path, which sends for TCP."),
         *(_word(name, NET_RX_BASE + 4 * reason, RO, "COUNT", _NET_RX_DOC[reason])
           for reason, name in NET_RX_COUNTERS),
         _word("NET_RX_TCP", 0x480, RO, "COUNT", "IPv4 TCP packets for the NIC's address with good "
-              "IPv4 and TCP headers and a good TCP checksum, handed to the TCP layer (dropped by "
-              "this build, which has none)."),
+              "IPv4 and TCP headers and a good TCP checksum, handed to the TCP engine."),
         _word("NET_TX_FRAMES", 0x484, RO, "COUNT", "Frames sent (ARP, echo replies, TCP)."),
         _word("NET_TX_DROPPED", 0x488, RO, "COUNT", "Frames to send dropped for being longer than "
               "the MAC's transmit buffer."),
@@ -661,6 +665,146 @@ NET_BLOCK = Block(
                               "poll).")),
         *_mac_regs("NET_ARP_LOOKUP_MAC", 0x4E8, RO, "MAC address NET_ARP_LOOKUP_IP maps to (0 "
                    "without a HIT)"),
+    ))
+
+
+# ---------------------------------------------------------------------------
+# the TCP engine's registers
+
+#: The TCP block's counters live in a block RAM of their own (:class:`rnic.hdl.counter_memory.
+#: CounterMemory`) of ``TCP_COUNTER_WORDS`` words: a counter register's word is its word
+#: address modulo that.
+TCP_COUNTER_BASE = 0x540
+TCP_COUNTER_WORDS = 16
+#: One counter per :class:`~rnic.host.spec.tcp_engine.TcpDrop` reason: ``(reason, name)``.
+TCP_DROP_COUNTERS = tuple((reason, f"TCP_DROP_{reason.name}") for reason in TcpDrop)
+
+_TCP_DROP_DOC = {
+    TcpDrop.BAD_OPTIONS: "Segments dropped: malformed TCP options (a length of 0 or 1 where one "
+                         "is due, or one running past the header); no answer.",
+    TcpDrop.NO_CONNECTION: "Segments for no connection and no listening port (answered with a "
+                           "RST unless they are one).",
+    TcpDrop.BAD_COOKIE: "ACKs for a listening port that carry no valid SYN cookie (answered with "
+                        "a RST, or dropped if they carry data or a FIN).",
+    TcpDrop.NO_FREE_CONNECTION: "Valid SYN cookies that found every connection id in use.",
+    TcpDrop.SIMULTANEOUS_OPEN: "SYNs without ACK on a connection in SYN-SENT (no simultaneous "
+                               "open).",
+    TcpDrop.NOT_ACCEPTABLE: "Segments outside the receive window (RFC 9293 section 3.10.7.4; "
+                            "answered with an ACK unless a RST).",
+    TcpDrop.CHALLENGE_ACK: "RSTs in the window but not at RCV.NXT, and SYNs on a synchronized "
+                           "connection: answered with a challenge ACK (RFC 5961).",
+    TcpDrop.NO_ACK: "Segments without ACK on a synchronized connection.",
+    TcpDrop.BAD_ACK: "Segments acknowledging something never sent (answered with an ACK).",
+    TcpDrop.OLD_ACK: "Segments acknowledging data older than SND.UNA - MAX.SND.WND (RFC 5961 "
+                     "section 5.2).",
+    TcpDrop.OUT_OF_ORDER: "Segments starting after RCV.NXT (a hole; not kept): answered with a "
+                          "duplicate ACK.",
+    TcpDrop.TIME_WAIT_RST: "RSTs in TIME-WAIT, ignored (RFC 1337).",
+}
+
+
+#: The event kinds as TCP_EVENT.KIND names them.
+_EVENT_KINDS = {("RESET_BY_PEER" if k is TcpEventKind.RESET else k.name): int(k)
+                for k in TcpEventKind}
+
+
+def _ticks(name, addr, doc, reset):
+    return _reg(name, addr, RW, doc, _f("TICKS", 0, 32, "Ticks of the time base (TCP_TICK).",
+                                        reset=reset))
+
+
+def _tcb_word(name, addr, doc):
+    return _word(name, addr, RO, "VALUE", f"{doc} of the connection TCP_CONN.CONN (0 while it "
+                 "is CLOSED).")
+
+
+TCP_BLOCK = Block(
+    "TCP", "The TCP engine (rnic.hdl.tcp.TcpOffload; docs/tcp.md): its parameters, listening "
+    "ports, commands, connection events, the TCB of one connection, and drop counters. They "
+    "act where TCP_CAPS.TCP is 1 (elsewhere they read 0 and ignore writes). Parameters apply "
+    "to connections opened after they are written (TCP_RING_BASE and TCP_RING_LOG2: change "
+    "them only while no connection is open). Times count ticks of the time base (1 ms: the "
+    "top's tick input; see TCP_TICK). The counters count from reset.", (
+        _reg("TCP_CAPS", 0x500, RO, "TCP build parameters.",
+             _f("TCP", 0, 1, "1: this build has the TCP engine."),
+             _f("LISTENERS", 8, 8, "Listening-port slots: TCP_LISTEN.INDEX 0 .. LISTENERS-1."),
+             _f("RECORDS", 16, 8, "FPDU ends kept per connection's send ring."),
+             _f("RING_LOG2", 24, 5, "The largest TCP_RING_LOG2 this build's ring memory holds for "
+                                    "every connection (it has CAPS.CONNECTIONS << RING_LOG2 "
+                                    "octets).")),
+        _reg("TCP_MSS", 0x504, RW, "Our MSS (advertised in SYN-ACKs, the most payload a segment "
+             "carries).", _f("MSS", 0, 16, "Octets: the MTU minus 40.", reset=ENGINE_MSS)),
+        _reg("TCP_RCV_WND", 0x508, RW, "Receive window of a connection delivering to the core.",
+             _f("OCTETS", 0, 32, "At most 65535 << TCP_RCV_SCALE.", reset=DEFAULT_RCV_WND)),
+        _reg("TCP_RCV_SCALE", 0x50C, RW, "Our window scale (RFC 7323), used when both SYNs "
+             "carry the option.", _f("SCALE", 0, 4, "Shift, 0 .. 14.")),
+        _ticks("TCP_RTO_INITIAL", 0x510, "Retransmission timeout before the first RTT sample "
+               "(RFC 6298 section 2.1).", DEFAULT_RTO_INITIAL),
+        _ticks("TCP_RTO_MIN", 0x514, "Least retransmission timeout.", DEFAULT_RTO_MIN),
+        _ticks("TCP_RTO_MAX", 0x518, "Greatest retransmission timeout (after backoff).",
+               DEFAULT_RTO_MAX),
+        _ticks("TCP_DELACK", 0x51C, "Delayed-ACK time.", DEFAULT_DELACK),
+        _ticks("TCP_TIME_WAIT", 0x520, "Length of TIME-WAIT (2 MSL).", DEFAULT_TIME_WAIT),
+        _reg("TCP_MAX_RETRIES", 0x524, RW, "Retransmission timeouts in a row before a connection "
+             "is reset and reported LOST.", _f("RETRIES", 0, 8, "", reset=DEFAULT_MAX_RETRIES)),
+        _word("TCP_SECRET", 0x528, RW, "SECRET", "Key of the SYN cookies (write a random value "
+              "before listening)."),
+        _word("TCP_RING_BASE", 0x52C, RW, "ADDR", "Address of the send rings in the ring memory: "
+              "connection c's ring is at TCP_RING_BASE + c << TCP_RING_LOG2 (the memory repeats "
+              "through the address space)."),
+        _reg("TCP_RING_LOG2", 0x530, RW, "Size of each connection's send ring (it holds what "
+             "is sent until acknowledged, and bounds an echo connection's window).",
+             _f("LOG2", 0, 5, f"Octets = 2**LOG2 ({MIN_RING_LOG2} .. TCP_CAPS.RING_LOG2).",
+                reset=MIN_RING_LOG2)),
+        _reg("TCP_TICK", 0x534, RW, "A clock-counted tick of the time base, besides the top's "
+             "tick input (the board's: every millisecond of its clock; the simulation's: every "
+             "millisecond of wall time).",
+             _f("CYCLES", 0, 32, "Clock cycles per tick (0: none, only the tick input).")),
+        _word("TCP_NOW", 0x538, RO, "TICKS", "The time base: ticks since reset."),
+        _reg("TCP_STATUS", 0x53C, RO, "TCP status.",
+             _f("CMD_BUSY", 0, 1, "A CLOSE or ABORT waits for the engine (another one is ignored "
+                                  "meanwhile: wait for 0).")),
+        *(_word(name, TCP_COUNTER_BASE + 4 * reason, RO, "COUNT", _TCP_DROP_DOC[reason])
+          for reason, name in TCP_DROP_COUNTERS),
+        _word("TCP_TX_SEGMENTS", TCP_COUNTER_BASE + 4 * len(TcpDrop), RO, "COUNT",
+              "Segments the engine sent to the IPv4 send path (data, ACKs, RSTs, SYN-ACKs; "
+              "NET_TX_NO_ROUTE and NET_TX_ARP_MISS count those it dropped)."),
+        _word("TCP_EVENTS_LOST", TCP_COUNTER_BASE + 4 * (len(TcpDrop) + 1), RO, "COUNT",
+              "Connection events dropped: the queue behind TCP_EVENT was full."),
+        _reg("TCP_LISTEN", 0x580, RW, "A listening-port slot, written by TCP_CMD.LISTEN.",
+             _f("INDEX", 0, 6, "Slot, below TCP_CAPS.LISTENERS."),
+             _f("VALID", 8, 1, "The slot listens on PORT; 0 frees it."),
+             _f("ECHO", 9, 1, "Connections accepted on PORT are the echo service (RFC 862: every "
+                              "octet received is sent back, in gateware)."),
+             _f("PORT", 16, 16, "Local TCP port.")),
+        _reg("TCP_CONN", 0x584, RW, "The connection of TCP_CMD and of the TCB window.",
+             _f("CONN", 0, 16, "Connection id, below CAPS.CONNECTIONS."),
+             _f("FPDU", 16, 1, "Mode TCP_CMD.MODE sets: 1 the core's runs are whole FPDUs (segments "
+                               "end at their ends), 0 a byte stream.")),
+        _reg("TCP_CMD", 0x588, PULSE, "TCP commands.",
+             _f("LISTEN", 0, 1, "Write slot TCP_LISTEN.INDEX."),
+             _f("CLOSE", 1, 1, "Close TCP_CONN.CONN: a FIN after the octets written."),
+             _f("ABORT", 2, 1, "Abort TCP_CONN.CONN: a RST; its id is free at once."),
+             _f("MODE", 3, 1, "Set TCP_CONN.CONN's mode to TCP_CONN.FPDU."),
+             _f("POP", 4, 1, "Remove the head of the event queue (ignored while not VALID).")),
+        _reg("TCP_EVENT", 0x58C, RO, "The oldest connection event (a queue; TCP_CMD.POP removes it).",
+             _f("CONN", 0, 16, "Connection id."),
+             _f("KIND", 16, 4, "What happened (TcpEventKind; RESET is named RESET_BY_PEER here, "
+                               "apart from the field's reset value).", enum=_EVENT_KINDS),
+             _f("VALID", 31, 1, "An event is at the head.")),
+        _reg("TCP_TCB_STATE", 0x590, RO, "State of the connection TCP_CONN.CONN.",
+             _f("STATE", 0, 4, "TCP state.", enum=TcpState),
+             _f("ECHO", 8, 1, "It is the echo service."),
+             _f("RETRIES", 16, 8, "Retransmission timeouts in a row.")),
+        _tcb_word("TCP_TCB_REMOTE_IP", 0x594, "The peer's IPv4 address"),
+        _reg("TCP_TCB_PORTS", 0x598, RO, "Ports of the connection TCP_CONN.CONN.",
+             _f("LOCAL", 0, 16, "Our port."), _f("REMOTE", 16, 16, "The peer's port.")),
+        _tcb_word("TCP_TCB_SND_UNA", 0x59C, "SND.UNA"),
+        _tcb_word("TCP_TCB_SND_NXT", 0x5A0, "SND.NXT"),
+        _tcb_word("TCP_TCB_RCV_NXT", 0x5A4, "RCV.NXT"),
+        _tcb_word("TCP_TCB_SND_WND", 0x5A8, "The peer's window (octets)"),
+        _tcb_word("TCP_TCB_CWND", 0x5AC, "The congestion window (octets)"),
+        _tcb_word("TCP_TCB_RTO", 0x5B0, "The retransmission timeout (ticks)"),
     ))
 
 
@@ -976,6 +1120,7 @@ BLOCKS = (
              _f("POP", 0, 1, "Remove the head report (ignored while not VALID).")),
     )),
     NET_BLOCK,
+    TCP_BLOCK,
 )
 
 # ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import enum
 
 __all__ = [
     "TcpState", "TcpDrop", "TcpEventKind", "TcpStat", "TcpCommand",
-    "DEFAULT_CONNECTIONS", "ENGINE_MSS", "DEFAULT_RCV_WND", "DEFAULT_TX_RING",
+    "DEFAULT_CONNECTIONS", "DEFAULT_LISTENERS", "MIN_RING_LOG2", "ENGINE_MSS", "DEFAULT_RCV_WND", "DEFAULT_TX_RING",
     "DEFAULT_RTO_INITIAL", "DEFAULT_RTO_MIN", "DEFAULT_RTO_MAX", "DEFAULT_MAX_RETRIES",
     "DEFAULT_DELACK", "DEFAULT_TIME_WAIT",
     "MAX_CONNECTIONS", "MIN_MSS", "MAX_MSS", "MAX_UNSCALED_WINDOW", "MAX_WINDOW",
@@ -114,6 +114,10 @@ class TcpStat(enum.IntEnum):
 
 #: Parameter defaults of the engine (times in ticks).
 DEFAULT_CONNECTIONS = 16
+#: Listening-port slots of the engine (TCP_CAPS.LISTENERS of the NIC top).
+DEFAULT_LISTENERS = 4
+#: The smallest send ring of the NIC (TCP_RING_LOG2): 4 KiB.
+MIN_RING_LOG2 = 12
 ENGINE_MSS = 1460
 DEFAULT_RCV_WND = 65535
 DEFAULT_TX_RING = 65536

@@ -17,6 +17,8 @@ Fixtures:
   for UDP (the ports of a virtual cable, ``siw_vm.start(..., wire=(qemu, peer))``).
 * ``rnic``: runs the ``rnic`` CLI of this checkout (``python -m rnic.host.cli``)
   in a subprocess: ``rnic.run(args, timeout)`` or ``rnic.start(args)``.
+* ``relay``: ``relay(to_a, to_b, rate=..., seed=...)`` starts a :class:`Relay`, a lossy
+  middle for a virtual cable (stopped at the end of the test).
 
 Each VM boot takes about 3 s under TCG on an idle machine (up to ~8 s on a
 busy one), plus the guest command.
@@ -221,3 +223,87 @@ def rnic():
         if p.poll() is None:
             p.kill()
             p.communicate()
+
+
+class Relay:
+    """A virtual cable's middle that drops, duplicates and reorders frames: datagrams that
+    arrive on 127.0.0.1:``a_port`` go on to 127.0.0.1:``to_a``, those on ``b_port`` to
+    ``to_b``. Each datagram is lost at ``rate``, sent twice at ``rate``, and held back at
+    ``rate`` (sent after the next one of its direction, or 20 ms later). ``counts`` per
+    direction (``"a"``, ``"b"``): datagrams in, lost, duplicated, reordered."""
+
+    HOLD_S = 0.02
+
+    def __init__(self, *, to_a, to_b, rate, seed=1):
+        import random
+        self.rate, self._rng, self._stop = rate, random.Random(seed), threading.Event()
+        self._lock = threading.Lock()
+        self.counts = {d: dict.fromkeys(("in", "lost", "duplicated", "reordered"), 0)
+                       for d in "ab"}
+        self._socks, self._threads = {}, []
+        for direction, to in (("a", to_a), ("b", to_b)):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.bind(("127.0.0.1", 0))
+            sock.settimeout(self.HOLD_S)
+            self._socks[direction] = sock
+            t = threading.Thread(target=self._carry, args=(direction, sock, to), daemon=True)
+            self._threads.append(t)
+        self.a_port = self._socks["a"].getsockname()[1]
+        self.b_port = self._socks["b"].getsockname()[1]
+        for t in self._threads:
+            t.start()
+
+    def _roll(self):
+        with self._lock:
+            return self._rng.random()
+
+    def _carry(self, direction, sock, to):
+        held, counts, target = [], self.counts[direction], ("127.0.0.1", to)
+        while not self._stop.is_set():
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                data = None
+            except OSError:
+                return
+            out = []
+            if data is not None:
+                counts["in"] += 1
+                roll = self._roll()
+                if roll < self.rate:
+                    counts["lost"] += 1
+                elif roll < 2 * self.rate:
+                    counts["duplicated"] += 1
+                    out += [data, data]
+                elif roll < 3 * self.rate:
+                    counts["reordered"] += 1
+                    held.append(data)
+                else:
+                    out.append(data)
+            if data is None or out:
+                out += held
+                held = []
+            for datagram in out:
+                try:
+                    sock.sendto(datagram, target)
+                except OSError:
+                    pass
+
+    def close(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=2)
+        for sock in self._socks.values():
+            sock.close()
+
+
+@pytest.fixture
+def relay():
+    made = []
+
+    def start(to_a, to_b, *, rate, seed=1):
+        made.append(Relay(to_a=to_a, to_b=to_b, rate=rate, seed=seed))
+        return made[-1]
+    yield start
+    for r in made:
+        r.close()

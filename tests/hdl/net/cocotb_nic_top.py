@@ -22,6 +22,7 @@ from scapy.packet import Raw
 
 from rnic.host.driver import regs
 from rnic.host.model.network_layer import NicNetModel
+from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX, RxDrop
 from rnic.host.spec.regmap import NET_RX_COUNTERS
 from rnic.sim.streams import TB
@@ -183,6 +184,12 @@ def traffic(rng):
     return out
 
 
+def tcp_segment(frame):
+    """The TCP segment of a frame to the NIC (without the Ethernet padding)."""
+    ip = Ether(frame)[IP]
+    return bytes(ip)[4 * ip.ihl:ip.len]
+
+
 @cocotb.test()
 async def registers_frames_and_counters(dut):
     """MAC/IP programmed over the bus; ARP, pings of 0/56/1472 and bad frames on GMII, the
@@ -227,6 +234,11 @@ async def registers_frames_and_counters(dut):
         result = model.receive(frame)
         want_tx += [(reply, label) for reply in result.replies]
         want_tcp += result.delivered is not None
+        if result.delivered is not None:
+            # the TCP engine answers a segment for no connection with a RST (RFC 9293
+            # section 3.10.7.1) through the send path, to the peer it learned
+            for rst in TcpEngine(ip=NIC_IP).receive(PEER_IP, tcp_segment(frame), 0):
+                want_tx += [(f, "rst") for f in model.send_ipv4(PEER_IP, 6, rst.octets).frames]
     await tb.quiet()
     got = tb.received()
     # in order per kind; an ARP reply may pass an echo reply (the echo takes the next
@@ -237,7 +249,7 @@ async def registers_frames_and_counters(dut):
         for k, ((frame, label), m) in enumerate(zip(want, mine)):
             assert m == frame, f"{kind} reply {k} ({label}) differs:\n got {m.hex()}\nwant {frame.hex()}"
         assert len(mine) == len(want), f"{len(mine)} {kind} frames sent, the model sends {len(want)}"
-    assert len(got) == len(want_tx) == 6, "two ARP replies and four echo replies"
+    assert len(got) == len(want_tx) == 7, "two ARP replies, four echo replies and a RST"
 
     # the ARP cache: the static entry kept its MAC, the new host and the peer were learned
     for ip in (STATIC_IP, PEER_IP, "10.7.0.9", "10.7.0.77"):
@@ -270,7 +282,9 @@ async def registers_frames_and_counters(dut):
     assert want_rx[RxDrop.IP_OTHER] == 2 and want_rx[RxDrop.IP_PROTOCOL] == 1
     assert want_rx[RxDrop.IP_HEADER] == 1 and want_rx[RxDrop.IP_CHECKSUM] == 1
     assert want_rx[RxDrop.TCP_CHECKSUM] == 1 and want_rx[RxDrop.TCP_HEADER] == 1
+    # sent: the replies, the RST and the ARP request
     assert other == {"NET_RX_TCP": want_tcp, "NET_TX_FRAMES": len(want_tx) + 1, "NET_TX_DROPPED": 0}, other
     assert want_tcp == 1
+    assert await tb.rd("TCP_DROP_NO_CONNECTION") == 1 and await tb.rd("TCP_TX_SEGMENTS") == 1
     tb.log.info("counters: %s; %s", {r.name: n for r, n in rx.items() if n}, other)
     assert tb.gmii_snk.empty() and tb.gmii_snk.idle()

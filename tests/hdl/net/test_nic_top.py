@@ -1,12 +1,14 @@
 # amaranth: UnusedElaboratable=no
-"""NicTop (hdl/nic_top.py): EthernetPort + NetworkLayer + RnicCore with the Network registers.
+"""NicTop (hdl/nic_top.py): EthernetPort + NetworkLayer + TcpOffload + RnicCore with the Network
+and TCP registers.
 
 (a) construction: ports, the core's ``net`` port, NET_CAPS of the core alone;
 (b) Verilator through rnic.sim.runner (cocotb module cocotb_nic_top.py) at W = 4: MAC/IP
     programmed over AXI4-Lite, ARP and pings of 0, 56 and 1472 octets as GMII frames, the
     replies byte-identical to NicNetModel's; bad FCS, runt, giant, other MAC, wrong IP, UDP,
-    IP options, bad checksum, TCP (good, bad checksum, data offset 4); every NET_* counter read back over the bus against the
-    model; a static ARP entry written over the bus (lookup window and behaviour); NET_MAX_LEN;
+    IP options, bad checksum, TCP (good: answered with a RST by the TCP engine, byte-identical
+    to the model's; bad checksum, data offset 4); every NET_* counter read back over the bus
+    against the model; a static ARP entry written over the bus (lookup window and behaviour); NET_MAX_LEN;
     an ARP request on command.
 """
 
@@ -17,10 +19,12 @@ from rnic.hdl.axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignatur
 from rnic.hdl.net.layouts import NETWORK_DROPS
 from rnic.hdl.net.gmii import GmiiRx, GmiiTx
 from rnic.hdl.nic_top import COUNTER_WORDS, NicTop, counter_word
-from rnic.hdl.regbank import NETWORK_BLOCK, block_signature
+from rnic.hdl.regbank import NETWORK_BLOCK, TCP_BLOCK, block_signature
 from rnic.hdl.rnic_core import RnicCore
+from rnic.hdl.tcp.registers import counter_word as tcp_counter_word
 from rnic.host.spec.net import RxDrop
-from rnic.host.spec.regmap import NET_BLOCK
+from rnic.host.spec.regmap import NET_BLOCK, TCP_COUNTER_WORDS
+from rnic.host.spec.regmap import TCP_BLOCK as TCP_REGS
 
 
 def test_ports():
@@ -30,7 +34,8 @@ def test_ports():
     assert members["s_axil"].signature == AXI4LiteSignature(addr_width=12).flip()
     assert members["m_axi"].signature == AXI4WriteSignature(addr_width=32, data_width=32)
     assert members["m_axi_rd"].signature == AXI4ReadSignature(addr_width=32, data_width=32)
-    for name in ("tx_ulpdu", "tx_wire", "rx_wire", "rx_ulpdu", "irq"):
+    for name in ("tx_ulpdu", "tx_wire", "rx_wire", "rx_ulpdu", "irq", "tcp_rx_wire",
+                 "tcp_tx_wire", "tcp_may_send", "tick", "tcp_active"):
         assert name in members
 
 
@@ -40,6 +45,9 @@ def test_core_net_port_only_with_network():
     net = core.signature.members["net"]
     assert net.flow == wiring.Out and net.signature == block_signature(NETWORK_BLOCK)
     assert set(net.signature.members) == {r.port for r in NET_BLOCK.registers if r.core_facing}
+    tcp = core.signature.members["tcp"]
+    assert tcp.flow == wiring.Out and tcp.signature == block_signature(TCP_BLOCK)
+    assert "tcp_listen" in tcp.signature.members and "tcp_now" in tcp.signature.members
     with pytest.raises(TypeError, match="network must be a bool"):
         RnicCore(width=4, network=1)
     with pytest.raises(ValueError, match="arp_entries=65"):
@@ -53,6 +61,10 @@ def test_counters():
     names = [r.name for r in NET_BLOCK.registers if r.name.startswith(("NET_RX_", "NET_TX_"))]
     words = [counter_word(name) for name in names]
     assert len(set(words)) == len(names) and max(words) < COUNTER_WORDS
+    names = [r.name for r in TCP_REGS.registers if r.name.startswith("TCP_DROP_")]
+    names += ["TCP_TX_SEGMENTS", "TCP_EVENTS_LOST"]
+    words = [tcp_counter_word(name) for name in names]
+    assert len(set(words)) == len(names) == 14 and max(words) < TCP_COUNTER_WORDS
 
 
 def test_nic_top_cocotb():

@@ -10,7 +10,10 @@ virtual cable, driven as a user does.
     counters through ``rnic regs read ... --device tcp:127.0.0.1:C`` and the driver;
     SIGTERM -> exit 0, the stopped line, the ports free again;
 (c) ``--ip 10.1.2.3/16 --mac 02:00:00:00:00:42``: the registers, ARP and ping with the new
-    addresses, the old address no longer answered; SIGINT -> exit 0.
+    addresses, the old address no longer answered; SIGINT -> exit 0;
+(d) ``--echo 7``, and ``rnic tcp`` on its register server: a SYN to the echo port answered
+    with a SYN-ACK, one to a closed port with a RST, another port opened with
+    ``rnic tcp listen``; ``rnic tcp status``/``events`` and their errors.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import sys
 import time
 
 import pytest
-from scapy.layers.inet import ICMP, IP, UDP
+from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
 
@@ -33,7 +36,7 @@ from rnic.host.apps.nic_sim import parse_ip, parse_mac, parse_wire
 from rnic.host.driver.regs import Registers
 from rnic.host.driver.transport import SocketTransport
 from rnic.host.model.network_layer import NicNetModel
-from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, RxDrop
+from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, RxDrop, TxDrop
 
 PEER_MAC = "52:54:00:00:07:01"          # the siw VM guest's
 PEER_IP = "169.254.7.1"
@@ -97,6 +100,10 @@ def free_tcp_port():
     (["--wire", "17702:17701", "--mac", "01:00:5e:00:00:01"], "--mac"),
     (["--wire", "17702:17701", "--mac", "02:00"], "--mac"),
     (["--wire", "17702:17701", "--control", "70000"], "--control"),
+    (["--wire", "17702:17701", "--echo", "0"], "--echo"),
+    (["--wire", "17702:17701", "--echo", "7", "--echo", "7"], "--echo"),
+    (["--wire", "17702:17701", *[a for p in range(7, 12) for a in ("--echo", str(p))]],
+     "--echo"),
     ([], "--wire"),
 ])
 def test_usage_errors(args, what):
@@ -295,3 +302,62 @@ def test_cable_options(cable):
     code, out, err = c.stop(signal.SIGINT)
     assert code == 0, err
     assert json.loads(out.splitlines()[-1])["event"] == "stopped"
+
+
+# -- (d): TCP ------------------------------------------------------------------------------------
+
+def syn(port, *, seq=1000, sport=40000):
+    return bytes(Ether(dst=":".join(f"{b:02x}" for b in DEFAULT_NIC_MAC), src=PEER_MAC)
+                 / IP(src=PEER_IP, dst=DEFAULT_NIC_IP)
+                 / TCP(sport=sport, dport=port, flags="S", seq=seq, options=[("MSS", 1460)]))
+
+
+def tcp_answer(c, frame):
+    """Send ``frame`` (a SYN from the peer) and return the TCP layer of the NIC's answer
+    (the first frame of the NIC may be its ARP request for the peer: answered first)."""
+    c.send(frame)
+    while True:
+        got = Ether(c.recv())
+        if ARP in got:
+            c.send(bytes(Ether(dst=got[Ether].src, src=PEER_MAC)
+                         / ARP(op=2, hwsrc=PEER_MAC, psrc=PEER_IP, hwdst=got[ARP].hwsrc,
+                               pdst=got[ARP].psrc)))
+            c.send(frame)                  # (the NIC dropped it for the ARP miss)
+            continue
+        return got[TCP]
+
+
+def test_echo_port_and_tcp_commands(cable):
+    c = cable("--echo", "7")
+    assert c.ready["echo"] == [7]
+    device = ("--device", f"tcp:127.0.0.1:{c.control}")
+    answer = tcp_answer(c, syn(7, seq=1000))
+    assert answer.flags == "SA" and answer.ack == 1001 and answer.sport == 7
+    assert dict(answer.options)["MSS"] == 1460
+    assert tcp_answer(c, syn(9, seq=5)).flags == "RA"     # nothing listens on 9 (yet)
+
+    code, out, err = rnic("tcp", "listen", "9", "--slot", "1", *device, "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"slot": 1, "port": 9, "echo": False, "listening": True}
+    assert tcp_answer(c, syn(9, seq=77)).flags == "SA"
+    code, out, err = rnic("tcp", "status", *device, "--json")
+    assert code == 0, err
+    status = json.loads(out)
+    # (SYN cookies: a SYN opens no connection; one opens with the peer's ACK)
+    assert status["connections"] == [] and status["drops"]["NO_CONNECTION"] == 1
+    # three SYN-ACKs (the first dropped by the send path for the ARP miss) and a RST
+    assert status["params"]["ring_log2"] == 16 and status["tx_segments"] == 4
+    assert c.regs().net_counters()["tx_drops"][TxDrop.ARP_MISS] == 1
+    code, out, err = rnic("tcp", "events", *device)
+    assert (code, out) == (0, ""), err
+    code, out, err = rnic("tcp", "status", *device)
+    assert code == 0 and "connections: none open" in out and "NO_CONNECTION 1" in out, out
+
+    code, out, err = rnic("tcp", "listen", "9", "--slot", "9", *device)
+    assert code == 2 and "listening slot 9" in err and len(err.strip().splitlines()) == 1, err
+    code, out, err = rnic("tcp", "close", "99", *device)
+    assert code == 2 and "connection 99" in err, err
+    code, out, err = rnic("tcp", "status", "--device", "model")
+    assert code == 1 and "no TCP engine" in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = c.stop(signal.SIGTERM)
+    assert code == 0, err

@@ -131,7 +131,8 @@ def test_board_top_elaborates(board, tmp_path):
 
 def test_nic_board_top_elaborates():
     """``--top nic``: the RGMII port's pins, the UART, a PLL making 100 MHz for the core and
-    125 MHz for eth_tx, the receive clock constrained, and the NIC's blocks in the netlist."""
+    125 MHz for eth_tx, the receive clock constrained, and the NIC's blocks (TCP and its ring
+    memory among them) in the netlist."""
     from rnic.hdl.top import BOARDS, NicBoardTop
     b = BOARDS["versa_ecp5"]
     top = NicBoardTop(b)
@@ -145,7 +146,7 @@ def test_nic_board_top_elaborates():
     assert top.domains == ("sync", "eth_tx", "eth_rx") and top.width == 4
     il = plan.files["top.il"]
     for block in ("rgmii_rx", "rgmii_tx", "logic.core.eth", "logic.core.net", "logic.core.core",
-                  "logic.bridge"):
+                  "logic.core.tcp", "logic.core.tcp_regs", "logic.core.rings", "logic.bridge"):
         assert f"module \\top.{block}\n" in il, block
     with pytest.raises(ValueError, match="port must be 0 or 1, not 2"):
         NicBoardTop(b, port=2)

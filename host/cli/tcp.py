@@ -1,0 +1,163 @@
+"""``rnic tcp``: the TCP engine of a NIC device (listening ports, the echo service,
+connections, events, counters) through its registers (:mod:`rnic.host.driver.tcp_regs`)."""
+
+import sys
+import textwrap
+
+import click
+
+from rnic.host.cli.common import EXIT_OK, device_option, emit, fail, open_device_or_fail
+
+__all__ = ["tcp"]
+
+
+def _device(f):
+    return device_option("The NIC device (the simulated NIC: rnic nic-sim's "
+                         "--device tcp:127.0.0.1:PORT; a board: uart:PATH).",
+                         default="nicsim", allow_none=False)(f)
+
+
+def _json(f):
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(f)
+
+
+def _run(device, action):
+    """Open ``device``, run ``action(regs)``; a device without TCP or a refused value is one
+    error line."""
+    from rnic.host.driver.tcp_regs import TcpMissing
+    from rnic.host.driver.transport import DeviceError
+    dev, status = open_device_or_fail(device)
+    if status is not None:
+        return None, status
+    with dev:
+        try:
+            return action(dev.regs), None
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+        except (TcpMissing, DeviceError, OSError, TimeoutError) as e:
+            return None, fail(str(e))
+
+
+@click.group(help=textwrap.dedent("""\
+    The NIC's TCP engine: listening ports, the echo service, connections and counters.
+
+    The engine runs in gateware; these commands reach it through the device's registers
+    (the TCP block, TCP_*). A device that lives on between commands is the simulated NIC
+    of rnic nic-sim (--device tcp:127.0.0.1:PORT) or a board (--device uart:PATH).
+
+    \b
+    Examples:
+      rnic nic-sim --wire 17702:17701 --control 7200 &
+      rnic tcp listen 7 --echo --device tcp:127.0.0.1:7200     # RFC 862 echo, in gateware
+      rnic tcp status --device tcp:127.0.0.1:7200              # connections and counters
+      rnic tcp events --device tcp:127.0.0.1:7200 --json
+      rnic tcp close 0 --device tcp:127.0.0.1:7200
+    """))
+def tcp():
+    """The ``rnic tcp`` group (help above)."""
+
+
+@tcp.command("listen")
+@click.argument("port", type=click.IntRange(1, 65535))
+@click.option("--slot", type=click.IntRange(0, 63), default=0, show_default=True,
+              help="Listening slot (below TCP_CAPS.LISTENERS).")
+@click.option("--echo", is_flag=True, help="Connections on PORT are the echo service.")
+@click.option("--off", is_flag=True, help="Free the slot instead.")
+@_device
+@_json
+def tcp_listen(port, slot, echo, off, device, as_json):
+    """Listen on PORT (passive opens by SYN cookie), or with --echo answer it in gateware.
+
+    \b
+    Examples:
+      rnic tcp listen 7 --echo --device tcp:127.0.0.1:7200
+      rnic tcp listen 7 --off --device tcp:127.0.0.1:7200
+    """
+    _, status = _run(device, lambda regs: regs.tcp_listen(slot, port, echo=echo, valid=not off))
+    if status is not None:
+        return status
+    if as_json:
+        emit({"slot": slot, "port": port, "echo": echo, "listening": not off}, sys.stdout)
+    else:
+        click.echo(f"slot {slot}: " + ("free" if off else
+                                       f"listening on {port}" + (" (echo)" if echo else "")))
+    return EXIT_OK
+
+
+def _status(regs):
+    from rnic.host.spec.tcp_engine import TcpState
+    connections = regs.fields("CAPS")["connections"]
+    conns = [regs.tcp_connection(c) for c in range(connections)]
+    counters = regs.tcp_counters()
+    return {"params": regs.tcp_params(), "now": counters["now"],
+            "connections": [c.as_dict() for c in conns if c.state is not TcpState.CLOSED],
+            "tx_segments": counters["tx_segments"], "events_lost": counters["events_lost"],
+            "drops": {reason.name: n for reason, n in counters["drops"].items()}}
+
+
+@tcp.command("status")
+@_device
+@_json
+def tcp_status(device, as_json):
+    """Show the engine's open connections, parameters and counters.
+
+    \b
+    Examples:
+      rnic tcp status --device tcp:127.0.0.1:7200
+      rnic tcp status --device tcp:127.0.0.1:7200 --json | jq '.connections'
+    """
+    info, status = _run(device, _status)
+    if status is not None:
+        return status
+    if as_json:
+        emit(info, sys.stdout)
+        return EXIT_OK
+    click.echo(f"time base: {info['now']} ticks; segments sent {info['tx_segments']}; "
+               f"events lost {info['events_lost']}")
+    if not info["connections"]:
+        click.echo("connections: none open")
+    for c in info["connections"]:
+        click.echo(f"connection {c['conn']}: {c['state']}{' echo' if c['echo'] else ''} "
+                   f"{c['local_port']} <- {c['remote_ip']}:{c['remote_port']}, "
+                   f"snd_una {c['snd_una']:#010x} snd_nxt {c['snd_nxt']:#010x} "
+                   f"rcv_nxt {c['rcv_nxt']:#010x}, wnd {c['snd_wnd']} cwnd {c['cwnd']} "
+                   f"rto {c['rto']}")
+    drops = {k: v for k, v in info["drops"].items() if v}
+    click.echo("drops: " + (", ".join(f"{k} {v}" for k, v in drops.items()) or "none"))
+    return EXIT_OK
+
+
+@tcp.command("events")
+@_device
+@_json
+def tcp_events(device, as_json):
+    """Print and remove the queued connection events (ACCEPTED, PEER_CLOSED, CLOSED, ...).
+
+    \b
+    Examples:
+      rnic tcp events --device tcp:127.0.0.1:7200
+    """
+    events, status = _run(device, lambda regs: regs.tcp_events())
+    if status is not None:
+        return status
+    for e in events:
+        if as_json:
+            emit({"conn": e.conn, "event": e.kind.name}, sys.stdout)
+        else:
+            click.echo(f"connection {e.conn}: {e.kind.name}")
+    return EXIT_OK
+
+
+def _command(name, verb):
+    @tcp.command(name, help=f"{verb} connection CONN.\n\n\b\nExamples:\n"
+                            f"  rnic tcp {name} 0 --device tcp:127.0.0.1:7200")
+    @click.argument("conn", type=click.IntRange(0, 65535))
+    @_device
+    def command(conn, device):
+        _, status = _run(device, lambda regs: getattr(regs, f"tcp_{name}")(conn))
+        return EXIT_OK if status is None else status
+    return command
+
+
+tcp_close = _command("close", "Close (a FIN after the octets written)")
+tcp_abort = _command("abort", "Abort (a RST; the id is free at once)")

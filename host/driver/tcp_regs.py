@@ -1,0 +1,176 @@
+"""Typed access to the TCP engine's registers (the register map's TCP block, TCP_*): a mixin
+of :class:`rnic.host.driver.regs.Registers`.
+
+::
+
+    regs = Registers(transport)
+    regs.tcp_configure(secret=secrets.randbits(32), ring_log2=regs.tcp_caps().ring_log2)
+    regs.tcp_listen(0, 7, echo=True)          # the echo service on port 7, in gateware
+    for event in regs.tcp_events():           # ACCEPTED, PEER_CLOSED, CLOSED, ...
+        print(event.conn, event.kind.name, regs.tcp_connection(event.conn).state.name)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+
+from rnic.host.spec.regmap import TCP_DROP_COUNTERS
+from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
+
+__all__ = ["TcpAccess", "TcpCaps", "TcpEvent", "TcpConnection", "TCP_PARAMS", "TcpMissing"]
+
+#: The engine's parameters (:meth:`TcpAccess.tcp_configure`) and their register fields.
+TCP_PARAMS = {
+    "mss": ("TCP_MSS", "MSS"), "rcv_wnd": ("TCP_RCV_WND", "OCTETS"),
+    "rcv_scale": ("TCP_RCV_SCALE", "SCALE"), "rto_initial": ("TCP_RTO_INITIAL", "TICKS"),
+    "rto_min": ("TCP_RTO_MIN", "TICKS"), "rto_max": ("TCP_RTO_MAX", "TICKS"),
+    "delack": ("TCP_DELACK", "TICKS"), "time_wait": ("TCP_TIME_WAIT", "TICKS"),
+    "max_retries": ("TCP_MAX_RETRIES", "RETRIES"), "secret": ("TCP_SECRET", "SECRET"),
+    "ring_base": ("TCP_RING_BASE", "ADDR"), "ring_log2": ("TCP_RING_LOG2", "LOG2"),
+    "tick_cycles": ("TCP_TICK", "CYCLES"),
+}
+
+
+class TcpMissing(RuntimeError):
+    """The device has no TCP engine (TCP_CAPS.TCP is 0)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TcpCaps:
+    """TCP_CAPS: whether the device has the TCP engine, its listening slots and records, and
+    the largest TCP_RING_LOG2 its ring memory holds."""
+    tcp: bool
+    listeners: int
+    records: int
+    ring_log2: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TcpEvent:
+    """One connection event (TCP_EVENT)."""
+    conn: int
+    kind: TcpEventKind
+
+
+@dataclasses.dataclass(frozen=True)
+class TcpConnection:
+    """The TCB window of one connection (TCP_TCB_*)."""
+    conn: int
+    state: TcpState
+    echo: bool
+    retries: int
+    remote_ip: ipaddress.IPv4Address
+    remote_port: int
+    local_port: int
+    snd_una: int
+    snd_nxt: int
+    rcv_nxt: int
+    snd_wnd: int
+    cwnd: int
+    rto: int
+
+    def as_dict(self):
+        out = dataclasses.asdict(self)
+        out.update(state=self.state.name, remote_ip=str(self.remote_ip))
+        return out
+
+
+class TcpAccess:
+    """The TCP block's sequences, on the ``read``/``write``/``field``/``modify``/``pulse``
+    of :class:`~rnic.host.driver.regs.Registers`."""
+
+    def tcp_caps(self) -> TcpCaps:
+        f = self.fields("TCP_CAPS")
+        return TcpCaps(bool(f["tcp"]), f["listeners"], f["records"], f["ring_log2"])
+
+    def _tcp(self) -> TcpCaps:
+        caps = self.tcp_caps()
+        if not caps.tcp:
+            raise TcpMissing("the device has no TCP engine (TCP_CAPS.TCP is 0)")
+        return caps
+
+    def _tcp_conn(self, conn):
+        connections = self.fields("CAPS")["connections"]
+        if isinstance(conn, bool) or not isinstance(conn, int) or not 0 <= conn < connections:
+            raise ValueError(f"connection {conn!r} is not in 0 .. {connections - 1}")
+        self.modify("TCP_CONN", conn=conn)
+
+    def tcp_configure(self, **params):
+        """Write engine parameters by :data:`TCP_PARAMS` name (times in ticks)."""
+        self._tcp()
+        for name, value in params.items():
+            if name not in TCP_PARAMS:
+                raise TypeError(f"unknown TCP parameter {name!r} (known: {', '.join(TCP_PARAMS)})")
+            register, field = TCP_PARAMS[name]
+            f = self.map[register].field(field)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= f.max:
+                raise ValueError(f"TCP parameter {name}={value!r} is not in 0 .. {f.max}")
+            self.modify(register, **{field.lower(): value})
+
+    def tcp_params(self):
+        """Every engine parameter, ``{name: value}``."""
+        return {name: self.field(register, field)
+                for name, (register, field) in TCP_PARAMS.items()}
+
+    def tcp_listen(self, index, port, *, echo=False, valid=True):
+        """Slot ``index`` listens on ``port`` (``echo``: as the echo service; ``valid=False``
+        frees the slot)."""
+        caps = self._tcp()
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < caps.listeners:
+            raise ValueError(f"listening slot {index!r} is not in 0 .. {caps.listeners - 1}")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 0xFFFF:
+            raise ValueError(f"TCP port {port!r} is not in 0 .. 65535")
+        self.write("TCP_LISTEN", index=index, valid=int(bool(valid)), echo=int(bool(echo)),
+                   port=port)
+        self.pulse("TCP_CMD", "LISTEN")
+
+    def tcp_events(self, limit=1000):
+        """The queued connection events, oldest first (each removed from the queue)."""
+        out = []
+        while len(out) < limit:
+            f = self.fields("TCP_EVENT")
+            if not f["valid"]:
+                break
+            out.append(TcpEvent(f["conn"], TcpEventKind(f["kind"])))
+            self.pulse("TCP_CMD", "POP")
+        return out
+
+    def _tcp_command(self, conn, name):
+        self._tcp()
+        self._wait("TCP_STATUS", "CMD_BUSY", 0)
+        self._tcp_conn(conn)
+        self.pulse("TCP_CMD", name)
+
+    def tcp_close(self, conn):
+        """A FIN after the octets written (RFC 9293 section 3.10.4)."""
+        self._tcp_command(conn, "CLOSE")
+
+    def tcp_abort(self, conn):
+        """A RST; the connection id is free at once, no event follows."""
+        self._tcp_command(conn, "ABORT")
+
+    def tcp_set_mode(self, conn, *, fpdu):
+        """Connection ``conn``'s runs are whole FPDUs (``fpdu``) or a byte stream."""
+        self._tcp()
+        self._tcp_conn(conn)
+        self.modify("TCP_CONN", fpdu=int(bool(fpdu)))
+        self.pulse("TCP_CMD", "MODE")
+
+    def tcp_connection(self, conn) -> TcpConnection:
+        """The TCB of connection ``conn`` (state CLOSED: not in use)."""
+        self._tcp()
+        self._tcp_conn(conn)
+        s, ports = self.fields("TCP_TCB_STATE"), self.fields("TCP_TCB_PORTS")
+        word = {name: self.read(f"TCP_TCB_{name.upper()}")
+                for name in ("remote_ip", "snd_una", "snd_nxt", "rcv_nxt", "snd_wnd", "cwnd",
+                             "rto")}
+        return TcpConnection(conn, TcpState(s["state"]), bool(s["echo"]), s["retries"],
+                             ipaddress.IPv4Address(word.pop("remote_ip")), ports["remote"],
+                             ports["local"], **word)
+
+    def tcp_counters(self):
+        """``{"drops": {TcpDrop: count}, "tx_segments", "events_lost", "now"}``."""
+        return {"drops": {TcpDrop(reason): self.read(name) for reason, name in TCP_DROP_COUNTERS},
+                "tx_segments": self.read("TCP_TX_SEGMENTS"),
+                "events_lost": self.read("TCP_EVENTS_LOST"), "now": self.read("TCP_NOW")}
