@@ -2140,6 +2140,16 @@
 #define RNIC_TCP_EVENTS_LOST_COUNT_MASK 0xffffffffu
 #define RNIC_TCP_EVENTS_LOST_COUNT_RESET 0x00000000u
 
+/* TCP_RETRANSMITS (0x578, ro): Segments sent that carried sequence space sent before (timeouts, fast retransmits, the rest of a window sent again). */
+#define RNIC_TCP_RETRANSMITS_ADDR 0x00000578u
+#define RNIC_TCP_RETRANSMITS_RESET 0x00000000u
+#define RNIC_TCP_RETRANSMITS_RW_MASK 0x00000000u
+/*   COUNT [31:0] ro: Segments sent that carried sequence space sent before (timeouts, fast retransmits, the rest of a window sent again). */
+#define RNIC_TCP_RETRANSMITS_COUNT_SHIFT 0u
+#define RNIC_TCP_RETRANSMITS_COUNT_WIDTH 32u
+#define RNIC_TCP_RETRANSMITS_COUNT_MASK 0xffffffffu
+#define RNIC_TCP_RETRANSMITS_COUNT_RESET 0x00000000u
+
 /* TCP_LISTEN (0x580, rw): A listening-port slot, written by TCP_CMD.LISTEN. */
 #define RNIC_TCP_LISTEN_ADDR 0x00000580u
 #define RNIC_TCP_LISTEN_RESET 0x00000000u
@@ -2526,6 +2536,7 @@
     X(TCP_DROP_TIME_WAIT_RST, 0x0000056cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(TCP_TX_SEGMENTS, 0x00000570u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(TCP_EVENTS_LOST, 0x00000574u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_RETRANSMITS, 0x00000578u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(TCP_LISTEN, 0x00000580u, 0x00000000u, 0xffff033fu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(TCP_CONN, 0x00000584u, 0x00000000u, 0x0001ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(TCP_CMD, 0x00000588u, 0x00000000u, 0x00000000u, 0x00000000u, 0x0000001fu, 0x00000000u) \

@@ -275,8 +275,16 @@ class NicSimDevice(HarnessTransport):
         return out
 
     def run(self, cycles):
-        """Clock ``cycles`` cycles now (whatever the design does); returns the total cycles."""
+        """Clock ``cycles`` cycles now (whatever the design does); returns the total cycles.
+        The frames that came out meanwhile are queued (or given to ``on_frame``) before it
+        returns."""
         return int(self._request(f"RUN {int(cycles)}"))
+
+    def manual(self, on=True):
+        """Clock only on :meth:`run` (``on``), with no wall-time ticks of TCP's time base (a
+        peer in lock-step with the cycles drives it, e.g. through TCP_TICK), or on its own
+        again."""
+        self._request(f"MANUAL {int(bool(on))}")
 
     def stats(self):
         """``{"cycles", "sim_s", "frames_in", "frames_out", "bad_out"}``: cycles clocked since

@@ -34,6 +34,8 @@
 //   R <addr>     register read (AXI4-Lite)        -> OK <value> | ERR <text>
 //   W <addr> <v> register write (all byte strobes) -> OK | ERR <text>
 //   RUN <n>      clock n cycles (decimal) now -> OK <total cycles>
+//   MANUAL <0|1> 1: clock only on RUN (no clocking on its own, no wall-time ticks: a
+//                lock-step peer counts the cycles) -> OK
 //   C            -> OK <total cycles> <ns spent clocking> <frames in> <frames out> <bad out>
 //   Q            exit (also at the end of stdin)
 // and, whenever a frame has come out (between answers, never inside one):
@@ -153,6 +155,7 @@ static void finish_tx_frame() {
 // one clock cycle
 
 static uint64_t ticks_owed = 0;           // ticks of the time base not yet pulsed
+static bool manual = false;               // clocked only by RUN
 
 // the always-OK AXI4 slaves of m_axi and m_axi_rd
 static uint64_t aw_taken = 0, wlast_taken = 0, b_given = 0;
@@ -250,6 +253,7 @@ static bool step() {
 }
 
 static bool busy() {
+    if (manual) return false;
     return rx_active || rx_gap > 0 || !rx_queue.empty() || !tx_buf.empty() || run_left > 0 ||
            ticks_owed > 0;
 }
@@ -265,7 +269,7 @@ static uint64_t next_tick_ns = 0;
 // Ticks due by the wall clock; milliseconds to wait for the next one (-1: none is due,
 // the time base stands still until something is to be simulated).
 static int tick_clock() {
-    bool ticking = busy() || top->p_tcp_active;
+    bool ticking = !manual && (busy() || top->p_tcp_active);
     if (!ticking) { next_tick_ns = 0; return -1; }
     uint64_t now = now_ns();
     if (next_tick_ns == 0) next_tick_ns = now + TICK_NS;
@@ -313,12 +317,15 @@ static bool command(const std::string& raw) {
     } else if (f[0] == "RUN" && f.size() == 2 && parse_u64(f[1], a, 10)) {
         clock_for(a);
         out_line("OK " + std::to_string(cycle));
+    } else if (f[0] == "MANUAL" && f.size() == 2 && (f[1] == "0" || f[1] == "1")) {
+        manual = f[1] == "1";
+        out_line("OK");
     } else if (f[0] == "C" && f.size() == 1) {
         out_line("OK " + std::to_string(cycle) + " " + std::to_string(sim_ns) + " " +
                  std::to_string(frames_in) + " " + std::to_string(frames_out) + " " +
                  std::to_string(frames_bad));
     } else {
-        out_line("ERR bad command (F HEX | R ADDR | W ADDR VALUE | RUN N | C | Q)");
+        out_line("ERR bad command (F HEX | R ADDR | W ADDR VALUE | RUN N | MANUAL 0|1 | C | Q)");
     }
     std::fflush(stdout);
     return true;

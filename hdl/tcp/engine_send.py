@@ -4,6 +4,8 @@ segment per event."""
 
 from amaranth.hdl import Mux
 
+from .seq import seq_before
+
 __all__ = ["SendSteps"]
 
 
@@ -117,8 +119,10 @@ class SendSteps:
         After the first segment again, the window's segments follow."""
         data = blocks["data"]
         d = self.send.payload.desc
+        sent_before = seq_before(m, data.seq, t.send.snd_max, "sent_before")
         with m.If(~self.send.valid):
             self._header(m, d, t, blocks["window"])
+            m.d.sync += self.retransmit.eq(sent_before)
             m.d.sync += [self.send.valid.eq(1), self.send.payload.conn.eq(conn),
                          d.seq.eq(data.seq), d.flags.eq(data.flags), d.length.eq(length),
                          t.send.snd_nxt.eq(data.o.snd_nxt), t.send.snd_max.eq(data.o.snd_max),

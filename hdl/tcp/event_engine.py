@@ -118,6 +118,9 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         The table entry ``read_conn`` holds, a cycle later, between events.
     read_valid : Out(1)
         ``read_tcb`` is ``read_conn``'s entry (the engine was idle in the cycle before).
+    retransmit : Out(1)
+        A cycle per segment sent on ``send`` that carries sequence space sent before (the
+        model's ``TcpStat.RETRANSMITS``), registered.
     now, delack, time_wait, rcv_wnd, rto_min, rto_max, rto_initial : In(32)
     tx_ring : In(32)
         Octets of a send ring (an echo connection's window is its ring's room).
@@ -153,6 +156,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             "read_conn": In(conn_bits(n)),
             "read_tcb": Out(Tcb()),
             "read_valid": Out(1),
+            "retransmit": Out(1),
             **{name: In(32) for name in ("now", "delack", "time_wait", "rcv_wnd", "rto_min",
                                          "rto_max", "rto_initial", "tx_ring")},
             "max_retries": In(8),
@@ -219,6 +223,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         m.d.sync += idle_before.eq(0)
         outputs_free = were_free & idle_before
         m.d.comb += self.read_valid.eq(idle_before)
+        m.d.sync += self.retransmit.eq(0)
         # the lowest pending connection, registered (the set changes only within events,
         # several cycles before the engine is idle again)
         found, lowest = lowest_set(m, self._pending, "pending")

@@ -84,7 +84,7 @@ class TcpOffload(wiring.Component):
     command : In(stream.Signature(ConnCommand(connections=)))
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
-    read_valid, active : Out(1)
+    read_valid, active, retransmit : Out(1)
         As :class:`~rnic.hdl.tcp.rx_path.TcpRxPath`'s.
     now, secret, rcv_wnd, rto_initial, rto_min, rto_max, delack, time_wait : In(32)
     mss : In(16)
@@ -176,7 +176,8 @@ class TcpOffload(wiring.Component):
         wiring.connect(m, wiring.flipped(self.write), path.write)
         wiring.connect(m, wiring.flipped(self.command), path.command)
         m.d.comb += [path.read_conn.eq(self.read_conn), self.read_tcb.eq(path.read_tcb),
-                     self.read_valid.eq(path.read_valid), self.active.eq(path.active)]
+                     self.read_valid.eq(path.read_valid), self.active.eq(path.active),
+                     self.retransmit.eq(path.retransmit)]
         for name in (*_PARAMS, "mss", "rcv_scale", "max_retries"):
             m.d.comb += getattr(path, name).eq(getattr(self, name))
         m.d.comb += path.tx_ring.eq(1 << self.ring_log2)

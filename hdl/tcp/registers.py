@@ -175,6 +175,7 @@ class TcpRegisters(wiring.Component):
         events = {name: self._dropped(m, reason, name) for reason, name in TCP_DROP_COUNTERS}
         events["TCP_TX_SEGMENTS"] = self.sent
         events["TCP_EVENTS_LOST"] = report.valid & ~fifo.w_rdy
+        events["TCP_RETRANSMITS"] = self.retransmit
         assert len({counter_word(name) for name in events}) == len(events)
         for name, event in events.items():
             m.d.comb += [counters.events[counter_word(name)].eq(event),

@@ -47,6 +47,7 @@ def control_ports(*, connections, listeners, params=PARAMS):
         "read_tcb": Out(Tcb()),
         "read_valid": Out(1),
         "active": Out(1),
+        "retransmit": Out(1),
         **{name: In(32) for name in params},
         "mss": In(16),
         "rcv_scale": In(range(MAX_WINDOW_SCALE + 1)),
@@ -115,6 +116,8 @@ class TcpRxPath(wiring.Component):
         ``read_valid``: between events).
     active : Out(1)
         Some connection id is in use (the time base's ticks matter).
+    retransmit : Out(1)
+        A segment of sequence space sent before went to ``send`` (the event engine's).
     now, secret, rcv_wnd, rto_initial, rto_min, rto_max, delack, time_wait, tx_ring : In(32)
     max_retries : In(8)
     mss : In(16)
@@ -182,7 +185,8 @@ class TcpRxPath(wiring.Component):
         for port, source in zip(self.drops, (front.drop, engine.drop)):
             m.d.comb += [port.valid.eq(source.valid), port.reason.eq(source.reason)]
         m.d.comb += [engine.read_conn.eq(self.read_conn), self.read_tcb.eq(engine.read_tcb),
-                     self.read_valid.eq(engine.read_valid), self.active.eq(front.active)]
+                     self.read_valid.eq(engine.read_valid), self.active.eq(front.active),
+                     self.retransmit.eq(engine.retransmit)]
         for name in ("now", "rcv_wnd", "rto_initial", "tx_ring"):
             m.d.comb += [getattr(front, name).eq(getattr(self, name)),
                          getattr(engine, name).eq(getattr(self, name))]

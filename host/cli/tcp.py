@@ -91,7 +91,8 @@ def _status(regs):
     counters = regs.tcp_counters()
     return {"params": regs.tcp_params(), "now": counters["now"],
             "connections": [c.as_dict() for c in conns if c.state is not TcpState.CLOSED],
-            "tx_segments": counters["tx_segments"], "events_lost": counters["events_lost"],
+            "tx_segments": counters["tx_segments"], "retransmits": counters["retransmits"],
+            "events_lost": counters["events_lost"],
             "drops": {reason.name: n for reason, n in counters["drops"].items()}}
 
 
@@ -112,8 +113,8 @@ def tcp_status(device, as_json):
     if as_json:
         emit(info, sys.stdout)
         return EXIT_OK
-    click.echo(f"time base: {info['now']} ticks; segments sent {info['tx_segments']}; "
-               f"events lost {info['events_lost']}")
+    click.echo(f"time base: {info['now']} ticks; segments sent {info['tx_segments']} "
+               f"({info['retransmits']} again); events lost {info['events_lost']}")
     if not info["connections"]:
         click.echo("connections: none open")
     for c in info["connections"]:

@@ -170,7 +170,8 @@ class TcpAccess:
                              ports["local"], **word)
 
     def tcp_counters(self):
-        """``{"drops": {TcpDrop: count}, "tx_segments", "events_lost", "now"}``."""
+        """``{"drops": {TcpDrop: count}, "tx_segments", "retransmits", "events_lost", "now"}``."""
         return {"drops": {TcpDrop(reason): self.read(name) for reason, name in TCP_DROP_COUNTERS},
                 "tx_segments": self.read("TCP_TX_SEGMENTS"),
+                "retransmits": self.read("TCP_RETRANSMITS"),
                 "events_lost": self.read("TCP_EVENTS_LOST"), "now": self.read("TCP_NOW")}

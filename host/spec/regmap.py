@@ -771,6 +771,9 @@ TCP_BLOCK = Block(
               "NET_TX_NO_ROUTE and NET_TX_ARP_MISS count those it dropped)."),
         _word("TCP_EVENTS_LOST", TCP_COUNTER_BASE + 4 * (len(TcpDrop) + 1), RO, "COUNT",
               "Connection events dropped: the queue behind TCP_EVENT was full."),
+        _word("TCP_RETRANSMITS", TCP_COUNTER_BASE + 4 * (len(TcpDrop) + 2), RO, "COUNT",
+              "Segments sent that carried sequence space sent before (timeouts, fast "
+              "retransmits, the rest of a window sent again)."),
         _reg("TCP_LISTEN", 0x580, RW, "A listening-port slot, written by TCP_CMD.LISTEN.",
              _f("INDEX", 0, 6, "Slot, below TCP_CAPS.LISTENERS."),
              _f("VALID", 8, 1, "The slot listens on PORT; 0 frees it."),

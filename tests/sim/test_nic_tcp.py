@@ -16,6 +16,7 @@ from rnic.host.driver.regs import Registers
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpStat, TcpState
+from rnic.host.tools.bench_tcp import LossyLink
 from rnic.sim.nic_device import NicSimDevice
 
 PEER_IP = "169.254.7.1"
@@ -47,35 +48,11 @@ def segment(frame):
     return bytes(ip)[4 * ip.ihl:ip.len]
 
 
-class Cable:
-    """Frames one way: each lost, duplicated or held back (reordered) at ``rate``."""
-
-    def __init__(self, rng, rate):
-        self.rng, self.rate, self.held = rng, rate, []
-
-    def carry(self, frames):
-        out = []
-        for f in frames:
-            roll = self.rng.random()
-            if roll < self.rate:
-                continue                                    # lost
-            if roll < 2 * self.rate:
-                out.append(f)                               # duplicated
-            if roll < 3 * self.rate:
-                self.held.append(f)                         # after the next ones
-                continue
-            out.append(f)
-        if self.held and self.rng.random() < 0.5:
-            out += self.held
-            self.held = []
-        return out
-
-
 def echo(nic, data, *, rate, seed, local_port, timeout=240):
     """Connect to the echo service, send ``data``, read it all back, close; the octets that
     came back and the peer's engine."""
     rng = random.Random(seed)
-    to_nic, to_peer = Cable(rng, rate), Cable(rng, rate)
+    to_nic, to_peer = LossyLink(rng, rate), LossyLink(rng, rate)
     peer = TcpEngine(ip=PEER_IP, connections=1, **PEER_TIMERS)
     t0 = time.monotonic()
 
@@ -136,10 +113,12 @@ def test_echo_service(nic, rate, size):
     if rate == 0:
         assert not any(drops.values()), drops
         assert peer.stats[TcpStat.RETRANSMITS] == 0
+        assert after["retransmits"] == before["retransmits"]
     else:
         # the lost frames left holes (duplicate ACKs) and the peer sent them again; nothing
         # the peer sent was malformed or unacceptable
         assert drops[TcpDrop.OUT_OF_ORDER] > 0 and peer.stats[TcpStat.RETRANSMITS] > 0
+        assert after["retransmits"] > before["retransmits"]     # the NIC's echo lost too
         assert drops[TcpDrop.BAD_OPTIONS] == drops[TcpDrop.BAD_ACK] == 0, drops
 
 

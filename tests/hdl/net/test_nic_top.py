@@ -62,9 +62,9 @@ def test_counters():
     words = [counter_word(name) for name in names]
     assert len(set(words)) == len(names) and max(words) < COUNTER_WORDS
     names = [r.name for r in TCP_REGS.registers if r.name.startswith("TCP_DROP_")]
-    names += ["TCP_TX_SEGMENTS", "TCP_EVENTS_LOST"]
+    names += ["TCP_TX_SEGMENTS", "TCP_EVENTS_LOST", "TCP_RETRANSMITS"]
     words = [tcp_counter_word(name) for name in names]
-    assert len(set(words)) == len(names) == 14 and max(words) < TCP_COUNTER_WORDS
+    assert len(set(words)) == len(names) == 15 and max(words) < TCP_COUNTER_WORDS
 
 
 def test_nic_top_cocotb():
