@@ -15,8 +15,9 @@ sending: :class:`TcpSendStep`, :class:`TcpSendData`. The timers
 :class:`TcpTimerTable`.
 The send side: the ring writer :class:`TcpRingWrite`, the rings' room :class:`TcpRingRoom`,
 where segments end :class:`TcpSendCut`, the ring reader :class:`TcpRingRead` and the frame
-builder :class:`TcpTxFrame`. The whole engine: :class:`TcpOffload`. Layouts and field shapes in :mod:`.layouts`; sequence-number
-comparisons in :mod:`.seq`; the steps of the staged rule blocks in :mod:`.stage`.
+builder :class:`TcpTxFrame`. The whole engine: :class:`TcpOffload`; the register map's TCP
+block in front of it: :class:`TcpRegisters`. Layouts and field shapes in :mod:`.layouts`;
+sequence-number comparisons in :mod:`.seq`; the steps of the staged rule blocks in :mod:`.stage`.
 """
 
 from .accept import Accepted, TcpAccept
@@ -33,6 +34,7 @@ from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .listeners import ListenerWrite, TcpListeners
 from .offload import TcpOffload
 from .option_walker import TcpOptionWalker
+from .registers import TcpRegisters
 from .reply import ReplyKind, TcpReply
 from .ring_read import TcpRingRead, TxRequest
 from .ring_room import RunBegan, TcpRingRoom
@@ -71,4 +73,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpDropEvent", "TcpRxFront", "TcpRxPath", "TcpConnIds", "cookie_mss_index",
            "FreeConn", "TcpTimersDue", "TcpSendStep", "SendWindowState", "TcpSendData",
            "SentState", "EngineEvent", "TcpOffload", "TcpRingRoom", "RunBegan", "ConnCommand",
-           "Opened"]
+           "Opened", "TcpRegisters"]

@@ -211,6 +211,14 @@ def status(device, as_json):
             f", error {describe_layer(err['layer'])} type {err['etype']} code {err['ecode']:#04x}"
             if err else ""))
     click.echo("counters: " + ", ".join(f"{k} {v}" for k, v in info["counters"].items()))
+    tcp = info["tcp"]
+    if tcp is not None:
+        click.echo(f"tcp: {len(tcp['connections'])} open, {tcp['tx_segments']} segments sent "
+                   f"({tcp['retransmits']} again), drops " + (", ".join(
+                       f"{k} {v}" for k, v in tcp["drops"].items()) or "none"))
+        for c in tcp["connections"]:
+            click.echo(f"tcp connection {c['conn']}: {c['state']}{' (echo)' if c['echo'] else ''}"
+                       f" {c['local_port']} <- {c['remote_ip']}:{c['remote_port']}")
     e = info["last_error"]
     click.echo("last error: " + ("none" if e is None else
                f"connection {e['conn']} ({'tx' if e['tx'] else 'rx'}): "

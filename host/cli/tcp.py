@@ -22,8 +22,8 @@ def _json(f):
 
 
 def _run(device, action):
-    """Open ``device``, run ``action(regs)``; a device without TCP or a refused value is one
-    error line."""
+    """Open ``device``, run ``action(device)``; a device without TCP or a refused value is
+    one error line."""
     from rnic.host.driver.tcp_regs import TcpMissing
     from rnic.host.driver.transport import DeviceError
     dev, status = open_device_or_fail(device)
@@ -31,7 +31,8 @@ def _run(device, action):
         return None, status
     with dev:
         try:
-            return action(dev.regs), None
+            dev.regs.require_tcp()
+            return action(dev), None
         except ValueError as e:
             raise click.UsageError(str(e)) from None
         except (TcpMissing, DeviceError, OSError, TimeoutError) as e:
@@ -73,7 +74,8 @@ def tcp_listen(port, slot, echo, off, device, as_json):
       rnic tcp listen 7 --echo --device tcp:127.0.0.1:7200
       rnic tcp listen 7 --off --device tcp:127.0.0.1:7200
     """
-    _, status = _run(device, lambda regs: regs.tcp_listen(slot, port, echo=echo, valid=not off))
+    _, status = _run(device, lambda dev: dev.regs.tcp_listen(slot, port, echo=echo,
+                                                          valid=not off))
     if status is not None:
         return status
     if as_json:
@@ -84,16 +86,6 @@ def tcp_listen(port, slot, echo, off, device, as_json):
     return EXIT_OK
 
 
-def _status(regs):
-    from rnic.host.spec.tcp_engine import TcpState
-    connections = regs.fields("CAPS")["connections"]
-    conns = [regs.tcp_connection(c) for c in range(connections)]
-    counters = regs.tcp_counters()
-    return {"params": regs.tcp_params(), "now": counters["now"],
-            "connections": [c.as_dict() for c in conns if c.state is not TcpState.CLOSED],
-            "tx_segments": counters["tx_segments"], "retransmits": counters["retransmits"],
-            "events_lost": counters["events_lost"],
-            "drops": {reason.name: n for reason, n in counters["drops"].items()}}
 
 
 @tcp.command("status")
@@ -107,7 +99,8 @@ def tcp_status(device, as_json):
       rnic tcp status --device tcp:127.0.0.1:7200
       rnic tcp status --device tcp:127.0.0.1:7200 --json | jq '.connections'
     """
-    info, status = _run(device, _status)
+    info, status = _run(device, lambda dev: {"params": dev.regs.tcp_params(),
+                                             **dev.tcp_status()})
     if status is not None:
         return status
     if as_json:
@@ -138,7 +131,7 @@ def tcp_events(device, as_json):
     Examples:
       rnic tcp events --device tcp:127.0.0.1:7200
     """
-    events, status = _run(device, lambda regs: regs.tcp_events())
+    events, status = _run(device, lambda dev: dev.regs.tcp_events())
     if status is not None:
         return status
     for e in events:
@@ -155,7 +148,7 @@ def _command(name, verb):
     @click.argument("conn", type=click.IntRange(0, 65535))
     @_device
     def command(conn, device):
-        _, status = _run(device, lambda regs: getattr(regs, f"tcp_{name}")(conn))
+        _, status = _run(device, lambda dev: getattr(dev.regs, f"tcp_{name}")(conn))
         return EXIT_OK if status is None else status
     return command
 

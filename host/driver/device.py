@@ -272,7 +272,8 @@ class Device:
         return out
 
     def status(self, *, max_connections=1024):
-        """Identity, enable/ready, non-idle connections, counters and the captured error."""
+        """Identity, enable/ready, non-idle connections, counters, the captured error, and
+        the TCP engine's open connections and counters (``tcp``; None without one)."""
         ident = self._ident()
         conns = []
         for conn in range(min(ident.connections, max_connections)):
@@ -283,7 +284,20 @@ class Device:
                 "enabled": bool(self.regs.field("CTRL", "ENABLE")),
                 "ready": bool(self.regs.field("STATUS", "READY")),
                 "connections": conns, "counters": self.counters(),
-                "last_error": self.last_error()}
+                "last_error": self.last_error(), "tcp": self.tcp_status(max_connections)}
+
+    def tcp_status(self, max_connections=1024):
+        """The TCP engine's open connections (:meth:`~rnic.host.driver.tcp_regs.TcpConnection.
+        as_dict`) and counters, or None on a device without one."""
+        if not self.regs.tcp_caps().tcp:
+            return None
+        connections = min(self._ident().connections, max_connections)
+        tcbs = [self.regs.tcp_connection(c) for c in range(connections)]
+        counters = self.regs.tcp_counters()
+        return {"connections": [t.as_dict() for t in tcbs if t.state.name != "CLOSED"],
+                "now": counters["now"], "tx_segments": counters["tx_segments"],
+                "retransmits": counters["retransmits"], "events_lost": counters["events_lost"],
+                "drops": {reason.name: n for reason, n in counters["drops"].items() if n}}
 
     # -- registers by name (rnic regs)
     @staticmethod

@@ -84,7 +84,8 @@ class TcpAccess:
         f = self.fields("TCP_CAPS")
         return TcpCaps(bool(f["tcp"]), f["listeners"], f["records"], f["ring_log2"])
 
-    def _tcp(self) -> TcpCaps:
+    def require_tcp(self) -> TcpCaps:
+        """TCP_CAPS; :class:`TcpMissing` on a device without the TCP engine."""
         caps = self.tcp_caps()
         if not caps.tcp:
             raise TcpMissing("the device has no TCP engine (TCP_CAPS.TCP is 0)")
@@ -98,7 +99,7 @@ class TcpAccess:
 
     def tcp_configure(self, **params):
         """Write engine parameters by :data:`TCP_PARAMS` name (times in ticks)."""
-        self._tcp()
+        self.require_tcp()
         for name, value in params.items():
             if name not in TCP_PARAMS:
                 raise TypeError(f"unknown TCP parameter {name!r} (known: {', '.join(TCP_PARAMS)})")
@@ -116,7 +117,7 @@ class TcpAccess:
     def tcp_listen(self, index, port, *, echo=False, valid=True):
         """Slot ``index`` listens on ``port`` (``echo``: as the echo service; ``valid=False``
         frees the slot)."""
-        caps = self._tcp()
+        caps = self.require_tcp()
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < caps.listeners:
             raise ValueError(f"listening slot {index!r} is not in 0 .. {caps.listeners - 1}")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 0xFFFF:
@@ -137,7 +138,7 @@ class TcpAccess:
         return out
 
     def _tcp_command(self, conn, name):
-        self._tcp()
+        self.require_tcp()
         self._wait("TCP_STATUS", "CMD_BUSY", 0)
         self._tcp_conn(conn)
         self.pulse("TCP_CMD", name)
@@ -152,14 +153,14 @@ class TcpAccess:
 
     def tcp_set_mode(self, conn, *, fpdu):
         """Connection ``conn``'s runs are whole FPDUs (``fpdu``) or a byte stream."""
-        self._tcp()
+        self.require_tcp()
         self._tcp_conn(conn)
         self.modify("TCP_CONN", fpdu=int(bool(fpdu)))
         self.pulse("TCP_CMD", "MODE")
 
     def tcp_connection(self, conn) -> TcpConnection:
         """The TCB of connection ``conn`` (state CLOSED: not in use)."""
-        self._tcp()
+        self.require_tcp()
         self._tcp_conn(conn)
         s, ports = self.fields("TCP_TCB_STATE"), self.fields("TCP_TCB_PORTS")
         word = {name: self.read(f"TCP_TCB_{name.upper()}")

@@ -13,7 +13,8 @@ virtual cable, driven as a user does.
     addresses, the old address no longer answered; SIGINT -> exit 0;
 (d) ``--echo 7``, and ``rnic tcp`` on its register server: a SYN to the echo port answered
     with a SYN-ACK, one to a closed port with a RST, another port opened with
-    ``rnic tcp listen``; ``rnic tcp status``/``events`` and their errors.
+    ``rnic tcp listen``; ``rnic tcp status``/``events``, ``rnic status``'s TCP part, and
+    their errors.
 """
 
 from __future__ import annotations
@@ -352,6 +353,12 @@ def test_echo_port_and_tcp_commands(cable):
     assert (code, out) == (0, ""), err
     code, out, err = rnic("tcp", "status", *device)
     assert code == 0 and "connections: none open" in out and "NO_CONNECTION 1" in out, out
+    code, out, err = rnic("status", *device, "--json")
+    assert code == 0, err
+    tcp = json.loads(out)["tcp"]
+    assert tcp["connections"] == [] and tcp["drops"] == {"NO_CONNECTION": 1}
+    code, out, err = rnic("status", *device)
+    assert code == 0 and "tcp: 0 open, 4 segments sent (0 again), drops NO_CONNECTION 1" in out
 
     code, out, err = rnic("tcp", "listen", "9", "--slot", "9", *device)
     assert code == 2 and "listening slot 9" in err and len(err.strip().splitlines()) == 1, err
