@@ -69,6 +69,12 @@ class NicTop(wiring.Component):
         Octets of the MAC's receive and transmit frame buffers (default 4096 each).
     net_rx_depth : int
         Octets of the network layer's receive buffer (default 4096).
+    tcp : bool
+        With the TCP engine (default True). Without it (the board tops, until the engine
+        meets their timing) the network layer's TCP packets are counted in NET_RX_TCP and
+        dropped, the network layer has no send path (NET_GATEWAY is storage,
+        NET_TX_NO_ROUTE/ARP_MISS read 0), the TCP registers read 0 in their read-only
+        fields (TCP_CAPS.TCP 0) and the ``tcp_*`` and ``tick`` ports do not exist.
     tcp_listeners, tcp_records : int
         The TCP engine's listening-port slots (default 4) and FPDU ends kept per send ring
         (default 16).
@@ -129,7 +135,7 @@ class NicTop(wiring.Component):
 
     def __init__(self, *, width=4, connections=16, stags=256, addr_width=32, dp_depth=512,
                  arp_entries=8, eth_rx_depth=4096, eth_tx_depth=4096, net_rx_depth=4096,
-                 tcp_listeners=DEFAULT_LISTENERS, tcp_records=16, ring_octets=None):
+                 tcp=True, tcp_listeners=DEFAULT_LISTENERS, tcp_records=16, ring_octets=None):
         #: The blocks, for a design around this top (LEDs, counters): ``eth`` the
         #: :class:`~rnic.hdl.net.ethernet_port.EthernetPort`, ``net`` the
         #: :class:`~rnic.hdl.net.network_layer.NetworkLayer`, ``core`` the RnicCore.
@@ -137,11 +143,30 @@ class NicTop(wiring.Component):
                              addr_width=addr_width, dp_depth=dp_depth, network=True,
                              arp_entries=arp_entries)
         self.eth = EthernetPort(width=width, rx_depth=eth_rx_depth, tx_depth=eth_tx_depth)
+        if not isinstance(tcp, bool):
+            raise TypeError(f"tcp must be a bool, not {tcp!r}")
         # The send path (Ipv4Tx) comes with TCP, its only user.
-        self.net = NetworkLayer(width=width, arp_entries=arp_entries, rx_depth=net_rx_depth)
-        #: The TCP engine (:class:`~rnic.hdl.tcp.offload.TcpOffload`).
-        self.tcp = TcpOffload(width=width, connections=connections, listeners=tcp_listeners,
-                              records=tcp_records, addr_width=addr_width)
+        self.net = NetworkLayer(width=width, arp_entries=arp_entries, rx_depth=net_rx_depth,
+                                send_path=tcp)
+        self.width = width
+        self.connections = connections
+        self.arp_entries = arp_entries
+        # The core's ports but its bank's Network and TCP blocks, which this top connects.
+        core_ports = {name: member for name, member in self.core.signature.members.items()
+                      if name not in ("net", "tcp")}
+        #: The TCP engine (:class:`~rnic.hdl.tcp.offload.TcpOffload`), its registers and its
+        #: send rings' memory (:class:`~rnic.hdl.axi_ram.AxiRam`); None without TCP.
+        self.tcp = self.tcp_regs = self.rings = None
+        tcp_ports = self._tcp_blocks(tcp_listeners, tcp_records, ring_octets,
+                                     addr_width) if tcp else {}
+        super().__init__({"gmii_rx": In(GmiiRx), "gmii_tx": Out(GmiiTx), **core_ports,
+                          **tcp_ports})
+
+    def _tcp_blocks(self, listeners, records, ring_octets, addr_width):
+        """The TCP blocks; their ports of this top."""
+        width, connections = self.width, self.connections
+        self.tcp = TcpOffload(width=width, connections=connections, listeners=listeners,
+                              records=records, addr_width=addr_width)
         control = self.tcp.signature.members
         ring_octets = connections << MIN_RING_LOG2 if ring_octets is None else ring_octets
         ring_log2 = (ring_octets // connections).bit_length() - 1
@@ -151,22 +176,13 @@ class NicTop(wiring.Component):
                              f"{MIN_RING_LOG2}, not {ring_octets!r}")
         self.tcp_regs = TcpRegisters(
             control=wiring.Signature({name: control[name] for name in self.tcp.control_names}),
-            connections=connections, listeners=tcp_listeners, records=tcp_records,
+            connections=connections, listeners=listeners, records=records,
             ring_log2=ring_log2)
-        #: The send rings' memory (:class:`~rnic.hdl.axi_ram.AxiRam`).
         self.rings = AxiRam(data_width=8 * width, addr_width=addr_width,
                             depth=ring_octets // width)
-        self.width = width
-        self.connections = connections
-        self.arp_entries = arp_entries
-        # The core's ports but its bank's Network and TCP blocks, which this top connects.
-        core_ports = {name: member for name, member in self.core.signature.members.items()
-                      if name not in ("net", "tcp")}
         beat = stream.Signature(OctetBeat(width=width, connections=connections))
-        super().__init__({"gmii_rx": In(GmiiRx), "gmii_tx": Out(GmiiTx), **core_ports,
-                          "tcp_rx_wire": Out(beat), "tcp_tx_wire": In(beat),
-                          "tcp_may_send": Out(connections), "tick": In(1),
-                          "tcp_active": Out(1)})
+        return {"tcp_rx_wire": Out(beat), "tcp_tx_wire": In(beat),
+                "tcp_may_send": Out(connections), "tick": In(1), "tcp_active": Out(1)}
 
     def elaborate(self, platform):
         m = Module()
@@ -198,7 +214,10 @@ class NicTop(wiring.Component):
         # ``counters.data`` in the cycle after the bank accepted the address)
         m.d.comb += counters.addr.eq(self.s_axil.araddr[2:][:len(counters.addr)])
         self._arp(m, r, net)
-        self._tcp(m, core, net)
+        if self.tcp is not None:
+            self._tcp(m, core, net)
+        else:
+            m.d.comb += net.tcp.ready.eq(1)        # counted in NET_RX_TCP and dropped
         return m
 
     def _tcp(self, m, core, net):
@@ -252,7 +271,7 @@ class NicTop(wiring.Component):
             else:
                 events[name] = net.drop.valid & (net.drop.reason == reason)
         events["NET_RX_TCP"] = net.tcp.valid & net.tcp.ready & net.tcp.payload.last
-        for reason, name in NET_TX_DROP_COUNTERS:
+        for reason, name in NET_TX_DROP_COUNTERS if "tx_drop" in net.signature.members else ():
             events[name] = net.tx_drop.valid & (net.tx_drop.reason == reason)
         events["NET_TX_FRAMES"] = port.tx_events[0]
         events["NET_TX_DROPPED"] = port.tx_events[1]

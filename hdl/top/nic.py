@@ -17,18 +17,20 @@ class NicBoardTop(RgmiiBoard):
         board clock -> EHXPLLL -> sync (core clock, 100 MHz) and eth_tx (125 MHz)
         PHY rx_clk  -> eth_rx
         RGMII pins <-> RgmiiRx / RgmiiTx <-> NicTop.gmii_rx / gmii_tx
-                       (EthernetPort, NetworkLayer, TcpOffload, RnicCore with its register
-                       bank)
+                       (EthernetPort, NetworkLayer, RnicCore with its register bank; with
+                       ``tcp``, TcpOffload)
         USB UART -> UARTBridge -> 0x0000-0x0FFF  NicTop's registers (Network block included)
                                -> 0x1000-0x1FFF  board registers (BRD_*)
 
     Clocks, PHY reset and pins as :class:`~rnic.hdl.top.rgmii_board.RgmiiBoard`; the
     UART bridge, the board registers and what drives the core's other ports as
-    :class:`~rnic.hdl.top.board_logic.BoardLogic`. The NIC's TCP engine takes the TCP
-    segments (its echo service, RFC 862, answers in gateware on the ports the host enables),
-    its time base ticking every millisecond of the clock; the core is not joined to it: the
-    core's wire side is looped back and fed by the board's ULPDU source (BRD_GEN), so that its
-    data path is built and exercised; its memory ports see an LFSR. The board answers ARP and
+    :class:`~rnic.hdl.top.board_logic.BoardLogic`. TCP is in this top only with ``tcp``
+    (not by default: the NIC top with TCP does not meet 100 MHz on the ECPIX-5 yet, and does
+    not fit the Versa): its engine then takes the TCP segments (its echo service, RFC 862,
+    answers in gateware on the ports the host enables), its time base ticking every
+    millisecond of the clock. The core is not joined to TCP: the core's wire side is looped
+    back and fed by the board's ULPDU source (BRD_GEN), so that its data path is built and
+    exercised; its memory ports see an LFSR. The board answers ARP and
     ping at the addresses of the Network registers (default 169.254.7.2/24, MAC
     02:00:0a:07:00:02), which the host changes over the UART (``rnic --device uart:...``).
 
@@ -51,6 +53,8 @@ class NicBoardTop(RgmiiBoard):
         UART line rate (default 115200).
     port : int
         Number of the RGMII resource (default 0).
+    tcp : bool
+        With the TCP engine in the NIC top (default False).
     """
 
     #: The NIC's TCP ports this top drives itself.
@@ -60,10 +64,14 @@ class NicBoardTop(RgmiiBoard):
     LED_FUNCTIONS = ("heartbeat", "phy_up", "rx_clock", "rx_frame", "tx_frame", "dropped",
                      "uart", "irq")
 
-    def __init__(self, board, *, width=4, connections=16, freq=100e6, baud=115200, port=0):
+    def __init__(self, board, *, width=4, connections=16, freq=100e6, baud=115200, port=0,
+                 tcp=False):
         super().__init__(board, width=width, freq=freq, port=port)
+        if not isinstance(tcp, bool):
+            raise TypeError(f"tcp must be a bool, not {tcp!r}")
         self.connections = connections
         self.baud = baud
+        self.tcp = tcp
         self.logic = None                   # BoardLogic, after elaboration
 
     def elaborate(self, platform):
@@ -74,17 +82,24 @@ class NicBoardTop(RgmiiBoard):
         m.submodules.rgmii_tx = rgmii_tx
         rx_clock_led, rx_toggle = eth_rx_domain(m, rgmii_rx.rx_clk, phy_up, rst_in)
 
+        tcp = self.tcp
+
+        def nic_top(**params):
+            return NicTop(tcp=tcp, **params)
+        nic_top.__name__ = NicTop.__name__
         self.logic = logic = BoardLogic(
             width=self.width, connections=self.connections, clk_freq=self.pll.f_out,
-            baud=self.baud, core=NicTop, passthrough=(*self.TCP_PORTS, "gmii_rx", "gmii_tx"))
+            baud=self.baud, core=nic_top,
+            passthrough=(*(self.TCP_PORTS if tcp else ()), "gmii_rx", "gmii_tx"))
         m.submodules.logic = logic
         nic = logic.core
         wiring.connect(m, rgmii_rx.gmii, nic.gmii_rx)
         wiring.connect(m, nic.gmii_tx, rgmii_tx.gmii)
-        # TCP: its time base ticks every millisecond of the clock; its byte streams for the
-        # core are not joined to the core yet (the echo service needs none)
-        m.d.comb += [nic.tcp_tx_wire.valid.eq(0), nic.tcp_rx_wire.ready.eq(1),
-                     nic.tick.eq(self._millisecond(m))]
+        if tcp:
+            # its time base ticks every millisecond of the clock; its byte streams for the
+            # core are not joined to the core yet (the echo service needs none)
+            m.d.comb += [nic.tcp_tx_wire.valid.eq(0), nic.tcp_rx_wire.ready.eq(1),
+                         nic.tick.eq(self._millisecond(m))]
         uart_rx, uart_tx = uart_buffers(m, platform, self.board)
         rx_seen = toggle_seen(m, rx_toggle, int(self.pll.f_out * 1e-3))
         m.d.comb += [logic.rx.eq(uart_rx.i), uart_tx.o.eq(logic.tx), logic.locked.eq(locked),

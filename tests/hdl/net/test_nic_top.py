@@ -39,6 +39,13 @@ def test_ports():
         assert name in members
 
 
+def test_without_tcp():
+    members = NicTop(width=4, connections=4, tcp=False).signature.members
+    assert not any(name.startswith("tcp_") or name == "tick" for name in members)
+    with pytest.raises(TypeError, match="tcp must be a bool"):
+        NicTop(width=4, connections=4, tcp=1)
+
+
 def test_core_net_port_only_with_network():
     assert "net" not in RnicCore(width=4, connections=2).signature.members
     core = RnicCore(width=4, connections=2, network=True, arp_entries=8)

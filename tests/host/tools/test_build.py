@@ -131,8 +131,8 @@ def test_board_top_elaborates(board, tmp_path):
 
 def test_nic_board_top_elaborates():
     """``--top nic``: the RGMII port's pins, the UART, a PLL making 100 MHz for the core and
-    125 MHz for eth_tx, the receive clock constrained, and the NIC's blocks (TCP and its ring
-    memory among them) in the netlist."""
+    125 MHz for eth_tx, the receive clock constrained, and the NIC's blocks in the netlist
+    (without TCP by default; with ``tcp``, the engine, its registers and ring memory)."""
     from rnic.hdl.top import BOARDS, NicBoardTop
     b = BOARDS["versa_ecp5"]
     top = NicBoardTop(b)
@@ -146,7 +146,12 @@ def test_nic_board_top_elaborates():
     assert top.domains == ("sync", "eth_tx", "eth_rx") and top.width == 4
     il = plan.files["top.il"]
     for block in ("rgmii_rx", "rgmii_tx", "logic.core.eth", "logic.core.net", "logic.core.core",
-                  "logic.core.tcp", "logic.core.tcp_regs", "logic.core.rings", "logic.bridge"):
+                  "logic.bridge"):
+        assert f"module \\top.{block}\n" in il, block
+    assert "module \\top.logic.core.tcp\n" not in il
+    with_tcp = NicBoardTop(b, tcp=True)
+    il = b.make_platform().build(with_tcp, name="top", do_build=False).files["top.il"]
+    for block in ("logic.core.tcp", "logic.core.tcp_regs", "logic.core.rings"):
         assert f"module \\top.{block}\n" in il, block
     with pytest.raises(ValueError, match="port must be 0 or 1, not 2"):
         NicBoardTop(b, port=2)
