@@ -6,7 +6,26 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
-__all__ = ["CounterMemory"]
+from rnic.host.spec.regmap import REGMAP
+
+__all__ = ["CounterMemory", "register_word", "count_registers"]
+
+
+def register_word(name, words):
+    """The word of counter register ``name`` in a counter memory of ``words`` words: its
+    word address modulo ``words``."""
+    return (REGMAP[name].addr >> 2) % words
+
+
+def count_registers(m, counters, words, events, regs):
+    """Each event of ``events`` (``{counter register name: event}``) into its word of the
+    counter memory ``counters`` (of ``words`` words; no two registers may share a word),
+    and the memory's read data into each register's COUNT field of ``regs`` (the register
+    bank's block)."""
+    assert len({register_word(name, words) for name in events}) == len(events)
+    for name, event in events.items():
+        m.d.comb += [counters.events[register_word(name, words)].eq(event),
+                     getattr(regs, name.lower()).count.eq(counters.data)]
 
 
 class CounterMemory(wiring.Component):

@@ -8,12 +8,12 @@ from amaranth.hdl import Cat, Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rnic.host.spec.regmap import NET_RX_COUNTERS, NET_TX_DROP_COUNTERS, REGMAP
+from rnic.host.spec.regmap import NET_RX_COUNTERS, NET_TX_DROP_COUNTERS
 from rnic.host.spec.tcp_engine import DEFAULT_LISTENERS, MIN_RING_LOG2
 
 from .axi_ram import AxiRam
 from .beat import OctetBeat
-from .counter_memory import CounterMemory
+from .counter_memory import CounterMemory, count_registers, register_word
 from .net.ethernet_port import EthernetPort
 from .net.gmii import GmiiRx, GmiiTx
 from .net.layouts import RX_COUNTERS
@@ -30,7 +30,7 @@ COUNTER_WORDS = 32
 
 def counter_word(name):
     """The counter memory's word of register ``name``."""
-    return (REGMAP[name].addr >> 2) % COUNTER_WORDS
+    return register_word(name, COUNTER_WORDS)
 
 
 class NicTop(wiring.Component):
@@ -275,10 +275,7 @@ class NicTop(wiring.Component):
             events[name] = net.tx_drop.valid & (net.tx_drop.reason == reason)
         events["NET_TX_FRAMES"] = port.tx_events[0]
         events["NET_TX_DROPPED"] = port.tx_events[1]
-        assert len({counter_word(name) for name in events}) == len(events)
-        for name, event in events.items():
-            m.d.comb += [counters.events[counter_word(name)].eq(event),
-                         getattr(r, name.lower()).count.eq(counters.data)]
+        count_registers(m, counters, COUNTER_WORDS, events, r)
 
     @staticmethod
     def _arp(m, r, net):

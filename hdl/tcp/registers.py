@@ -6,10 +6,10 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from rnic.host.spec.regmap import REGMAP, TCP_COUNTER_WORDS, TCP_DROP_COUNTERS
+from rnic.host.spec.regmap import TCP_COUNTER_WORDS, TCP_DROP_COUNTERS, TCP_PARAMS
 from rnic.host.spec.tcp_engine import TcpCommand
 
-from ..counter_memory import CounterMemory
+from ..counter_memory import CounterMemory, count_registers, register_word
 from ..regbank import TCP_BLOCK, block_signature
 from .events import ConnEvent
 from .tcb import Tcb
@@ -19,15 +19,6 @@ __all__ = ["TcpRegisters", "EVENT_DEPTH"]
 #: Connection events the queue behind TCP_EVENT holds; more are dropped and counted.
 EVENT_DEPTH = 64
 
-#: The engine's parameters and the TCP registers' fields that drive them.
-_PARAM_FIELDS = {
-    "secret": ("tcp_secret", "secret"), "rcv_wnd": ("tcp_rcv_wnd", "octets"),
-    "rto_initial": ("tcp_rto_initial", "ticks"), "rto_min": ("tcp_rto_min", "ticks"),
-    "rto_max": ("tcp_rto_max", "ticks"), "delack": ("tcp_delack", "ticks"),
-    "time_wait": ("tcp_time_wait", "ticks"), "mss": ("tcp_mss", "mss"),
-    "rcv_scale": ("tcp_rcv_scale", "scale"), "max_retries": ("tcp_max_retries", "retries"),
-    "ring_base": ("tcp_ring_base", "addr"), "ring_log2": ("tcp_ring_log2", "log2"),
-}
 
 #: The TCB window's registers: ``(register, field, the Tcb field it shows)``.
 _TCB_FIELDS = (
@@ -46,7 +37,7 @@ _TCB_FIELDS = (
 
 def counter_word(name):
     """The TCP counter memory's word of counter register ``name``."""
-    return (REGMAP[name].addr >> 2) % TCP_COUNTER_WORDS
+    return register_word(name, TCP_COUNTER_WORDS)
 
 
 class TcpRegisters(wiring.Component):
@@ -92,7 +83,6 @@ class TcpRegisters(wiring.Component):
         self._ring_log2 = ring_log2
         self._listeners = listeners
         self._records = records
-        self._control = tuple(control.members)
         super().__init__({
             "regs": In(block_signature(TCP_BLOCK)),
             **{name: member.flip() for name, member in control.members.items()},
@@ -102,19 +92,16 @@ class TcpRegisters(wiring.Component):
             "counter_addr": In(range(TCP_COUNTER_WORDS)),
         })
 
-    @property
-    def control_names(self):
-        """The names of the engine's control ports this component drives or takes."""
-        return self._control
-
     def elaborate(self, platform):
         m = Module()
         r = self.regs
         m.d.comb += [r.tcp_caps.tcp.eq(1), r.tcp_caps.listeners.eq(self._listeners),
                      r.tcp_caps.records.eq(self._records),
                      r.tcp_caps.ring_log2.eq(self._ring_log2)]
-        for name, (register, field) in _PARAM_FIELDS.items():
-            m.d.comb += getattr(self, name).eq(getattr(getattr(r, register), field))
+        for name, (register, field) in TCP_PARAMS.items():
+            if name != "tick_cycles":           # (the time base's, below)
+                m.d.comb += getattr(self, name).eq(getattr(getattr(r, register.lower()),
+                                                                field.lower()))
         self._time_base(m, r)
         self._requests(m, r)
         self._events(m, r)
@@ -176,10 +163,7 @@ class TcpRegisters(wiring.Component):
         events["TCP_TX_SEGMENTS"] = self.sent
         events["TCP_EVENTS_LOST"] = report.valid & ~fifo.w_rdy
         events["TCP_RETRANSMITS"] = self.retransmit
-        assert len({counter_word(name) for name in events}) == len(events)
-        for name, event in events.items():
-            m.d.comb += [counters.events[counter_word(name)].eq(event),
-                         getattr(r, name.lower()).count.eq(counters.data)]
+        count_registers(m, counters, TCP_COUNTER_WORDS, events, r)
         m.d.comb += counters.addr.eq(self.counter_addr)
 
     def _dropped(self, m, reason, name):

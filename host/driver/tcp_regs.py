@@ -15,21 +15,11 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 
-from rnic.host.spec.regmap import TCP_DROP_COUNTERS
+from rnic.host.spec.regmap import TCP_DROP_COUNTERS, TCP_PARAMS
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
 
 __all__ = ["TcpAccess", "TcpCaps", "TcpEvent", "TcpConnection", "TCP_PARAMS", "TcpMissing"]
 
-#: The engine's parameters (:meth:`TcpAccess.tcp_configure`) and their register fields.
-TCP_PARAMS = {
-    "mss": ("TCP_MSS", "MSS"), "rcv_wnd": ("TCP_RCV_WND", "OCTETS"),
-    "rcv_scale": ("TCP_RCV_SCALE", "SCALE"), "rto_initial": ("TCP_RTO_INITIAL", "TICKS"),
-    "rto_min": ("TCP_RTO_MIN", "TICKS"), "rto_max": ("TCP_RTO_MAX", "TICKS"),
-    "delack": ("TCP_DELACK", "TICKS"), "time_wait": ("TCP_TIME_WAIT", "TICKS"),
-    "max_retries": ("TCP_MAX_RETRIES", "RETRIES"), "secret": ("TCP_SECRET", "SECRET"),
-    "ring_base": ("TCP_RING_BASE", "ADDR"), "ring_log2": ("TCP_RING_LOG2", "LOG2"),
-    "tick_cycles": ("TCP_TICK", "CYCLES"),
-}
 
 
 class TcpMissing(RuntimeError):

@@ -84,7 +84,7 @@ __all__ = [
     "ConnState", "SqOpcode", "CqQueue", "CqStatus", "DpCrc", "DpError",
     "MAGIC", "VERSION_MAJOR", "VERSION_MINOR", "ADDR_WIDTH", "PARAMS", "PARAM_DEFAULTS", "REGMAP",
     "ACCESS_DOC", "BUS_DOC", "NET_RX_COUNTERS", "NET_TX_DROP_COUNTERS", "NET_BLOCK",
-    "TCP_BLOCK", "TCP_DROP_COUNTERS", "TCP_COUNTER_BASE", "TCP_COUNTER_WORDS", "constants",
+    "TCP_BLOCK", "TCP_DROP_COUNTERS", "TCP_PARAMS", "TCP_COUNTER_BASE", "TCP_COUNTER_WORDS", "constants",
 ]
 
 #: Register 0 (``ID``) reads this: ASCII "iWRP" (0x69 0x57 0x52 0x50), most significant byte first.
@@ -676,6 +676,17 @@ NET_BLOCK = Block(
 #: address modulo that.
 TCP_COUNTER_BASE = 0x540
 TCP_COUNTER_WORDS = 16
+#: The TCP engine's parameters by name (the driver's ``tcp_configure``, the gateware's
+#: ports) and the register fields that hold them.
+TCP_PARAMS = {
+    "mss": ("TCP_MSS", "MSS"), "rcv_wnd": ("TCP_RCV_WND", "OCTETS"),
+    "rcv_scale": ("TCP_RCV_SCALE", "SCALE"), "rto_initial": ("TCP_RTO_INITIAL", "TICKS"),
+    "rto_min": ("TCP_RTO_MIN", "TICKS"), "rto_max": ("TCP_RTO_MAX", "TICKS"),
+    "delack": ("TCP_DELACK", "TICKS"), "time_wait": ("TCP_TIME_WAIT", "TICKS"),
+    "max_retries": ("TCP_MAX_RETRIES", "RETRIES"), "secret": ("TCP_SECRET", "SECRET"),
+    "ring_base": ("TCP_RING_BASE", "ADDR"), "ring_log2": ("TCP_RING_LOG2", "LOG2"),
+    "tick_cycles": ("TCP_TICK", "CYCLES"),
+}
 #: One counter per :class:`~rnic.host.spec.tcp_engine.TcpDrop` reason: ``(reason, name)``.
 TCP_DROP_COUNTERS = tuple((reason, f"TCP_DROP_{reason.name}") for reason in TcpDrop)
 

@@ -43,7 +43,7 @@ from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, ETH_HEADER_LEN,
 from rnic.host.spec.tcp import TCP_HEADER_LEN
 from rnic.host.spec.tcp_engine import ENGINE_MSS, TcpDrop, TcpStat, TcpState
 
-__all__ = ["run_tcp_bench", "tcp_text_report", "LossyLink", "TcpBenchMismatch",
+__all__ = ["run_tcp_bench", "tcp_text_report", "LossyLink", "peer_frame", "TcpBenchMismatch",
            "PAYLOAD_LIMIT", "TICK_CYCLES", "DEFAULT_OCTETS", "DEFAULT_STEP", "ECHO_PORT"]
 
 #: Cycles of a millisecond of the 1 Gb/s line's 125 MHz octet clock: a tick of both ends.
@@ -99,7 +99,8 @@ class LossyLink:
         return out
 
 
-def _frame(segment):
+def peer_frame(segment):
+    """The frame of the peer's TCP ``segment`` (a model segment) to the NIC."""
     header = ipv4.Ipv4Header(proto=IpProto.TCP, src=PEER_IP, dst=DEFAULT_NIC_IP)
     eth = ethernet.EthernetHeader(dst=DEFAULT_NIC_MAC, src=PEER_MAC, ethertype=EtherType.IPV4)
     return ethernet.build(eth, ipv4.build(header, segment.octets), pad_short=False)
@@ -144,7 +145,7 @@ class _Run:
         return (self.cycle - self.start) // TICK_CYCLES + 1
 
     def send(self, segments):
-        for frame in self.to_nic.carry([_frame(s) for s in segments]):
+        for frame in self.to_nic.carry([peer_frame(s) for s in segments]):
             self.dev.send_frame(frame)
 
     def turn(self):

@@ -14,13 +14,11 @@ from scapy.layers.l2 import Ether
 
 from rnic.host.driver.regs import Registers
 from rnic.host.model.tcp_engine import TcpEngine
-from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC
+from rnic.host.spec.net import DEFAULT_NIC_IP
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpStat, TcpState
-from rnic.host.tools.bench_tcp import LossyLink
+from rnic.host.tools.bench_tcp import PEER_IP, PEER_MAC, LossyLink, peer_frame
 from rnic.sim.nic_device import NicSimDevice
 
-PEER_IP = "169.254.7.1"
-PEER_MAC = "52:54:00:00:07:01"
 ECHO_PORT = 7
 #: The peer's timers in milliseconds (the NIC's time base ticks once per millisecond).
 PEER_TIMERS = dict(rto_initial=300, rto_min=200, delack=10, time_wait=100)
@@ -60,10 +58,7 @@ def echo(nic, data, *, rate, seed, local_port, timeout=240):
         return int((time.monotonic() - t0) * 1000) + 1
 
     def to_wire(segments):
-        frames = [bytes(Ether(src=PEER_MAC, dst=DEFAULT_NIC_MAC.hex(":"))
-                        / IP(src=PEER_IP, dst=DEFAULT_NIC_IP, proto=6) / s.octets)
-                  for s in segments]
-        for f in to_nic.carry(frames):
+        for f in to_nic.carry([peer_frame(s) for s in segments]):
             nic.send_frame(f)
 
     to_wire(peer.connect(0, remote_ip=DEFAULT_NIC_IP, remote_port=ECHO_PORT,
@@ -133,8 +128,7 @@ def test_tcb_window_and_commands(nic):
 
     def exchange(segments):
         for s in segments:
-            nic.send_frame(bytes(Ether(src=PEER_MAC, dst=DEFAULT_NIC_MAC.hex(":"))
-                                 / IP(src=PEER_IP, dst=DEFAULT_NIC_IP, proto=6) / s.octets))
+            nic.send_frame(peer_frame(s))
         out = []
         for f in nic.frames(timeout=0.2):
             out += peer.receive(DEFAULT_NIC_IP, segment(f), now())
