@@ -2,7 +2,7 @@
 duplicate ACK first, then what the windows let go, then an ACK still owed), one data
 segment per event."""
 
-from amaranth.hdl import Mux
+from amaranth.hdl import Mux, Signal
 
 from .seq import seq_before
 
@@ -14,7 +14,8 @@ class SendSteps:
     :class:`~rnic.hdl.tcp.event_engine.TcpEventEngine` (a mixin: the engine's ports and its
     ``_goto``, ``_pending``).
 
-    FLUSH sends the duplicate ACK owed. A persist probe (``probe``) is one octet from
+    FLUSH sends the duplicate ACK owed (a pure ACK's SEQ is SND.MAX, never past the peer's
+    window). A persist probe (``probe``) is one octet from
     SND.UNA. An ACK that asked for the first unacknowledged
     segment again (``resend``: fast retransmit, a partial ACK) has it sent first, cut from
     SND.UNA (the model's ``_send_first``). STEP asks :class:`~rnic.hdl.tcp.send_step.TcpSendStep`
@@ -43,6 +44,15 @@ class SendSteps:
             data.seq.eq(Mux(resend, t.send.snd_una, t.send.snd_nxt)), data.length.eq(length),
             data.now.eq(now),
         ]
+        blocks["ack_seq"] = self._ack_seq(m, t)
+
+    @staticmethod
+    def _ack_seq(m, t):
+        """A pure ACK's SEQ: SND.MAX, but never past the peer's window (the model's
+        ``TcpEngine._ack_seq``)."""
+        edge = Signal(32, name="peer_edge")
+        m.d.comb += edge.eq(t.send.snd_una + t.send.snd_wnd)
+        return Mux(seq_before(m, edge, t.send.snd_max, "max_past_edge"), edge, t.send.snd_max)
 
     def _header(self, m, desc, t, window):
         """The fields every segment of the connection carries: addresses, ports, the ACK
@@ -58,7 +68,7 @@ class SendSteps:
     def _pure_ack(self, m, t, blocks):
         d = self.ack.payload
         self._header(m, d, t, blocks["window"])
-        m.d.sync += [self.ack.valid.eq(1), d.seq.eq(t.send.snd_nxt), d.flags.eq(0),
+        m.d.sync += [self.ack.valid.eq(1), d.seq.eq(blocks["ack_seq"]), d.flags.eq(0),
                      d.flags.ack.eq(1), d.length.eq(0)]
 
     def _flush(self, m, t, blocks):

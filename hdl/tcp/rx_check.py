@@ -44,7 +44,8 @@ class TcpRxCheck(wiring.Component):
 
     1. acceptability (RFC 9293 section 3.10.7.4: the four cases, RCV.WND the window last
        advertised, ``rcv_adv - rcv_nxt``, 0 if negative, the segment's length counting SYN
-       and FIN): unacceptable is DROP_ACK (NOT_ACCEPTABLE), or DROP for a RST; in
+       and FIN; an empty segment up to the window's right edge included, as the model):
+       unacceptable is DROP_ACK (NOT_ACCEPTABLE), or DROP for a RST; in
        TIME-WAIT an unacceptable FIN also restarts the wait (``restart_time_wait``);
     2. a RST in TIME-WAIT: DROP (TIME_WAIT_RST, RFC 1337);
     3. a RST: RESET exactly at RCV.NXT, else DROP_ACK (CHALLENGE_ACK, RFC 5961 section 3.2);
@@ -134,8 +135,7 @@ class TcpRxCheck(wiring.Component):
                      last_in.eq(seg.seq + length - 1 - tcb.rcv_nxt)]
         ok = Signal()
         with m.If(length == 0):
-            m.d.comb += ok.eq(((span == 0) & (seg.seq == tcb.rcv_nxt))
-                              | ((span != 0) & (first_in < span)))
+            m.d.comb += ok.eq(first_in <= span)    # up to the right edge (Linux's rule)
         with m.Else():
             m.d.comb += ok.eq((span != 0) & ((first_in < span) | (last_in < span)))
         return ok

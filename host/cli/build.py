@@ -90,6 +90,9 @@ def _progress_printer():
                    "UART register bridge, LEDs); harness: the core alone in a benchmark harness; "
                    "ethernet: the Ethernet bring-up top (RGMII, MAC, ARP and ping in "
                    "gateware, no core: --core, --connections and --baud do not apply).")
+@click.option("--tcp/--no-tcp", default=False, show_default=True,
+              help="With --top nic: the NIC with its TCP engine (TcpOffload between the "
+                   "network layer and the IPv4 send path, its send rings in block RAM).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=1, show_default=True,
               help="nextpnr placement seed.")
 @click.option("--seeds", callback=_seed_list, metavar="SEEDS",
@@ -138,7 +141,7 @@ def _progress_printer():
               help="Widths of --sweep.")
 @click.option("--sweep-connections", default="16,1024", show_default=True, callback=_int_list,
               help="Connection counts of --sweep.")
-def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out_dir, as_json,
+def build_cmd(board, width, connections, freq, baud, core, top, tcp, seed, seeds, out_dir, as_json,
               allow_timing_fail, paths, place_only, placer, nextpnr_opts, stall_minutes,
               documented, update_docs, sweep, sweep_widths, sweep_connections):
     """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
@@ -153,6 +156,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
     \b
     Examples:
       rnic build --board ecpix5 --top nic              # the NIC: RGMII, MAC, ARP/IP, W=4, 100 MHz
+      rnic build --top nic --tcp --place-only          # the NIC with its TCP engine, placed
       rnic build --board ecpix5 --width 8 --top core   # the core: W=8, 16 connections, 125 MHz
       rnic build --board versa_ecp5 --top ethernet     # Ethernet bring-up on the Versa
       rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
@@ -209,12 +213,15 @@ def build_cmd(board, width, connections, freq, baud, core, top, seed, seeds, out
     if top == "nic" and core != "rnic":
         raise click.BadParameter(f"--top nic builds the RNIC core, not {core} (use --top core)",
                                  param_hint="--core")
+    if tcp and top != "nic":
+        raise click.BadParameter(f"--tcp is a part of the NIC top (--top nic), not of --top {top}",
+                                 param_hint="--tcp")
     cfg = BuildConfig(board=board, width=None if width is None else int(width),
                       connections=connections, freq_mhz=freq,
                       baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
                       allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts,
                       placer=placer, paths=paths, place_only=place_only,
-                      stall_minutes=stall_minutes)
+                      stall_minutes=stall_minutes, tcp=tcp)
     try:
         report = (build_best_seed(cfg, seeds, progress=say) if seeds is not None
                   else build(cfg, progress=say))

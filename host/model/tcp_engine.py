@@ -701,16 +701,18 @@ class TcpEngine:
             self._text(conn, tcb, info, payload, now)
 
     def _acceptable(self, tcb, seq, length):
-        """The four cases of RFC 9293 section 3.10.7.4, RCV.WND being what we advertised:
-        an empty segment with RCV.WND 0 only at RCV.NXT; an empty one in the window; one
-        with octets never with RCV.WND 0 (a zero-window probe is still answered by the ACK
-        of the unacceptable case, RFC 9293 section 3.8.6.1; it cannot happen in FPDU
-        mode, where the window never closes); else its first or last octet in the
-        window."""
+        """The four cases of RFC 9293 section 3.10.7.4, RCV.WND being what we advertised,
+        with the window's right edge taken for an empty segment, as Linux does
+        (``tcp_sequence``; RFC 9293 asks that valid ACKs be let in even when the window
+        is closed): a peer whose octets up to the edge were all lost sends its ACKs at
+        SEQ = RCV.NXT + RCV.WND, and refusing them would leave both ends waiting for an
+        ACK the other cannot take. So an empty segment from RCV.NXT to the edge; one with
+        octets never with RCV.WND 0 (a zero-window probe is still answered by the ACK of
+        the unacceptable case, RFC 9293 section 3.8.6.1; it cannot happen in FPDU mode,
+        where the window never closes); else its first or last octet in the window."""
         window = max(seq_diff(tcb.rcv_adv, tcb.rcv_nxt), 0)
         if length == 0:
-            return seq == tcb.rcv_nxt if window == 0 else seq_in_window(seq, tcb.rcv_nxt,
-                                                                           window)
+            return seq_in_window(seq, tcb.rcv_nxt, window + 1)
         if window == 0:
             return False
         return (seq_in_window(seq, tcb.rcv_nxt, window)
@@ -931,14 +933,25 @@ class TcpEngine:
     def _flush(self, tcb, now, out):
         """After a segment or a timer: a duplicate or challenge ACK first (a pure ACK, so
         that the peer counts it), then what the windows let go, then an ACK still owed;
-        then the timers are set."""
+        then the timers are set (a pure ACK's SEQ: :meth:`_ack_seq`)."""
         if tcb.dup_ack:
-            out.append(self._emit(tcb, seq=tcb.snd_nxt, flags=_ACK))
+            out.append(self._emit(tcb, seq=self._ack_seq(tcb), flags=_ACK))
         if tcb.state in _SENDING:
             self._send_window(tcb, now, out)
         if tcb.ack_now:
-            out.append(self._emit(tcb, seq=tcb.snd_nxt, flags=_ACK))
+            out.append(self._emit(tcb, seq=self._ack_seq(tcb), flags=_ACK))
         self._arm(tcb, now)
+
+    @staticmethod
+    def _ack_seq(tcb):
+        """A pure ACK's SEQ: SND.MAX, not SND.NXT, but never past the peer's window
+        (Linux's ``tcp_acceptable_seq``): after a timeout SND.NXT goes back to SND.UNA,
+        and the peer, which may hold octets up to SND.MAX, would take an ACK from before
+        its RCV.NXT for an old duplicate; a persist probe's octet takes SND.MAX one past
+        the peer's closed window, where its acceptability test would refuse the ACK.
+        Either way the peer would ignore our ACK and window."""
+        edge = seq_add(tcb.snd_una, tcb.snd_wnd)
+        return edge if seq_lt(edge, tcb.snd_max) else tcb.snd_max
 
     def _send_window(self, tcb, now, out):
         """Send from SND.NXT while the usable window, min(cwnd, SND.WND) - (SND.NXT -

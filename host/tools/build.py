@@ -374,7 +374,8 @@ class BuildConfig:
     the core (:data:`~rnic.hdl.top.cores.BLOCKS`, with ``top="harness"``). ``width``
     ``None`` is the top's default (:data:`DEFAULT_WIDTHS`: 4 for ``nic`` and
     ``ethernet``, else 8), ``freq_mhz`` ``None`` too (:data:`DEFAULT_FREQS`: 100 for
-    ``nic``, else 125).
+    ``nic``, else 125). ``tcp`` builds the NIC with its TCP engine
+    (:class:`~rnic.hdl.tcp.offload.TcpOffload`; ``top="nic"`` only).
     """
     board: str = DEFAULT_BOARD
     width: int | None = None
@@ -394,10 +395,13 @@ class BuildConfig:
     # stop a route whose router made no progress for this long (rnic.host.tools.pnr_watch;
     # 0: never)
     stall_minutes: float = STALL_SECONDS / 60
+    tcp: bool = False                # the NIC with its TCP engine (top "nic" only)
 
     def __post_init__(self):
         if self.top not in TOPS:
             raise BuildError(f"top must be one of {', '.join(TOPS)}, not {self.top!r}")
+        if self.tcp and self.top != "nic":
+            raise BuildError(f"tcp is a part of the NIC top (top nic), not of top {self.top!r}")
         if self.placer is None:
             self.placer = DEFAULT_PLACERS[self.top]
         if self.placer not in PLACERS:
@@ -419,7 +423,9 @@ class BuildConfig:
             return Path(self.out_dir)
         if not self.has_core:
             return _build_root() / f"{self.board}-w{self.width}-{self.top}"
-        return _build_root() / f"{self.board}-w{self.width}-c{self.connections}-{self.top}"
+        tcp = "-tcp" if self.tcp else ""
+        return (_build_root()
+                / f"{self.board}-w{self.width}-c{self.connections}-{self.top}{tcp}")
 
 
 @dataclasses.dataclass
@@ -711,7 +717,7 @@ def build(config: BuildConfig, *, progress=None):
     if config.top == "nic":
         from rnic.hdl.top import NicBoardTop
         top = NicBoardTop(board, width=config.width, connections=config.connections, freq=freq,
-                          baud=config.baud)
+                          baud=config.baud, tcp=config.tcp)
     elif config.top == "core":
         top = CoreBoardTop(board, width=config.width, connections=config.connections,
                            freq=freq, baud=config.baud, core=factory)
@@ -721,7 +727,8 @@ def build(config: BuildConfig, *, progress=None):
     else:
         from rnic.hdl.top import EthernetBoardTop
         top = EthernetBoardTop(board, width=config.width, freq=freq)
-    label = {"nic": "NicTop", "ethernet": "NetworkLayer"}.get(config.top, core_label(factory))
+    label = {"nic": "NicTop+TCP" if config.tcp else "NicTop",
+             "ethernet": "NetworkLayer"}.get(config.top, core_label(factory))
     overrides = {
         "synth_opts": config.synth_opts,
         "nextpnr_opts": f"--report {name}.report.json --sdf {name}.sdf --timing-allow-fail "

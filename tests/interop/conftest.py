@@ -227,8 +227,10 @@ def rnic():
 
 class Relay:
     """A virtual cable's middle that drops, duplicates and reorders frames: datagrams that
-    arrive on 127.0.0.1:``a_port`` go on to 127.0.0.1:``to_a``, those on ``b_port`` to
-    ``to_b``. Each datagram is lost at ``rate``, sent twice at ``rate``, and held back at
+    arrive on 127.0.0.1:``a_port`` go on to 127.0.0.1:``to_a`` from ``b_port``, those on
+    ``b_port`` to ``to_b`` from ``a_port``: each end hears from the one address it sends to,
+    as on a direct cable (qemu's ``dgram`` netdev takes datagrams from its remote address
+    only). Each datagram is lost at ``rate``, sent twice at ``rate``, and held back at
     ``rate`` (sent after the next one of its direction, or 20 ms later). ``counts`` per
     direction (``"a"``, ``"b"``): datagrams in, lost, duplicated, reordered."""
 
@@ -240,16 +242,17 @@ class Relay:
         self._lock = threading.Lock()
         self.counts = {d: dict.fromkeys(("in", "lost", "duplicated", "reordered"), 0)
                        for d in "ab"}
-        self._socks, self._threads = {}, []
-        for direction, to in (("a", to_a), ("b", to_b)):
+        self._socks = {}
+        for direction in "ab":
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             sock.bind(("127.0.0.1", 0))
             sock.settimeout(self.HOLD_S)
             self._socks[direction] = sock
-            t = threading.Thread(target=self._carry, args=(direction, sock, to), daemon=True)
-            self._threads.append(t)
         self.a_port = self._socks["a"].getsockname()[1]
         self.b_port = self._socks["b"].getsockname()[1]
+        a, b = self._socks["a"], self._socks["b"]
+        self._threads = [threading.Thread(target=self._carry, args=args, daemon=True)
+                         for args in (("a", a, b, to_a), ("b", b, a, to_b))]
         for t in self._threads:
             t.start()
 
@@ -257,7 +260,7 @@ class Relay:
         with self._lock:
             return self._rng.random()
 
-    def _carry(self, direction, sock, to):
+    def _carry(self, direction, sock, out_sock, to):
         held, counts, target = [], self.counts[direction], ("127.0.0.1", to)
         while not self._stop.is_set():
             try:
@@ -285,7 +288,7 @@ class Relay:
                 held = []
             for datagram in out:
                 try:
-                    sock.sendto(datagram, target)
+                    out_sock.sendto(datagram, target)
                 except OSError:
                     pass
 

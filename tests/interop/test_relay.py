@@ -1,6 +1,7 @@
 """The lossy relay of the interop tests (tests/interop/conftest.py ``Relay``), without a VM:
 numbered datagrams both ways through it arrive lost, duplicated and reordered as its counts
-say, and every one that arrives is one that was sent."""
+say, every one that arrives is one that was sent, and each end hears from the relay's port
+that it sends to."""
 
 import socket
 import threading
@@ -20,11 +21,14 @@ def test_relay_drops_duplicates_and_reorders(relay):
     sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sent = 2000
     got = {"a": [], "b": []}
+    sources = {"a": set(), "b": set()}
 
     def receive(name, sock):
         try:
             while True:
-                got[name].append(int.from_bytes(sock.recv(16), "big"))
+                data, source = sock.recvfrom(16)
+                got[name].append(int.from_bytes(data, "big"))
+                sources[name].add(source[1])
         except socket.timeout:
             pass
     readers = [threading.Thread(target=receive, args=item) for item in (("a", a), ("b", b))]
@@ -46,5 +50,7 @@ def test_relay_drops_duplicates_and_reorders(relay):
         for what in ("lost", "duplicated", "reordered"):
             assert 0.02 * sent < counts[what] < 0.09 * sent, (what, counts)
         assert any(x > y for x, y in zip(seq, seq[1:])), "nothing came out of order"
+    # each end hears from the port it sends to, as qemu's dgram netdev requires
+    assert sources == {"a": {middle.b_port}, "b": {middle.a_port}}
     for sock in (a, b, sender):
         sock.close()

@@ -304,6 +304,33 @@ def test_congestion_avoidance_adds_one_mss_per_window_acknowledged():
         assert tcb.cwnd == want, k
 
 
+def test_an_empty_segment_at_the_windows_right_edge_is_taken():
+    """A peer whose octets up to our window's edge were all lost sends its ACKs at SEQ =
+    RCV.NXT + RCV.WND: taken (as Linux does), so its ACK reaches us; one past is not."""
+    engine = TcpEngine(ip=NIC, rcv_wnd=4000)
+    conn, seq, nic_seq = accept(engine)
+    engine.write(conn, b"x" * 100)
+    engine.poll(1)
+    assert engine.receive(PEER, peer_segment("A", seq + 4000, nic_seq + 100), 2) == []
+    assert engine.counters[TcpDrop.NOT_ACCEPTABLE] == 0
+    assert engine.next_deadline() is None                       # all acknowledged
+    (dup,) = engine.receive(PEER, peer_segment("A", seq + 4001, nic_seq + 100), 3)
+    assert parsed(dup).ack == seq and engine.counters[TcpDrop.NOT_ACCEPTABLE] == 1
+
+
+def test_a_pure_ack_carries_the_highest_sequence_number_sent():
+    """After a timeout SND.NXT goes back to SND.UNA, but a pure ACK still carries SND.MAX:
+    a peer that holds our octets up to it would take an older SEQ for a duplicate and
+    ignore the ACK and window it brings."""
+    engine = TcpEngine(ip=NIC, rto_initial=200, rto_min=200)
+    conn, seq, nic_seq = accept(engine)
+    engine.write(conn, b"y" * 2000)
+    assert sum(len(o.segment.payload) for o in engine.poll(0)) == 2000
+    (again,) = engine.poll(200)
+    assert parsed(again).seq == nic_seq and len(again.segment.payload) == 1460
+    (dup,) = engine.receive(PEER, peer_segment("A", seq + 10, nic_seq, b"z"), 201)
+    assert parsed(dup).seq == nic_seq + 2000 and parsed(dup).ack == seq
+
 # -- zero window, retries ---------------------------------------------------------------------
 
 def test_zero_window_probes_then_data_resumes():
@@ -316,6 +343,9 @@ def test_zero_window_probes_then_data_resumes():
     assert probe.segment.seq == nic_seq and probe.segment.payload == data[:1]
     assert engine.receive(PEER, peer_segment("A", seq, nic_seq, window=0), 1001) == []
     assert engine.next_deadline() == 3000                                  # backed off
+    # the probe's octet is past the peer's closed window: a pure ACK stays at its edge
+    (dup,) = engine.receive(PEER, peer_segment("A", seq - 1, nic_seq, b"o", window=0), 1002)
+    assert parsed(dup).seq == nic_seq
     (probe,) = engine.poll(3000)
     assert probe.segment.seq == nic_seq and probe.segment.payload == data[:1]
     assert engine.stats[TcpStat.PROBES] == 2

@@ -276,6 +276,8 @@ def test_cli_usage_errors():
         assert r.exit_code == 2 and says in r.output, (args, r.output)
     r = CliRunner().invoke(cli, ["build", "--update-docs"])
     assert r.exit_code == 2 and "--update-docs goes with --documented" in r.output
+    r = CliRunner().invoke(cli, ["build", "--top", "core", "--tcp"])   # TCP is the NIC's
+    assert r.exit_code == 2 and "--tcp is a part of the NIC top" in r.output
     r = CliRunner().invoke(cli, ["build", "--stall-minutes", "-1"])
     assert r.exit_code == 2 and "--stall-minutes" in r.output
     r = CliRunner().invoke(cli, ["build", "--help"])
