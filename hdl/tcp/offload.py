@@ -36,7 +36,10 @@ class TcpOffload(wiring.Component):
     engine cuts it into segments at FPDU ends and sends them as the windows let go; each
     is read back from the ring (:class:`~rnic.hdl.tcp.ring_read.TcpRingRead`, the sending
     and every retransmission) and built (:class:`~rnic.hdl.tcp.tx_frame.TcpTxFrame`)
-    together with the segments without payload (ACKs, RSTs, SYN-ACKs) for ``o``.
+    together with the segments without payload (ACKs, RSTs, SYN-ACKs) for ``o``. ``i`` and
+    ``o`` are register slices (:class:`~rnic.hdl.stream_slice.StreamSlice`: a cycle each
+    way, a beat per cycle): no handshake runs combinationally between the engine and the
+    network layer.
     ``may_send`` says per connection whether the core may begin a run
     (:class:`~rnic.hdl.tcp.ring_room.TcpRingRoom`: ring space for ``mss`` octets, and a
     free record of the cut), so a connection whose peer's window is closed holds back
@@ -147,7 +150,14 @@ class TcpOffload(wiring.Component):
         m.submodules.descs = descs = StreamMerge(TcpTxDesc(), inputs=2)
 
         echo = Signal(n)                    # connections of the echo service
-        wiring.connect(m, wiring.flipped(self.i), path.i)
+        # a slice at each end: the network layer's classifier and send arbiter compute
+        # their ready from their own FIFOs and arbitration, the receive parser and the
+        # frame builder theirs from the payload; joined, the two handshakes ran through
+        # both blocks in one cycle
+        m.submodules.i_slice = i_slice = StreamSlice(FrameBeat(width=W))
+        m.submodules.o_slice = o_slice = StreamSlice(Ipv4TxBeat(width=W))
+        wiring.connect(m, wiring.flipped(self.i), i_slice.i)
+        wiring.connect(m, i_slice.o, path.i)
         echoed = self._delivered(m, path, echo)
         self._runs(m, writer, room, echoed)
         self._ends(m, writer, path, room, echo)
@@ -164,7 +174,8 @@ class TcpOffload(wiring.Component):
         wiring.connect(m, reader.desc, descs.i[1])
         wiring.connect(m, descs.o, frame.desc)
         wiring.connect(m, reader.payload, frame.payload)
-        wiring.connect(m, frame.o, wiring.flipped(self.o))
+        wiring.connect(m, frame.o, o_slice.i)
+        wiring.connect(m, o_slice.o, wiring.flipped(self.o))
         wiring.connect(m, writer.m_axi, wiring.flipped(self.m_axi_w))
         wiring.connect(m, reader.m_axi, wiring.flipped(self.m_axi_r))
         m.d.comb += self.may_send.eq(path.room & room.room & ~echo)

@@ -13,7 +13,7 @@ from ..net.layouts import FrameBeat
 from ..stream_merge import StreamMerge
 from ..stream_slice import StreamSlice
 from .events import ConnCommand, ConnEvent, Opened, TcbWrite, TcpDropEvent
-from .layouts import TcpTxDesc
+from .layouts import TcpSegInfo, TcpTxDesc
 from .listeners import ListenerWrite
 from .ring_read import TxRequest
 from .rx_deliver import TcpRxDeliver
@@ -157,7 +157,12 @@ class TcpRxPath(wiring.Component):
         m.submodules.timers = timers = TcpTimerTable(connections=n)
         m.submodules.cuts = cuts = TcpSendCut(connections=n, depth=self._records)
         wiring.connect(m, wiring.flipped(self.i), parse.i)
-        wiring.connect(m, parse.seg, front.seg)
+        # the front's ready (none of its outputs pending) stays off the parser's stages:
+        # a slice of one register (a report per segment, whose frame of 54 octets or more
+        # lasts two beats at least at any width)
+        m.submodules.seg_slice = seg_slice = StreamSlice(TcpSegInfo(), full_rate=False)
+        wiring.connect(m, parse.seg, seg_slice.i)
+        wiring.connect(m, seg_slice.o, front.seg)
         # the delivery's ready comes from the front's action: a slice keeps it off the
         # parser's header stage
         m.submodules.payload_slice = payload_slice = StreamSlice(FrameBeat(width=self._width))

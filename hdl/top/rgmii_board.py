@@ -140,7 +140,7 @@ def uart_buffers(m, platform, board):
 
 def heartbeat(m, f_sync):
     """A bit of ``sync`` (at ``f_sync`` Hz) that is a square wave of 1 to 2 s period."""
-    count = Signal(max(1, math.ceil(math.log2(f_sync))), name="heartbeat")
+    count = Signal(max(1, math.ceil(math.log2(f_sync))), name="heartbeat", reset_less=True)
     m.d.sync += count.eq(count + 1)
     return count[-1]
 
@@ -149,9 +149,11 @@ def stretch(m, pulse, cycles):
     """1 for ``cycles`` cycles after each cycle ``pulse`` is high (a short event made
     visible on an LED). The pulse is registered first: it may come combinationally from
     logic the placer puts far from the LED logic (timing)."""
-    pulse_q = Signal()
+    # (no reset: an LED's timer needs none, and the reset's net reaches the pins' corner
+    # late)
+    pulse_q = Signal(reset_less=True)
     m.d.sync += pulse_q.eq(pulse)
-    timer = Signal(range(cycles + 1))
+    timer = Signal(range(cycles + 1), reset_less=True)
     with m.If(pulse_q):
         m.d.sync += timer.eq(cycles)
     with m.Elif(timer != 0):
