@@ -186,7 +186,9 @@ class EthernetPort(wiring.Component):
         too_long = buffer.verdict.valid & (buffer.verdict.payload != RxDrop.NONE)
         m.d.comb += [done.w_en.eq(mac_tx.sent | too_long),
                      done.w_data.eq(Cat(mac_tx.sent, too_long)), done.r_en.eq(1)]
-        m.d.comb += self.tx_events.eq(Mux(done.r_rdy, done.r_data, 0))
+        # registered: the counters (and whatever counts the strobes) may be placed far
+        # from the clock-crossing FIFO
+        m.d.sync += self.tx_events.eq(Mux(done.r_rdy, done.r_data, 0))
         with m.If(self.tx_events[0]):
             m.d.sync += self.tx_frames.eq(self.tx_frames + 1)
         with m.If(self.tx_events[1]):

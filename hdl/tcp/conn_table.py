@@ -76,9 +76,9 @@ class TcpConnTable(wiring.Component):
     resp : Out(stream.Signature(ConnTableResp(connections=)))
         One answer per command, in order; registered.
 
-    Latency: the answer is valid 2 cycles after its command was taken. Throughput: one
-    command every 2 cycles (the bucket is read in the first and written in the second,
-    so a command always sees the ones before it).
+    Latency: the answer is valid 3 cycles after its command was taken. Throughput: one
+    command every 3 cycles (the bucket is read in the first, compared with the key in the
+    second and written in the third, so a command always sees the ones before it).
     """
 
     def __init__(self, *, connections):
@@ -110,8 +110,12 @@ class TcpConnTable(wiring.Component):
         wr = buckets.write_port()
         cmd = Signal.like(self.cmd.payload)          # the command being executed
         busy = Signal()                              # its bucket is on rd.data
+        compared = Signal()                          # its bucket and matches are registered
+        bucket = Signal.like(rd.data)
+        match = Signal(WAYS)                         # the entries that hold its key
+        free = Signal(WAYS)
 
-        m.d.comb += [self.cmd.ready.eq(~busy & (~self.resp.valid | self.resp.ready)),
+        m.d.comb += [self.cmd.ready.eq(~busy & ~compared & (~self.resp.valid | self.resp.ready)),
                      rd.addr.eq(self._hash(self.cmd.payload.key)),
                      rd.en.eq(self.cmd.ready)]
         with m.If(self.resp.ready):
@@ -119,19 +123,20 @@ class TcpConnTable(wiring.Component):
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += [cmd.eq(self.cmd.payload), busy.eq(1)]
         with m.If(busy):
-            m.d.sync += busy.eq(0)
-            self._execute(m, cmd, rd.data, wr, entry)
+            key = cmd.key.as_value()
+            m.d.sync += [busy.eq(0), compared.eq(1), bucket.eq(rd.data),
+                         match.eq(Cat(*(rd.data[k].valid & (rd.data[k].key.as_value() == key)
+                                        for k in range(WAYS)))),
+                         free.eq(Cat(*(~rd.data[k].valid for k in range(WAYS))))]
+        with m.If(compared):
+            m.d.sync += compared.eq(0)
+            self._execute(m, cmd, bucket, match, free, wr, entry)
         return m
 
-    def _execute(self, m, cmd, bucket, wr, entry):
-        """The command on its bucket: the answer, and the bucket written back."""
+    def _execute(self, m, cmd, bucket, match, free, wr, entry):
+        """The command on its bucket (``match``: the entries that hold its key, ``free``
+        the free ones): the answer, and the bucket written back."""
         resp = self.resp.payload
-        match = Signal(WAYS)
-        free = Signal(WAYS)
-        key = cmd.key.as_value()
-        m.d.comb += [match.eq(Cat(*(bucket[k].valid & (bucket[k].key.as_value() == key)
-                                    for k in range(WAYS)))),
-                     free.eq(Cat(*(~bucket[k].valid for k in range(WAYS))))]
         new = Signal(entry)
         m.d.comb += [new.valid.eq(cmd.op == ConnTableOp.INSERT), new.key.eq(cmd.key),
                      new.conn.eq(cmd.conn)]

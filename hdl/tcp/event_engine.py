@@ -237,7 +237,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             "TIMEOUT": TcpTimeout.LATENCY,
             "CHECK": TcpRxCheck.LATENCY,
             "DECIDE": max(TcpAckUpdate.LATENCY, TcpRttUpdate.LATENCY),
-            "TEXT": TcpRxText.LATENCY,
+            "TEXT": TcpRxText.LATENCY + 1,      # (+1: fin_acked is registered)
             "FLUSH": TcpWindowField.LATENCY,
             "STEP": TcpSendStep.LATENCY,
             "DATA": max(TcpSendData.LATENCY, TcpWindowField.LATENCY),

@@ -13,7 +13,7 @@ def wire_rules(m, blocks, t, seg, now, params):
     """The rule blocks' inputs from the entry ``t``, the segment ``seg``, the time ``now``
     and the engine's ``params`` (a component with the ports ``rto_min``, ``rto_max``,
     ``rto_initial``, ``delack``, ``rcv_wnd`` and ``tx_ring``); returns the entry with the send timers
-    set (TcpArm's, registered) and whether our FIN is acknowledged."""
+    set (TcpArm's, registered) and whether our FIN is acknowledged (registered)."""
     fin_acked = _fin_acked(m, t)
     check, ack, rtt, text = blocks["check"], blocks["ack"], blocks["rtt"], blocks["text"]
     window, arm = blocks["window"], blocks["arm"]
@@ -57,9 +57,11 @@ def wire_rules(m, blocks, t, seg, now, params):
 
 
 def _fin_acked(m, t):
-    """Our FIN is sent and acknowledged (SND.UNA past it), as a signal."""
+    """Our FIN is sent and acknowledged (SND.UNA past it), registered: a cycle after the
+    entry (the states that read it wait a cycle more for it); the comparison's carry
+    chain stays off the paths to the entry's registers."""
     acked = Signal(name="fin_acked")
-    m.d.comb += acked.eq(t.fin_pending & seq_after(m, t.send.snd_una, t.fin_seq,
+    m.d.sync += acked.eq(t.fin_pending & seq_after(m, t.send.snd_una, t.fin_seq,
                                                    "fin_past"))
     return acked
 

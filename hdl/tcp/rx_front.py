@@ -78,9 +78,9 @@ class TcpRxFront(wiring.Component):
     mss : In(16)
     rcv_scale : In(range(15))
 
-    Latency: a segment of a connection is offered to the engine 4 cycles after it is
-    taken; a SYN's SYN-ACK 13 cycles after, and an ACK that opens a connection reaches the
-    engine 15 cycles after (the cookie's CRC takes 8). One segment at a time: the next is
+    Latency: a segment of a connection is offered to the engine 5 cycles after it is
+    taken; a SYN's SYN-ACK 14 cycles after, and an ACK that opens a connection reaches the
+    engine 17 cycles after (the cookie's CRC takes 8). One segment at a time: the next is
     taken once every output of the one before is taken.
     """
 

@@ -108,8 +108,8 @@ def test_against_reference(connections):
 
 
 def test_latency_and_rate():
-    """Without idles or back-pressure: each answer 2 cycles after its command was taken,
-    one command every 2 cycles."""
+    """Without idles or back-pressure: each answer 3 cycles after its command was taken,
+    one command every 3 cycles."""
     dut = TcpConnTable(connections=16)
     taken, valid_at = [], []
 
@@ -130,5 +130,5 @@ def test_latency_and_rate():
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
-    assert taken[:4] == [0, 2, 4, 6]
-    assert valid_at[:3] == [t + 2 for t in taken[:3]]
+    assert taken[:4] == [0, 3, 6, 9]
+    assert valid_at[:3] == [t + 3 for t in taken[:3]]

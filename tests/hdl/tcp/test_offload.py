@@ -24,7 +24,10 @@ from tests.hdl.tcp.bench import axi_memory, beats, frame, send
 CONNECTIONS, PORT, MSS = 4, 7000, 1460
 RING_LOG2, RING_BASE = 13, 0x10000
 TICK = 16                           # cycles per tick of the time base
-TIMERS = dict(delack=10, time_wait=200, rcv_wnd=65535, rto_min=60, rto_max=4000,
+# TIME-WAIT outlasts the longest RTO: a FIN sent again because its ACK was lost still
+# finds the connection in TIME-WAIT (else a RST answers it, rightly, and the connection
+# ends RESET)
+TIMERS = dict(delack=10, time_wait=500, rcv_wnd=65535, rto_min=60, rto_max=400,
               rto_initial=200, max_retries=8)
 FPDU = 0b0011                       # connections whose runs are whole FPDUs
 OCTETS = 6000                       # each way on each connection
