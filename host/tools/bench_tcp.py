@@ -94,9 +94,13 @@ class LossyLink:
             else:
                 out.append(frame)
         if self.held and (out or self.rng.random() < 0.5):
-            out += self.held
-            self.held = []
+            out += self.flush()
         return out
+
+    def flush(self):
+        """The frames held back, now (a cable whose next frame is long in coming)."""
+        held, self.held = self.held, []
+        return held
 
 
 def peer_frame(segment):

@@ -230,18 +230,20 @@ class Relay:
     arrive on 127.0.0.1:``a_port`` go on to 127.0.0.1:``to_a`` from ``b_port``, those on
     ``b_port`` to ``to_b`` from ``a_port``: each end hears from the one address it sends to,
     as on a direct cable (qemu's ``dgram`` netdev takes datagrams from its remote address
-    only). Each datagram is lost at ``rate``, sent twice at ``rate``, and held back at
-    ``rate`` (sent after the next one of its direction, or 20 ms later). ``counts`` per
+    only). Each direction is a :class:`rnic.host.tools.bench_tcp.LossyLink` (the dice of
+    ``rnic bench tcp``): each datagram lost at ``rate``, sent twice at ``rate``, held back
+    at ``rate`` (sent after a later one, or once none came for 20 ms). ``counts`` per
     direction (``"a"``, ``"b"``): datagrams in, lost, duplicated, reordered."""
 
     HOLD_S = 0.02
 
     def __init__(self, *, to_a, to_b, rate, seed=1):
         import random
-        self.rate, self._rng, self._stop = rate, random.Random(seed), threading.Event()
-        self._lock = threading.Lock()
-        self.counts = {d: dict.fromkeys(("in", "lost", "duplicated", "reordered"), 0)
-                       for d in "ab"}
+
+        from rnic.host.tools.bench_tcp import LossyLink
+        self.rate, self._stop = rate, threading.Event()
+        self._links = {d: LossyLink(random.Random(f"{seed}{d}"), rate) for d in "ab"}
+        self._in = dict.fromkeys("ab", 0)
         self._socks = {}
         for direction in "ab":
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -256,12 +258,12 @@ class Relay:
         for t in self._threads:
             t.start()
 
-    def _roll(self):
-        with self._lock:
-            return self._rng.random()
+    @property
+    def counts(self):
+        return {d: {"in": self._in[d], **self._links[d].counts} for d in "ab"}
 
     def _carry(self, direction, sock, out_sock, to):
-        held, counts, target = [], self.counts[direction], ("127.0.0.1", to)
+        link, target = self._links[direction], ("127.0.0.1", to)
         while not self._stop.is_set():
             try:
                 data = sock.recv(65536)
@@ -269,23 +271,11 @@ class Relay:
                 data = None
             except OSError:
                 return
-            out = []
-            if data is not None:
-                counts["in"] += 1
-                roll = self._roll()
-                if roll < self.rate:
-                    counts["lost"] += 1
-                elif roll < 2 * self.rate:
-                    counts["duplicated"] += 1
-                    out += [data, data]
-                elif roll < 3 * self.rate:
-                    counts["reordered"] += 1
-                    held.append(data)
-                else:
-                    out.append(data)
-            if data is None or out:
-                out += held
-                held = []
+            if data is None:
+                out = link.flush()
+            else:
+                self._in[direction] += 1
+                out = link.carry([data])
             for datagram in out:
                 try:
                     out_sock.sendto(datagram, target)
