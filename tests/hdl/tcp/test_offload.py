@@ -6,7 +6,7 @@ a byte stream on the others; the send rings in an AXI4 memory), then the core cl
 (CLOSE) and the peer after it. Every octet arrives once and in order at both ends, every
 segment the NIC sends has a good checksum, on the FPDU connections every data segment
 starts and ends at a run's end, and each connection ends at both ends. The echo service
-likewise, closed by the peer."""
+likewise, closed by the peer. And the cycles from a segment in to the ACK it owes at once.
 
 import random
 
@@ -256,3 +256,95 @@ def test_both_ways(width, loss):
                 continue
             start = (segment.seq - first) % SEQ_MOD
             assert start in ends and start + len(segment.payload) in ends, (k, start)
+
+
+#: Cycles from the first beat of a segment taken at ``i`` to the first beat of the ACK it
+#: owes at once on ``o`` (W = 4, nothing else in flight; docs/tcp.md gives the figure).
+ACK_LATENCY = 72
+
+
+def test_ack_latency():
+    """A second full segment is ACKed at once, and before its last octet is in: the engine
+    decides on the header (the network layer has checked the checksum of the whole
+    segment before it passes it up), so the ACK's first beat leaves ``o`` at most
+    :data:`ACK_LATENCY` cycles after the segment's first beat was taken at ``i``, while
+    its payload still streams in. The ACK covers both segments' octets, which reach
+    ``rx_wire`` in order."""
+    width = 4
+    dut = TcpOffload(width=width, connections=CONNECTIONS, addr_width=32)
+    peer = TcpEngine(ip=DEFAULT_PEER_IP, connections=CONNECTIONS, **TIMERS)
+    data = random.Random("ack").randbytes(2 * MSS)
+    clock = {"cycle": 0}
+    out, delivered = [], bytearray()   # (cycle of the first beat, segment); octets
+
+    async def count(ctx):
+        while True:
+            await ctx.tick()
+            clock["cycle"] += 1
+
+    async def collect(ctx):
+        packet, start = b"", None
+        for port in (dut.o, dut.rx_wire, dut.report):
+            ctx.set(port.ready, 1)
+        while True:
+            _, _, valid, beat, d_valid, d_beat = await ctx.tick().sample(
+                dut.o.valid, dut.o.payload, dut.rx_wire.valid, dut.rx_wire.payload)
+            if d_valid:
+                delivered.extend(int(d_beat.data).to_bytes(width, "little")[:d_beat.n])
+            if valid:
+                start = clock["cycle"] if beat.first else start
+                packet += int(beat.data).to_bytes(width, "little")[:beat.n]
+                if beat.last:
+                    out.append((start, tcp.TcpSegment.parse(packet[34:]), packet[34:]))
+                    packet = b""
+
+    async def offer(ctx, segment):
+        """The segment's frame on ``i``, beat after beat; the cycles its first and last
+        beats were taken."""
+        taken = []
+        for item in beats(frame(segment), width):
+            ctx.set(dut.i.payload, item)
+            ctx.set(dut.i.valid, 1)
+            await ctx.tick().until(dut.i.ready)
+            taken.append(clock["cycle"])
+        ctx.set(dut.i.valid, 0)
+        return taken[0], taken[-1]
+
+    async def bench(ctx):
+        for name, value in dict(TIMERS, secret=0x5EC2E7, mss=MSS, rcv_scale=0,
+                                ip=int.from_bytes(bytes(map(int, DEFAULT_NIC_IP.split("."))),
+                                                  "big"),
+                                ring_base=RING_BASE, ring_log2=RING_LOG2).items():
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.listen.payload, {"index": 0, "valid": 1, "port": PORT, "echo": 0})
+        ctx.set(dut.listen.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.listen.valid, 0)
+        (syn,) = peer.connect(0, remote_ip=DEFAULT_NIC_IP, remote_port=PORT,
+                              local_port=40000, now=0)
+        await offer(ctx, syn.octets)
+        await ctx.tick().repeat(100)
+        (syn_ack,) = [octets for _, _, octets in out]
+        for segment in peer.receive(DEFAULT_NIC_IP, syn_ack, 1):
+            await offer(ctx, segment.octets)
+        await ctx.tick().repeat(100)
+        assert peer.state(0).name == "ESTABLISHED" and len(out) == 1
+        peer.write(0, data)
+        first, second = peer.poll(2)
+        await offer(ctx, first.octets)
+        first_in, last_in = await offer(ctx, second.octets)
+        await ctx.tick().repeat(200)
+        (ack_at, ack, _) = out[1]
+        assert ack.ack == (second.segment.seq + MSS) % SEQ_MOD and not ack.payload
+        clock["latency"], clock["before_last"] = ack_at - first_in, last_in - ack_at
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    for process in (count, collect):
+        sim.add_testbench(process, background=True)
+    sim.run()
+    assert bytes(delivered) == data
+    print(f"\nACK {clock['latency']} cycles after the segment's first beat, "
+          f"{clock['before_last']} before its last (W = {width})")
+    assert 0 < clock["latency"] <= ACK_LATENCY
