@@ -6,7 +6,8 @@ a byte stream on the others; the send rings in an AXI4 memory), then the core cl
 (CLOSE) and the peer after it. Every octet arrives once and in order at both ends, every
 segment the NIC sends has a good checksum, on the FPDU connections every data segment
 starts and ends at a run's end, and each connection ends at both ends. The echo service
-likewise, closed by the peer. And the cycles from a segment in to the ACK it owes at once.
+likewise, closed by the peer. And the cycles from a segment in to the ACK it owes at
+once."""
 
 import random
 
