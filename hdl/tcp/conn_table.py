@@ -110,8 +110,7 @@ class TcpConnTable(wiring.Component):
         wr = buckets.write_port()
         cmd = Signal.like(self.cmd.payload)          # the command being executed
         busy = Signal()                              # its bucket is on rd.data
-        compared = Signal()                          # its bucket and matches are registered
-        bucket = Signal.like(rd.data)
+        compared = Signal()                          # its matches are registered
         match = Signal(WAYS)                         # the entries that hold its key
         free = Signal(WAYS)
 
@@ -124,13 +123,14 @@ class TcpConnTable(wiring.Component):
             m.d.sync += [cmd.eq(self.cmd.payload), busy.eq(1)]
         with m.If(busy):
             key = cmd.key.as_value()
-            m.d.sync += [busy.eq(0), compared.eq(1), bucket.eq(rd.data),
+            m.d.sync += [busy.eq(0), compared.eq(1),
                          match.eq(Cat(*(rd.data[k].valid & (rd.data[k].key.as_value() == key)
                                         for k in range(WAYS)))),
                          free.eq(Cat(*(~rd.data[k].valid for k in range(WAYS))))]
         with m.If(compared):
+            # (rd.data holds the bucket: the port reads only when a command is taken)
             m.d.sync += compared.eq(0)
-            self._execute(m, cmd, bucket, match, free, wr, entry)
+            self._execute(m, cmd, rd.data, match, free, wr, entry)
         return m
 
     def _execute(self, m, cmd, bucket, match, free, wr, entry):
