@@ -27,8 +27,8 @@ from .conn_ids import TcpConnIds
 from .conn_table import TcpConnTable
 from .cookie import TcpCookie, cookie_mss_index
 from .event_engine import TcpEventEngine
-from .events import (ConnCommand, ConnEvent, EngineEvent, FreeConn, Opened, RxEvent, TcbWrite,
-                     TcpDropEvent)
+from .events import (ConnCommand, ConnEvent, ConnectAnswer, ConnectRequest, EngineEvent,
+                     FreeConn, Opened, RxEvent, TcbWrite, TcpDropEvent)
 from .lane_shift import LaneShift
 from .layouts import ShiftBeat, TcpFlags, TcpHeaderInfo, TcpSegInfo, TcpTxDesc
 from .listeners import ListenerWrite, TcpListeners
@@ -73,4 +73,4 @@ __all__ = ["LaneShift", "ShiftBeat", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
            "TcpDropEvent", "TcpRxFront", "TcpRxPath", "TcpConnIds", "cookie_mss_index",
            "FreeConn", "TcpTimersDue", "TcpSendStep", "SendWindowState", "TcpSendData",
            "SentState", "EngineEvent", "TcpOffload", "TcpRingRoom", "RunBegan", "ConnCommand",
-           "Opened", "TcpRegisters"]
+           "Opened", "TcpRegisters", "ConnectRequest", "ConnectAnswer"]

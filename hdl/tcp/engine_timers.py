@@ -17,6 +17,7 @@ class TimerSteps:
     connection (CLOSED); a retransmission timeout goes to TIMEOUT
     (:class:`~rnic.hdl.tcp.timeout.TcpTimeout`), which backs off and goes back to SND.UNA,
     or after ``max_retries`` to GIVE_UP (a RST from a synchronized state, LOST, freed);
+    a SYN-SENT connection sends its SYN again;
     a persist timer over sends a one-octet probe from SND.UNA (``probe``, sent by STEP) and
     backs off (:class:`~rnic.hdl.tcp.arm.TcpArm` restarts it at the entry's store); a
     delayed ACK due is owed at once. The sending follows (FLUSH).
@@ -51,6 +52,8 @@ class TimerSteps:
         with m.Elif(closed):
             self._mark_pending(m, 0)
             m.next = "IDLE"
+        with m.Elif((kind == EngineEvent.SEGMENT) & (t.state == spec.TcpState.SYN_SENT)):
+            self._goto(m, "SYN_SENT")
         with m.Elif(kind == EngineEvent.SEGMENT):
             self._goto(m, "CHECK")
         with m.Elif(timer & timers.tw_due):
@@ -78,7 +81,8 @@ class TimerSteps:
         with m.If(timeout.give_up):
             m.next = "GIVE_UP"
         with m.Else():
-            # a SYN-SENT entry (``resend_syn``) is the active open's: the front keeps it
+            with m.If(timeout.resend_syn):
+                self._resend_syn(m, t)
             s = t.send
             m.d.sync += [s.retries.eq(o.retries), t.rtt.rto.eq(o.rto),
                          t.rtt.timing.eq(o.timing), t.timers.rto_armed.eq(o.rto_armed),

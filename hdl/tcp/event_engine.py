@@ -9,11 +9,13 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rnic.host.spec import tcp_engine as spec
+from rnic.host.spec.tcp import MAX_WINDOW_SCALE
 
 from ..beat import conn_bits
 from .ack_update import TcpAckUpdate
 from .arm import TcpArm
 from .conn_ids import lowest_set
+from .engine_open import OpenSteps
 from .engine_send import SendSteps
 from .engine_timers import TimerSteps
 from .events import (ConnCommand, ConnEvent, EngineEvent, FreeConn, RxEvent, TcbWrite,
@@ -48,7 +50,7 @@ class _TableWrite:
         self.en = Signal(name="put")
 
 
-class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
+class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
     """Applies the model's receive rules (:class:`rnic.host.model.tcp_engine.TcpEngine`'s
     ``_synchronized`` and what follows) to each segment of a synchronized connection.
 
@@ -60,6 +62,8 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
     a pure ACK (:class:`~rnic.hdl.tcp.window_field.TcpWindowField`), the send timers set
     (:class:`~rnic.hdl.tcp.arm.TcpArm`), and the entry written back. A RST at RCV.NXT and
     the ACK of the FIN in LAST-ACK free the connection (state CLOSED; RESET or CLOSED).
+    A segment of an active open in SYN-SENT goes to the model's ``_syn_sent`` instead
+    (:class:`~rnic.hdl.tcp.engine_open.OpenSteps`).
 
     A report of the timer table (``fired``) runs the model's ``_timers``
     (:class:`~rnic.hdl.tcp.timers_due.TcpTimersDue`, :class:`~rnic.hdl.tcp.engine_timers.TimerSteps`):
@@ -109,7 +113,8 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
     drop : Out(TcpDropEvent)
         One pulse per segment dropped, with its reason.
     write : In(stream.Signature(TcbWrite(connections=)))
-        Sets an entry (opens, tests); taken between events.
+        Sets an entry (opens, tests) and arms its retransmission timer as the entry has
+        it (an active open's SYN); taken between events.
     command : In(stream.Signature(ConnCommand(connections=)))
         The layer above's CLOSE or ABORT of a connection; an event of its own, taken
         before timer reports and segments (a connection already freed takes nothing).
@@ -126,6 +131,9 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         Octets of a send ring (an echo connection's window is its ring's room).
     max_retries : In(8)
         Retransmission timeouts on the same data before the connection is lost.
+    mss : In(16)
+    rcv_scale : In(range(15))
+        Our MSS and window shift, for the SYN of an active open and its answer.
 
     Latency and throughput: a segment takes 41 cycles from its event to the entry written
     back when it sends nothing, 43 with a pure ACK, 36 when it is dropped; sending a data
@@ -160,6 +168,8 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             **{name: In(32) for name in ("now", "delack", "time_wait", "rcv_wnd", "rto_min",
                                          "rto_max", "rto_initial", "tx_ring")},
             "max_retries": In(8),
+            "mss": In(16),
+            "rcv_scale": In(range(MAX_WINDOW_SCALE + 1)),
         })
 
     def elaborate(self, platform):
@@ -201,6 +211,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
         # but no more than one report per connection can hold a segment back
         streak = Signal(range(self._connections + 1))
         armed, fin_acked = wire_rules(m, blocks, t, seg, now, self)
+        syn_sent = self._wire_open(m, t, seg)
         # where an echo connection's FIN goes: after the last octet it echoes, RCV.NXT - 1
         # (past the peer's FIN) - (IRS - ISS), in two registered steps (FLUSH, where it is
         # read, waits longer after the text is taken)
@@ -236,6 +247,7 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
             "TIMERS": TcpArm.LATENCY + 1 + TcpTimersDue.LATENCY,
             "TIMEOUT": TcpTimeout.LATENCY,
             "CHECK": TcpRxCheck.LATENCY,
+            "SYN_SENT": TcpRttUpdate.LATENCY,
             "DECIDE": max(TcpAckUpdate.LATENCY, TcpRttUpdate.LATENCY),
             "TEXT": TcpRxText.LATENCY + 1,      # (+1: fin_acked is registered)
             "FLUSH": TcpWindowField.LATENCY,
@@ -250,8 +262,12 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
                 m.d.sync += idle_before.eq(1)
                 m.d.comb += [rd.addr.eq(self.read_conn), rd.en.eq(1)]
                 with m.If(self.write.valid):
-                    m.d.comb += [self.write.ready.eq(1), wr.addr.eq(self.write.payload.conn),
-                                 wr.data.eq(self.write.payload.tcb), wr.en.eq(1)]
+                    w = self.write.payload
+                    m.d.comb += [self.write.ready.eq(1), wr.addr.eq(w.conn),
+                                 wr.data.eq(w.tcb), wr.en.eq(1),
+                                 self.arm.valid.eq(1), self.arm.payload.conn.eq(w.conn),
+                                 self.arm.payload.armed.eq(w.tcb.timers.rto_armed),
+                                 self.arm.payload.deadline.eq(w.tcb.timers.rto_at)]
                 with m.Elif(self.command.valid & outputs_free):
                     m.d.comb += self.command.ready.eq(1)
                     m.d.sync += [conn.eq(self.command.payload.conn), now.eq(self.now),
@@ -299,6 +315,8 @@ class TcpEventEngine(SendSteps, TimerSteps, wiring.Component):
                 self._give_up(m, t, conn, blocks)
             with m.State("ABORT"):
                 self._reset_and_free(m, t, conn, t.state != spec.TcpState.SYN_SENT, None)
+            with m.State("SYN_SENT"), self._settled(m):
+                self._syn_sent(m, t, conn, seg, syn_sent, blocks["rtt"])
             with m.State("CHECK"), self._settled(m):
                 m.d.sync += [verdict.eq(blocks["check"].verdict),
                              reason.eq(blocks["check"].reason),

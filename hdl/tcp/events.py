@@ -6,11 +6,11 @@ from amaranth.lib.wiring import Out
 
 from ..beat import conn_bits
 from .conn_table import ConnKey
-from .layouts import TcpCommand, TcpDrop, TcpEventKind, TcpSegInfo
+from .layouts import TcpCommand, TcpConnectResult, TcpDrop, TcpEventKind, TcpSegInfo
 from .tcb import Tcb
 
 __all__ = ["TcpDropEvent", "EngineEvent", "RxEvent", "TcbWrite", "ConnEvent", "FreeConn",
-           "Opened", "ConnCommand"]
+           "Opened", "ConnCommand", "ConnectRequest", "ConnectAnswer"]
 
 #: A counter event: ``valid`` for one cycle per segment dropped, ``reason`` its
 #: :class:`~rnic.hdl.tcp.rx_check.TcpDrop`.
@@ -68,3 +68,20 @@ class ConnCommand(data.StructLayout):
 
     def __init__(self, *, connections):
         super().__init__({"conn": conn_bits(connections), "kind": TcpCommand})
+
+
+class ConnectRequest(data.StructLayout):
+    """An active open: to ``remote_ip``:``remote_port`` from ``local_port`` with initial
+    sequence number ``iss``; ``echo``: the connection is the echo service."""
+
+    def __init__(self):
+        super().__init__({"remote_ip": 32, "remote_port": 16, "local_port": 16, "iss": 32,
+                          "echo": 1})
+
+
+class ConnectAnswer(data.StructLayout):
+    """What became of an active open: ``result``, and the connection id ``conn`` it took
+    (SYN_SENT)."""
+
+    def __init__(self, *, connections):
+        super().__init__({"conn": conn_bits(connections), "result": TcpConnectResult})

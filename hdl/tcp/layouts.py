@@ -18,9 +18,10 @@ TcpState = shaped_enum(engine_spec.TcpState, 4, module=__name__)
 TcpDrop = shaped_enum(engine_spec.TcpDrop, 4, module=__name__)
 TcpEventKind = shaped_enum(engine_spec.TcpEventKind, 3, module=__name__)
 TcpCommand = shaped_enum(engine_spec.TcpCommand, 1, module=__name__)
+TcpConnectResult = shaped_enum(engine_spec.TcpConnectResult, 2, module=__name__)
 
-__all__ = ["TcpState", "TcpDrop", "TcpEventKind", "TcpCommand", "TcpFlags", "TcpHeaderInfo", "TcpSegInfo",
-           "TcpTxDesc", "ShiftBeat"]
+__all__ = ["TcpState", "TcpDrop", "TcpEventKind", "TcpCommand", "TcpConnectResult", "TcpFlags",
+           "TcpHeaderInfo", "TcpSegInfo", "TcpTxDesc", "ShiftBeat"]
 
 
 class TcpFlags(data.StructLayout):

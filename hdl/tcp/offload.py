@@ -85,6 +85,8 @@ class TcpOffload(wiring.Component):
     listen : In(stream.Signature(ListenerWrite(entries=listeners)))
     write : In(stream.Signature(TcbWrite(connections=)))
     command : In(stream.Signature(ConnCommand(connections=)))
+    connect : In(stream.Signature(ConnectRequest))
+    connect_answer : Out(stream.Signature(ConnectAnswer(connections=)))
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
     read_valid, active, retransmit : Out(1)
@@ -186,6 +188,8 @@ class TcpOffload(wiring.Component):
         wiring.connect(m, wiring.flipped(self.listen), path.listen)
         wiring.connect(m, wiring.flipped(self.write), path.write)
         wiring.connect(m, wiring.flipped(self.command), path.command)
+        wiring.connect(m, wiring.flipped(self.connect), path.connect)
+        wiring.connect(m, path.connect_answer, wiring.flipped(self.connect_answer))
         m.d.comb += [path.read_conn.eq(self.read_conn), self.read_tcb.eq(path.read_tcb),
                      self.read_valid.eq(path.read_valid), self.active.eq(path.active),
                      self.retransmit.eq(path.retransmit)]

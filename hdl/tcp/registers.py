@@ -62,7 +62,8 @@ class TcpRegisters(wiring.Component):
         The register bank's TCP block.
     control
         The engine's control ports, flipped (parameters, ``now``, ``listen``,
-        ``command``, ``write`` (never valid here), ``report``, ``drops``, ``read_conn`` ..).
+        ``command``, ``connect``, ``write`` (never valid here), ``report``, ``drops``,
+        ``read_conn`` ..).
     fpdu : Out(connections)
         Bit ``c``: connection ``c``'s mode (TCP_CMD.MODE), 0 after reset.
     tick : In(1)
@@ -104,6 +105,7 @@ class TcpRegisters(wiring.Component):
                                                                 field.lower()))
         self._time_base(m, r)
         self._requests(m, r)
+        self._connects(m, r)
         self._events(m, r)
         self._tcb_window(m, r)
         with m.If(r.tcp_cmd.mode):
@@ -144,6 +146,28 @@ class TcpRegisters(wiring.Component):
                          command.payload.kind.eq(
                              Mux(r.tcp_cmd.abort, TcpCommand.ABORT, TcpCommand.CLOSE))]
         m.d.comb += r.tcp_status.cmd_busy.eq(command.valid)
+
+    def _connects(self, m, r):
+        """TCP_CMD.CONNECT to the engine (ignored while one is BUSY: sent and not yet
+        answered); its answer into TCP_CONNECT_STATUS."""
+        request, answer = self.connect, self.connect_answer
+        busy, done = Signal(), Signal()
+        conn = Signal.like(answer.payload.conn)
+        result = Signal.like(answer.payload.result)
+        with m.If(request.ready):
+            m.d.sync += request.valid.eq(0)
+        with m.If(r.tcp_cmd.connect & ~busy):
+            p = request.payload
+            m.d.sync += [request.valid.eq(1), busy.eq(1), p.remote_ip.eq(r.tcp_connect_ip.addr),
+                         p.remote_port.eq(r.tcp_connect_ports.remote),
+                         p.local_port.eq(r.tcp_connect_ports.local),
+                         p.iss.eq(r.tcp_connect_iss.iss), p.echo.eq(r.tcp_conn.echo)]
+        m.d.comb += answer.ready.eq(1)
+        with m.If(answer.valid):
+            m.d.sync += [busy.eq(0), done.eq(1), conn.eq(answer.payload.conn),
+                         result.eq(answer.payload.result)]
+        s = r.tcp_connect_status
+        m.d.comb += [s.conn.eq(conn), s.result.eq(result), s.busy.eq(busy), s.done.eq(done)]
 
     def _events(self, m, r):
         """The engine's reports into a queue (TCP_EVENT, TCP_CMD.POP); a report that finds

@@ -1,5 +1,5 @@
-"""The segments the engine sends for no connection: the RST that answers a segment with no
-connection, and the SYN-ACK that answers a SYN on a listening port."""
+"""The segments the front sends: the RST that answers a segment with no connection, the
+SYN-ACK that answers a SYN on a listening port, and an active open's SYN."""
 
 from amaranth.hdl import Module, Mux
 from amaranth.lib import enum, wiring
@@ -13,10 +13,11 @@ from .layouts import TcpSegInfo, TcpTxDesc
 __all__ = ["TcpReply", "ReplyKind"]
 
 
-class ReplyKind(enum.Enum, shape=1):
+class ReplyKind(enum.Enum, shape=2):
     """Which segment to build."""
     RESET = 0
     SYN_ACK = 1
+    SYN = 2
 
 
 class TcpReply(wiring.Component):
@@ -29,6 +30,9 @@ class TcpReply(wiring.Component):
     * SYN_ACK: ``<SEQ=cookie><ACK=SEG.SEQ+1><CTL=SYN,ACK>``, the window unscaled
       (min(``rcv_wnd``, 65535)), MSS ``mss``, and window scale ``rcv_scale`` when the SYN
       had the option.
+    * SYN (an active open, whose peer and ports ``seg`` holds as if the peer had sent it):
+      ``<SEQ=cookie><CTL=SYN>``, the window unscaled, MSS ``mss`` and window scale
+      ``rcv_scale`` (the model's ``_syn``).
 
     Combinational.
 
@@ -37,6 +41,7 @@ class TcpReply(wiring.Component):
     seg : In(TcpSegInfo)
     kind : In(ReplyKind)
     cookie : In(32)
+        The SYN-ACK's ISS (its cookie) or the SYN's.
     mss, rcv_scale, rcv_wnd : In
         The engine's parameters (16, 4 and 32 bits).
     desc : Out(TcpTxDesc)
@@ -59,13 +64,18 @@ class TcpReply(wiring.Component):
         m.d.comb += [desc.dst_ip.eq(seg.src_ip), desc.src_port.eq(seg.dst_port),
                      desc.dst_port.eq(seg.src_port), desc.length.eq(0),
                      desc.payload_sum.eq(0)]
-        with m.If(self.kind == ReplyKind.SYN_ACK):
-            m.d.comb += [desc.seq.eq(self.cookie), desc.ack.eq(seg.seq + 1),
-                         desc.flags.syn.eq(1), desc.flags.ack.eq(1),
+        syn = (self.kind == ReplyKind.SYN_ACK) | (self.kind == ReplyKind.SYN)
+        with m.If(syn):
+            m.d.comb += [desc.seq.eq(self.cookie), desc.flags.syn.eq(1),
                          desc.window.eq(Mux(self.rcv_wnd > MAX_UNSCALED_WINDOW,
                                             MAX_UNSCALED_WINDOW, self.rcv_wnd)),
                          desc.syn_options.eq(1), desc.mss.eq(self.mss),
-                         desc.ws_present.eq(seg.ws_present), desc.ws.eq(self.rcv_scale)]
+                         desc.ws.eq(self.rcv_scale)]
+        with m.If(self.kind == ReplyKind.SYN_ACK):
+            m.d.comb += [desc.ack.eq(seg.seq + 1), desc.flags.ack.eq(1),
+                         desc.ws_present.eq(seg.ws_present)]
+        with m.Elif(self.kind == ReplyKind.SYN):
+            m.d.comb += desc.ws_present.eq(1)
         with m.Elif(seg.flags.ack):
             m.d.comb += [desc.seq.eq(seg.ack), desc.flags.rst.eq(1)]
         with m.Else():

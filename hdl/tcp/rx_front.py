@@ -12,7 +12,9 @@ from .accept import TcpAccept
 from .conn_ids import TcpConnIds
 from .conn_table import ConnTableOp, TcpConnTable
 from .cookie import CookieVerdict, TcpCookie, cookie_mss_index
-from .events import ConnEvent, FreeConn, RxEvent, TcbWrite, TcpDropEvent
+from .events import (ConnEvent, ConnectAnswer, ConnectRequest, FreeConn, RxEvent, TcbWrite,
+                     TcpDropEvent)
+from .front_connect import ConnectSteps
 from .layouts import TcpSegInfo, TcpTxDesc
 from .listeners import ListenerWrite, TcpListeners
 from .reply import ReplyKind, TcpReply
@@ -23,7 +25,7 @@ __all__ = ["TcpRxFront"]
 _DROP = spec.TcpDrop
 
 
-class TcpRxFront(wiring.Component):
+class TcpRxFront(ConnectSteps, wiring.Component):
     """Takes each parsed segment to where the model's ``receive`` sends it, one at a time:
 
     * malformed options: dropped (BAD_OPTIONS), no answer;
@@ -42,6 +44,10 @@ class TcpRxFront(wiring.Component):
       ACK: dropped (NO_CONNECTION);
     * anything else: dropped (NO_CONNECTION) with a RST unless it is one
       (:class:`~rnic.hdl.tcp.reply.TcpReply`).
+
+    Between segments it takes the host's active opens (``connect``, before a waiting
+    segment: :class:`~rnic.hdl.tcp.front_connect.ConnectSteps`): a SYN-SENT entry on the
+    lowest free id, the SYN, and the answer on ``connect_answer``.
 
     A segment the front itself handles gets a delivery action that keeps nothing. A
     connection the engine frees (``free``) leaves the connection table and its id is
@@ -69,7 +75,10 @@ class TcpRxFront(wiring.Component):
     report : Out(stream.Signature(ConnEvent(connections=)))
         ACCEPTED, and the engine's reports.
     reply : Out(stream.Signature(TcpTxDesc))
-        RSTs and SYN-ACKs.
+        RSTs, SYN-ACKs and active opens' SYNs.
+    connect : In(stream.Signature(ConnectRequest))
+    connect_answer : Out(stream.Signature(ConnectAnswer(connections=)))
+        Active opens, and what became of each.
     drop : Out(TcpDropEvent)
     active : Out(1)
         Some connection id is in use.
@@ -98,6 +107,8 @@ class TcpRxFront(wiring.Component):
             "action": Out(stream.Signature(RxAction(connections=n))),
             "report": Out(stream.Signature(ConnEvent(connections=n))),
             "reply": Out(stream.Signature(TcpTxDesc())),
+            "connect": In(stream.Signature(ConnectRequest())),
+            "connect_answer": Out(stream.Signature(ConnectAnswer(connections=n))),
             "drop": Out(TcpDropEvent),
             "active": Out(1),
             "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
@@ -120,12 +131,13 @@ class TcpRxFront(wiring.Component):
         info = Signal(TcpSegInfo())
         conn = Signal.like(ids.free_id, name="conn")
         verdict = Signal(CookieVerdict())
-        made = Signal(32)                   # the cookie of a SYN-ACK
+        made = Signal(32)                   # the cookie of a SYN-ACK, the ISS of a SYN
         self._echo = Signal()               # the segment's listener is the echo service
         kind = Signal(ReplyKind)            # of the reply (held with the segment)
         self._wire(m, info, verdict, made, kind, listeners, cookie, replies, accept)
 
-        outputs = (self.event, self.write, self.action, self.report, self.reply)
+        outputs = (self.event, self.write, self.action, self.report, self.reply,
+                   self.connect_answer)
         for port in outputs:
             with m.If(port.ready):
                 m.d.sync += port.valid.eq(0)
@@ -151,11 +163,14 @@ class TcpRxFront(wiring.Component):
             with m.State("IDLE"):
                 settled = ~Cat(port.valid for port in outputs).any()
                 m.d.comb += [self.free.ready.eq(1),
-                             self.seg.ready.eq(settled & ~self.free.valid)]
+                             self.seg.ready.eq(settled & ~self.free.valid
+                                               & ~self.connect.valid)]
                 with m.If(self.free.valid):
                     m.d.sync += freed.eq(self.free.payload)
                     m.d.comb += [ids.release.eq(1), ids.release_id.eq(self.free.payload.conn)]
                     m.next = "REMOVE"
+                with m.Elif(settled & self.connect.valid):
+                    self._take_connect(m, info, made, kind)
                 with m.If(self.seg.valid & self.seg.ready):
                     m.d.sync += [info.eq(self.seg.payload), kind.eq(ReplyKind.RESET)]
                     m.next = "LOOKUP"
@@ -163,9 +178,7 @@ class TcpRxFront(wiring.Component):
                 with m.If(info.bad_options):
                     self._finish(m, info, _DROP.BAD_OPTIONS)
                 with m.Else():
-                    m.d.comb += [table.cmd.valid.eq(1), table.cmd.payload.op.eq(ConnTableOp.LOOKUP)]
-                    with m.If(table.cmd.ready):
-                        m.next = "FOUND"
+                    self._table_command(m, table, ConnTableOp.LOOKUP, "FOUND")
             with m.State("FOUND"):
                 with m.If(table.resp.valid & table.resp.payload.hit):
                     m.d.sync += conn.eq(table.resp.payload.conn)
@@ -191,9 +204,7 @@ class TcpRxFront(wiring.Component):
             with m.State("INSERT"):
                 # (a cycle at least: TcpAccept settles on the verdict before INSERTED)
                 assert TcpAccept.LATENCY <= 1
-                m.d.comb += [table.cmd.valid.eq(1), table.cmd.payload.op.eq(ConnTableOp.INSERT)]
-                with m.If(table.cmd.ready):
-                    m.next = "INSERTED"
+                self._table_command(m, table, ConnTableOp.INSERT, "INSERTED")
             with m.State("INSERTED"):
                 with m.If(table.resp.valid & table.resp.payload.hit):
                     m.d.comb += ids.take.eq(1)
@@ -219,10 +230,9 @@ class TcpRxFront(wiring.Component):
                     m.next = "ENGINE"
             with m.State("ENGINE"):
                 self._engine(m, ids, freed, removing)
+            self._connect_states(m, info, made, conn, table, ids)
             with m.State("REMOVE"):
-                m.d.comb += [table.cmd.valid.eq(1), table.cmd.payload.op.eq(ConnTableOp.REMOVE)]
-                with m.If(table.cmd.ready):
-                    m.next = "REMOVED"
+                self._table_command(m, table, ConnTableOp.REMOVE, "REMOVED")
             with m.State("REMOVED"):
                 with m.If(table.resp.valid):
                     m.d.sync += removing.eq(0)
@@ -258,6 +268,14 @@ class TcpRxFront(wiring.Component):
             accept.rcv_scale.eq(self.rcv_scale), accept.rcv_wnd.eq(first_window),
             self.reply.payload.eq(replies.desc),
         ]
+
+    @staticmethod
+    def _table_command(m, table, op, then):
+        """``op`` to the connection table (on the segment's key, or the freed one's for
+        REMOVE), then state ``then``, where its answer comes."""
+        m.d.comb += [table.cmd.valid.eq(1), table.cmd.payload.op.eq(op)]
+        with m.If(table.cmd.ready):
+            m.next = then
 
     def _listener(self, m, info, listeners):
         """A segment for a listening port and no connection (whose echo flag it keeps)."""

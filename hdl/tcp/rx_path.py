@@ -12,7 +12,8 @@ from ..beat import OctetBeat, conn_bits
 from ..net.layouts import FrameBeat
 from ..stream_merge import StreamMerge
 from ..stream_slice import StreamSlice
-from .events import ConnCommand, ConnEvent, Opened, TcbWrite, TcpDropEvent
+from .events import (ConnCommand, ConnectAnswer, ConnectRequest, ConnEvent, Opened, TcbWrite,
+                     TcpDropEvent)
 from .layouts import TcpSegInfo, TcpTxDesc
 from .listeners import ListenerWrite
 from .ring_read import TxRequest
@@ -43,6 +44,8 @@ def control_ports(*, connections, listeners, params=PARAMS):
         "listen": In(stream.Signature(ListenerWrite(entries=listeners))),
         "write": In(stream.Signature(TcbWrite(connections=n))),
         "command": In(stream.Signature(ConnCommand(connections=n))),
+        "connect": In(stream.Signature(ConnectRequest())),
+        "connect_answer": Out(stream.Signature(ConnectAnswer(connections=n))),
         "read_conn": In(conn_bits(n)),
         "read_tcb": Out(Tcb()),
         "read_valid": Out(1),
@@ -109,6 +112,9 @@ class TcpRxPath(wiring.Component):
     listen : In(stream.Signature(ListenerWrite(entries=listeners)))
     write : In(stream.Signature(TcbWrite(connections=)))
     command : In(stream.Signature(ConnCommand(connections=)))
+    connect : In(stream.Signature(ConnectRequest))
+    connect_answer : Out(stream.Signature(ConnectAnswer(connections=)))
+        Active opens (the front's) and what became of each.
     read_conn : In(conn_bits(connections))
     read_tcb : Out(Tcb)
     read_valid : Out(1)
@@ -187,6 +193,8 @@ class TcpRxPath(wiring.Component):
         wiring.connect(m, front.report, wiring.flipped(self.report))
         wiring.connect(m, wiring.flipped(self.listen), front.listen)
         wiring.connect(m, wiring.flipped(self.command), engine.command)
+        wiring.connect(m, wiring.flipped(self.connect), front.connect)
+        wiring.connect(m, front.connect_answer, wiring.flipped(self.connect_answer))
         for port, source in zip(self.drops, (front.drop, engine.drop)):
             m.d.comb += [port.valid.eq(source.valid), port.reason.eq(source.reason)]
         m.d.comb += [engine.read_conn.eq(self.read_conn), self.read_tcb.eq(engine.read_tcb),
@@ -197,6 +205,8 @@ class TcpRxPath(wiring.Component):
                          getattr(engine, name).eq(getattr(self, name))]
         for name in ("secret", "mss", "rcv_scale"):
             m.d.comb += getattr(front, name).eq(getattr(self, name))
+        for name in ("mss", "rcv_scale"):
+            m.d.comb += getattr(engine, name).eq(getattr(self, name))
         for name in ("rto_min", "rto_max", "delack", "time_wait", "max_retries"):
             m.d.comb += getattr(engine, name).eq(getattr(self, name))
         self._tables(m, front, engine)

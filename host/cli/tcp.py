@@ -1,8 +1,11 @@
 """``rnic tcp``: the TCP engine of a NIC device (listening ports, the echo service,
 connections, events, counters) through its registers (:mod:`rnic.host.driver.tcp_regs`)."""
 
+import ipaddress
+import random
 import sys
 import textwrap
+import time
 
 import click
 
@@ -24,7 +27,7 @@ def _json(f):
 def _run(device, action):
     """Open ``device``, run ``action(device)``; a device without TCP or a refused value is
     one error line."""
-    from rnic.host.driver.tcp_regs import TcpMissing
+    from rnic.host.driver.tcp_regs import TcpConnectError, TcpMissing
     from rnic.host.driver.transport import DeviceError
     dev, status = open_device_or_fail(device)
     if status is not None:
@@ -35,7 +38,7 @@ def _run(device, action):
             return action(dev), None
         except ValueError as e:
             raise click.UsageError(str(e)) from None
-        except (TcpMissing, DeviceError, OSError, TimeoutError) as e:
+        except (TcpMissing, TcpConnectError, DeviceError, OSError, TimeoutError) as e:
             return None, fail(str(e))
 
 
@@ -51,6 +54,7 @@ def _run(device, action):
       rnic nic-sim --wire 17702:17701 --control 7200 &
       rnic tcp listen 7 --echo --device tcp:127.0.0.1:7200     # RFC 862 echo, in gateware
       rnic tcp status --device tcp:127.0.0.1:7200              # connections and counters
+      rnic tcp connect 169.254.7.1 5001 --wait 5 --device tcp:127.0.0.1:7200
       rnic tcp events --device tcp:127.0.0.1:7200 --json
       rnic tcp close 0 --device tcp:127.0.0.1:7200
     """))
@@ -86,6 +90,67 @@ def tcp_listen(port, slot, echo, off, device, as_json):
     return EXIT_OK
 
 
+
+
+def _ipv4(ctx, param, value):
+    try:
+        return str(ipaddress.IPv4Address(value))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an IPv4 address") from None
+
+
+@tcp.command("connect")
+@click.argument("address", callback=_ipv4)
+@click.argument("port", type=click.IntRange(1, 65535))
+@click.option("--local-port", type=click.IntRange(1, 65535), default=None,
+              help="Our port  [default: a random one of 49152 .. 65535 (RFC 6056)]")
+@click.option("--echo", is_flag=True, help="The connection is the echo service (RFC 862): "
+              "the NIC sends back every octet it receives on it.")
+@click.option("--wait", "wait_s", type=click.FloatRange(0, 3600), default=0,
+              show_default=True, help="Seconds to wait for the handshake (0: return once "
+                                      "the SYN is out).")
+@_device
+@_json
+def tcp_connect(address, port, local_port, echo, wait_s, device, as_json):
+    """Open a connection to ADDRESS:PORT from the NIC (an active open in gateware).
+
+    Prints the connection id. With --wait, waits until the handshake is over: exit status
+    0 when ESTABLISHED, 1 when the peer refused or the SYN's retries ran out (the event
+    says which: rnic tcp events) or the time is up.
+
+    
+    Examples:
+      rnic tcp connect 169.254.7.1 5001 --device tcp:127.0.0.1:7200
+      rnic tcp connect 169.254.7.1 5001 --echo --wait 10 --device tcp:127.0.0.1:7200
+    """
+    from rnic.host.spec.tcp_engine import TcpState
+    local_port = local_port or random.randint(49152, 65535)
+
+    def action(dev):
+        conn = dev.regs.tcp_connect(address, port, local_port, echo=echo)
+        state = TcpState.SYN_SENT
+        deadline = time.monotonic() + wait_s
+        while wait_s and state is TcpState.SYN_SENT and time.monotonic() < deadline:
+            time.sleep(0.05)
+            state = dev.regs.tcp_connection(conn).state
+        return conn, state
+
+    result, status = _run(device, action)
+    if status is not None:
+        return status
+    conn, state = result
+    info = {"conn": conn, "remote": f"{address}:{port}", "local_port": local_port,
+            "echo": echo, "state": state.name if state is not TcpState.CLOSED else "FAILED"}
+    if as_json:
+        emit(info, sys.stdout)
+    else:
+        click.echo(f"connection {conn}: {local_port} -> {address}:{port}"
+                   f"{' (echo)' if echo else ''}, {info['state']}")
+    if not wait_s or state is TcpState.ESTABLISHED:
+        return EXIT_OK
+    return fail(f"connection {conn}: " + (f"still SYN-SENT after {wait_s:g} s"
+                                          if state is TcpState.SYN_SENT else
+                                          "refused or not answered (rnic tcp events)"))
 
 
 @tcp.command("status")

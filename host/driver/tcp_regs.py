@@ -6,6 +6,7 @@ of :class:`rnic.host.driver.regs.Registers`.
     regs = Registers(transport)
     regs.tcp_configure(secret=secrets.randbits(32), ring_log2=regs.tcp_caps().ring_log2)
     regs.tcp_listen(0, 7, echo=True)          # the echo service on port 7, in gateware
+    conn = regs.tcp_connect("169.254.7.1", 5001, 40000)   # an active open: SYN sent
     for event in regs.tcp_events():           # ACCEPTED, PEER_CLOSED, CLOSED, ...
         print(event.conn, event.kind.name, regs.tcp_connection(event.conn).state.name)
 """
@@ -14,16 +15,27 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import secrets
 
+from rnic.host.model.tcp_engine import initial_sequence
 from rnic.host.spec.regmap import TCP_DROP_COUNTERS, TCP_PARAMS
-from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
+from rnic.host.spec.tcp_engine import TcpConnectResult, TcpDrop, TcpEventKind, TcpState
 
-__all__ = ["TcpAccess", "TcpCaps", "TcpEvent", "TcpConnection", "TCP_PARAMS", "TcpMissing"]
+__all__ = ["TcpAccess", "TcpCaps", "TcpEvent", "TcpConnection", "TCP_PARAMS", "TcpMissing",
+           "TcpConnectError"]
 
 
 
 class TcpMissing(RuntimeError):
     """The device has no TCP engine (TCP_CAPS.TCP is 0)."""
+
+
+class TcpConnectError(RuntimeError):
+    """An active open the engine refused: ``result`` (IN_USE, NO_FREE_CONNECTION)."""
+
+    def __init__(self, result, message):
+        super().__init__(message)
+        self.result = result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +144,43 @@ class TcpAccess:
         self._wait("TCP_STATUS", "CMD_BUSY", 0)
         self._tcp_conn(conn)
         self.pulse("TCP_CMD", name)
+
+    def tcp_connect(self, remote_ip, remote_port, local_port, *, echo=False, iss=None):
+        """Active open to ``remote_ip``:``remote_port`` from ``local_port``: the connection
+        id whose SYN is out (CONNECTED, REFUSED or LOST follows as an event). ``echo``: the
+        connection is the echo service. ``iss``: the initial sequence number, by default
+        RFC 6528's, a hash of the four-tuple under this driver's secret plus a clock
+        (:func:`~rnic.host.model.tcp_engine.initial_sequence` of TCP_NOW).
+        :class:`TcpConnectError` when the four-tuple is a connection already or no id is
+        free."""
+        self.require_tcp()
+        remote = ipaddress.IPv4Address(remote_ip)
+        for name, port in (("remote_port", remote_port), ("local_port", local_port)):
+            if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 0xFFFF:
+                raise ValueError(f"{name} must be 1 .. 65535, not {port!r}")
+        if iss is None:
+            if not hasattr(self, "_iss_secret"):
+                self._iss_secret = secrets.randbits(32)
+            iss = initial_sequence(self._iss_secret, self.get_ip(), local_port, remote,
+                                   remote_port, self.read("TCP_NOW"))
+        if isinstance(iss, bool) or not isinstance(iss, int) or not 0 <= iss < 1 << 32:
+            raise ValueError(f"iss must be a 32-bit unsigned int, not {iss!r}")
+        self._wait("TCP_CONNECT_STATUS", "BUSY", 0)
+        self.write("TCP_CONNECT_IP", addr=int(remote))
+        self.write("TCP_CONNECT_PORTS", local=local_port, remote=remote_port)
+        self.write("TCP_CONNECT_ISS", iss=iss)
+        self.modify("TCP_CONN", echo=int(bool(echo)))
+        self.pulse("TCP_CMD", "CONNECT")
+        self._wait("TCP_CONNECT_STATUS", "BUSY", 0)
+        status = self.fields("TCP_CONNECT_STATUS")
+        result = TcpConnectResult(status["result"])
+        if result is TcpConnectResult.IN_USE:
+            raise TcpConnectError(result, f"{remote}:{remote_port} from local port "
+                                          f"{local_port} is a connection already")
+        if result is not TcpConnectResult.SYN_SENT:
+            raise TcpConnectError(result, "no free connection id (or no room in the "
+                                          "connection table for this four-tuple)")
+        return status["conn"]
 
     def tcp_close(self, conn):
         """A FIN after the octets written (RFC 9293 section 3.10.4)."""

@@ -288,10 +288,12 @@ class TcpEngine:
             raise ValueError(f"port {port!r} is not listening")
         del self._listening[port]
 
-    def connect(self, conn, *, remote_ip, remote_port, local_port, now):
+    def connect(self, conn, *, remote_ip, remote_port, local_port, now, iss=None, echo=False):
         """Active open on the free id ``conn`` (RFC 9293 section 3.10.1): a SYN with MSS =
-        our mss and window scale = rcv_scale, its window unscaled, ISS by
-        :func:`initial_sequence`; the connection is SYN-SENT."""
+        our mss and window scale = rcv_scale, its window unscaled; the connection is
+        SYN-SENT. ``iss``: the initial sequence number, None for :func:`initial_sequence`'s
+        (the NIC's driver computes it and hands it to the gateware). With ``echo`` the
+        connection is the echo service (RFC 862), as a listener's can be."""
         self._check_conn(conn)
         if self._table[conn] is not None:
             raise ValueError(f"connection {conn} is in use ({self._table[conn].state.name})")
@@ -302,14 +304,20 @@ class TcpEngine:
             raise ValueError(f"{ipaddress.IPv4Address(remote)}:{remote_port} from local port "
                              f"{local_port} is already connection "
                              f"{self._lookup(remote, remote_port, local_port)}")
-        iss = initial_sequence(self.iss_secret, self.ip, local_port, remote, remote_port, now)
+        if not isinstance(echo, bool):
+            raise TypeError(f"echo must be a bool, not {echo!r}")
+        if iss is None:
+            iss = initial_sequence(self.iss_secret, self.ip, local_port, remote, remote_port,
+                                   now)
+        _check_int("iss", iss, 0, SEQ_MOD - 1)
         tcb = _Tcb(state=TcpState.SYN_SENT, remote_ip=remote, remote_port=remote_port,
                    local_port=local_port, iss=iss, snd_una=iss, snd_nxt=seq_add(iss, 1),
                    snd_max=seq_add(iss, 1), ring_seq=seq_add(iss, 1), rto=self.rto_initial,
-                   recover=iss, rtt_seq=seq_add(iss, 1), rtt_time=now)
+                   recover=iss, rtt_seq=seq_add(iss, 1), rtt_time=now, echo=echo)
         self._table[conn] = tcb
         self._rx[conn].clear()
-        out = [self._syn(tcb.remote_ip, remote_port, local_port, iss, None, self.rcv_scale)]
+        out = [self._syn(tcb.remote_ip, remote_port, local_port, iss, None, self.rcv_scale,
+                         echo=echo)]
         self._arm(tcb, now)
         return out
 
@@ -658,7 +666,7 @@ class TcpEngine:
         unscaled; the SYN gives an RTT sample unless it was sent again (Karn)."""
         tcb.irs = info.seq
         tcb.rcv_nxt = seq_add(info.seq, 1)
-        tcb.rcv_adv = seq_add(tcb.rcv_nxt, min(self.rcv_wnd, MAX_UNSCALED_WINDOW))
+        tcb.rcv_adv = seq_add(tcb.rcv_nxt, self._first_window(tcb.echo))
         scaled = info.window_scale is not None
         tcb.snd_shift = info.window_scale if scaled else 0
         tcb.rcv_shift = self.rcv_scale if scaled else 0
@@ -1092,7 +1100,7 @@ class TcpEngine:
         if tcb.state == TcpState.SYN_SENT:
             self.stats[TcpStat.RETRANSMITS] += 1
             out.append(self._syn(tcb.remote_ip, tcb.remote_port, tcb.local_port, tcb.iss,
-                                 None, self.rcv_scale))
+                                 None, self.rcv_scale, echo=tcb.echo))
             return True
         mss = tcb.send_mss
         tcb.ssthresh, tcb.ca_acked = max(seq_diff(tcb.snd_max, tcb.snd_una) // 2, 2 * mss), 0

@@ -44,7 +44,7 @@ from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX,
 from rnic.host.spec.tcp_engine import (DEFAULT_DELACK, DEFAULT_MAX_RETRIES, DEFAULT_RCV_WND,
                                        DEFAULT_RTO_INITIAL, DEFAULT_RTO_MAX, DEFAULT_RTO_MIN,
                                        DEFAULT_TIME_WAIT, ENGINE_MSS, MIN_RING_LOG2, TcpDrop,
-                                       TcpEventKind, TcpState)
+                                       TcpConnectResult, TcpEventKind, TcpState)
 
 #: Access types, per field (a register's ``access`` is the default of its fields).
 ACCESS_DOC = """\
@@ -93,7 +93,7 @@ MAGIC = 0x69575250
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 #: While MAJOR is 0 (before the first release) a changed meaning moves MINOR too.
 VERSION_MAJOR = 0
-VERSION_MINOR = 10
+VERSION_MINOR = 11
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -794,13 +794,19 @@ TCP_BLOCK = Block(
         _reg("TCP_CONN", 0x584, RW, "The connection of TCP_CMD and of the TCB window.",
              _f("CONN", 0, 16, "Connection id, below CAPS.CONNECTIONS."),
              _f("FPDU", 16, 1, "Mode TCP_CMD.MODE sets: 1 the core's runs are whole FPDUs (segments "
-                               "end at their ends), 0 a byte stream.")),
+                               "end at their ends), 0 a byte stream."),
+             _f("ECHO", 17, 1, "TCP_CMD.CONNECT opens an echo service connection (RFC 862: every "
+                               "octet received is sent back, in gateware).")),
         _reg("TCP_CMD", 0x588, PULSE, "TCP commands.",
              _f("LISTEN", 0, 1, "Write slot TCP_LISTEN.INDEX."),
              _f("CLOSE", 1, 1, "Close TCP_CONN.CONN: a FIN after the octets written."),
              _f("ABORT", 2, 1, "Abort TCP_CONN.CONN: a RST; its id is free at once."),
              _f("MODE", 3, 1, "Set TCP_CONN.CONN's mode to TCP_CONN.FPDU."),
-             _f("POP", 4, 1, "Remove the head of the event queue (ignored while not VALID).")),
+             _f("POP", 4, 1, "Remove the head of the event queue (ignored while not VALID)."),
+             _f("CONNECT", 5, 1, "Active open to TCP_CONNECT_IP:TCP_CONNECT_PORTS.REMOTE from "
+                                 "TCP_CONNECT_PORTS.LOCAL with ISS TCP_CONNECT_ISS on the lowest "
+                                 "free connection id (TCP_CONNECT_STATUS; ignored while one "
+                                 "is BUSY).")),
         _reg("TCP_EVENT", 0x58C, RO, "The oldest connection event (a queue; TCP_CMD.POP removes it).",
              _f("CONN", 0, 16, "Connection id."),
              _f("KIND", 16, 4, "What happened (TcpEventKind; RESET is named RESET_BY_PEER here, "
@@ -819,6 +825,17 @@ TCP_BLOCK = Block(
         _tcb_word("TCP_TCB_SND_WND", 0x5A8, "The peer's window (octets)"),
         _tcb_word("TCP_TCB_CWND", 0x5AC, "The congestion window (octets)"),
         _tcb_word("TCP_TCB_RTO", 0x5B0, "The retransmission timeout (ticks)"),
+        _word("TCP_CONNECT_IP", 0x5B4, RW, "ADDR", "The peer's IPv4 address of TCP_CMD.CONNECT."),
+        _reg("TCP_CONNECT_PORTS", 0x5B8, RW, "Ports of TCP_CMD.CONNECT.",
+             _f("LOCAL", 0, 16, "Our port (1 .. 65535)."),
+             _f("REMOTE", 16, 16, "The peer's port (1 .. 65535).")),
+        _word("TCP_CONNECT_ISS", 0x5BC, RW, "ISS", "Initial sequence number of TCP_CMD.CONNECT "
+              "(the driver's, RFC 6528: a keyed hash of the four-tuple plus a clock)."),
+        _reg("TCP_CONNECT_STATUS", 0x5C0, RO, "What the last TCP_CMD.CONNECT became.",
+             _f("CONN", 0, 16, "The connection id it took (RESULT SYN_SENT)."),
+             _f("RESULT", 16, 2, "TcpConnectResult.", enum=TcpConnectResult),
+             _f("BUSY", 30, 1, "A CONNECT is being handled."),
+             _f("DONE", 31, 1, "RESULT and CONN are a CONNECT's (0 until the first).")),
     ))
 
 

@@ -10,7 +10,7 @@ these numbers).
 import enum
 
 __all__ = [
-    "TcpState", "TcpDrop", "TcpEventKind", "TcpStat", "TcpCommand",
+    "TcpState", "TcpDrop", "TcpEventKind", "TcpStat", "TcpCommand", "TcpConnectResult",
     "DEFAULT_CONNECTIONS", "DEFAULT_LISTENERS", "MIN_RING_LOG2", "ENGINE_MSS", "DEFAULT_RCV_WND", "DEFAULT_TX_RING",
     "DEFAULT_RTO_INITIAL", "DEFAULT_RTO_MIN", "DEFAULT_RTO_MAX", "DEFAULT_MAX_RETRIES",
     "DEFAULT_DELACK", "DEFAULT_TIME_WAIT",
@@ -96,6 +96,16 @@ class TcpCommand(enum.IntEnum):
     #: A RST at SND.NXT from a synchronized state (RFC 9293 section 3.10.5); the id is free
     #: and no event follows.
     ABORT = 1
+
+
+class TcpConnectResult(enum.IntEnum):
+    """What became of an active open (TCP_CONNECT_STATUS.RESULT)."""
+    #: The SYN is out on the connection id given: CONNECTED, REFUSED or LOST follows.
+    SYN_SENT = 0
+    #: The four-tuple is a connection already; nothing was sent.
+    IN_USE = 1
+    #: No connection id is free, or the connection table has no room for the key.
+    NO_FREE_CONNECTION = 2
 
 
 class TcpStat(enum.IntEnum):

@@ -13,6 +13,7 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
 from rnic.host.driver.regs import Registers
+from rnic.host.driver.tcp_regs import TcpConnectError, TcpEvent
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.net import DEFAULT_NIC_IP
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpStat, TcpState
@@ -20,8 +21,12 @@ from rnic.host.tools.bench_tcp import PEER_IP, PEER_MAC, LossyLink, peer_frame
 from rnic.sim.nic_device import NicSimDevice
 
 ECHO_PORT = 7
+PEER_PORT = 5001
 #: The peer's timers in milliseconds (the NIC's time base ticks once per millisecond).
-PEER_TIMERS = dict(rto_initial=300, rto_min=200, delack=10, time_wait=100)
+#: Its TIME-WAIT outlasts two of the NIC's retransmissions of its FIN: on the lossy cable
+#: the peer's ACK of it may be lost, and the FIN sent again must still find the peer there
+#: (else the peer's RST ends the NIC's connection RESET, as it should).
+PEER_TIMERS = dict(rto_initial=300, rto_min=200, delack=10, time_wait=2500)
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +51,20 @@ def segment(frame):
     return bytes(ip)[4 * ip.ihl:ip.len]
 
 
-def echo(nic, data, *, rate, seed, local_port, timeout=240):
+def events_until_closed(nic, regs):
+    """The NIC's queued events until one is CLOSED (10 s at most)."""
+    deadline = time.monotonic() + 10
+    events = []
+    while time.monotonic() < deadline and TcpEventKind.CLOSED not in [e.kind for e in events]:
+        nic.run(2000)
+        events += regs.tcp_events()
+    return events
+
+
+def echo(nic, data, *, rate, seed, local_port, timeout=240, active=False):
     """Connect to the echo service, send ``data``, read it all back, close; the octets that
-    came back and the peer's engine."""
+    came back and the peer's engine. ``active``: the NIC opens the echo connection to the
+    peer's port ``PEER_PORT`` from ``local_port`` (TCP_CMD.CONNECT)."""
     rng = random.Random(seed)
     to_nic, to_peer = LossyLink(rng, rate), LossyLink(rng, rate)
     peer = TcpEngine(ip=PEER_IP, connections=1, **PEER_TIMERS)
@@ -61,8 +77,12 @@ def echo(nic, data, *, rate, seed, local_port, timeout=240):
         for f in to_nic.carry([peer_frame(s) for s in segments]):
             nic.send_frame(f)
 
-    to_wire(peer.connect(0, remote_ip=DEFAULT_NIC_IP, remote_port=ECHO_PORT,
-                         local_port=local_port, now=now()))
+    if active:
+        peer.listen(PEER_PORT)
+        Registers(nic).tcp_connect(PEER_IP, PEER_PORT, local_port, echo=True)
+    else:
+        to_wire(peer.connect(0, remote_ip=DEFAULT_NIC_IP, remote_port=ECHO_PORT,
+                             local_port=local_port, now=now()))
     written, back, closed = 0, bytearray(), False
     while time.monotonic() - t0 < timeout:
         outs = []
@@ -91,11 +111,7 @@ def test_echo_service(nic, rate, size):
     assert back == data
     assert peer.state(0) is TcpState.CLOSED
     # the NIC queued the connection's events, in order, and it ended there too
-    deadline = time.monotonic() + 10
-    events = []
-    while time.monotonic() < deadline and TcpEventKind.CLOSED not in [e.kind for e in events]:
-        nic.run(2000)
-        events += regs.tcp_events()
+    events = events_until_closed(nic, regs)
     assert [e.kind for e in events] == [TcpEventKind.ACCEPTED, TcpEventKind.PEER_CLOSED,
                                         TcpEventKind.CLOSED], events
     conn = events[0].conn
@@ -115,6 +131,30 @@ def test_echo_service(nic, rate, size):
         assert drops[TcpDrop.OUT_OF_ORDER] > 0 and peer.stats[TcpStat.RETRANSMITS] > 0
         assert after["retransmits"] > before["retransmits"]     # the NIC's echo lost too
         assert drops[TcpDrop.BAD_OPTIONS] == drops[TcpDrop.BAD_ACK] == 0, drops
+
+
+def test_active_open(nic):
+    """The driver's CONNECT opens an echo connection from the NIC to a listening peer
+    (its ISS the driver's RFC 6528 hash): the peer's 16 KiB come back, the connection
+    reports CONNECTED, PEER_CLOSED and CLOSED; a second CONNECT of the same four-tuple
+    while it is open is refused with the reason."""
+    regs = Registers(nic)
+    regs.tcp_events()
+    data = random.Random("active").randbytes(16384)
+    back, peer = echo(nic, data, rate=0.0, seed=9, local_port=42000, active=True)
+    assert back == data and peer.state(0) is TcpState.CLOSED
+    events = events_until_closed(nic, regs)
+    assert [e.kind for e in events] == [TcpEventKind.CONNECTED, TcpEventKind.PEER_CLOSED,
+                                        TcpEventKind.CLOSED], events
+    conn = regs.tcp_connect(PEER_IP, PEER_PORT, 42001)
+    with pytest.raises(TcpConnectError, match="connection already") as refused:
+        regs.tcp_connect(PEER_IP, PEER_PORT, 42001)
+    assert refused.value.result.name == "IN_USE"
+    assert regs.tcp_connection(conn).state is TcpState.SYN_SENT
+    regs.tcp_close(conn)
+    nic.run(2000)
+    assert regs.tcp_connection(conn).state is TcpState.CLOSED
+    assert regs.tcp_events() == [TcpEvent(conn, TcpEventKind.CLOSED)]
 
 
 def test_tcb_window_and_commands(nic):

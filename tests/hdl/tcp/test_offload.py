@@ -19,7 +19,7 @@ from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_PEER_IP
 from rnic.host.spec.tcp import SEQ_MOD
-from rnic.host.spec.tcp_engine import TcpCommand, TcpEventKind
+from rnic.host.spec.tcp_engine import TcpCommand, TcpConnectResult, TcpEventKind
 from tests.hdl.tcp.bench import axi_memory, beats, frame, send
 
 CONNECTIONS, PORT, MSS = 4, 7000, 1460
@@ -59,9 +59,11 @@ class Cable:
         return out
 
 
-def run(width, loss, seed, *, echo=False):
+def run(width, loss, seed, *, echo=False, active=False):
     """The peer's connections to the NIC, both sending (``echo``: to the echo service,
-    which sends everything back, then the peer closes them); what came of it."""
+    which sends everything back, then the peer closes them); with ``active`` the NIC opens
+    them (CONNECT, one after the other, each ISS a few KiB below 2**32) to the peer's
+    listening port. What came of it."""
     rng = random.Random(seed)
     dut = TcpOffload(width=width, connections=CONNECTIONS, addr_width=32)
     peer = TcpEngine(ip=DEFAULT_PEER_IP, connections=CONNECTIONS, **TIMERS)
@@ -73,7 +75,9 @@ def run(width, loss, seed, *, echo=False):
            "accepted": [], "reports": [], "first": {}}
     frames = []                     # to the NIC's input, in order
     commands = []                   # connections the core closes
-    state = {"now": 0, "done": False}
+    connects = []                   # the NIC's active opens
+    state = {"now": 0, "done": False, "connecting": False}
+    peer_ip = int.from_bytes(bytes(map(int, DEFAULT_PEER_IP.split("."))), "big")
 
     def drain(port, queue, items):
         """A process: offers ``items(entry)`` on ``port`` for each entry put in ``queue``."""
@@ -88,6 +92,7 @@ def run(width, loss, seed, *, echo=False):
     feed = drain(dut.i, frames, lambda octets: beats(octets, width))
     closer = drain(dut.command, commands,
                    lambda conn: [{"conn": conn, "kind": TcpCommand.CLOSE}])
+    opener = drain(dut.connect, connects, lambda request: [request])
 
     async def wire(ctx):
         packet = b""
@@ -111,9 +116,14 @@ def run(width, loss, seed, *, echo=False):
         while True:
             ctx.set(dut.rx_wire.ready, rng.random() < 0.8)
             ctx.set(dut.report.ready, 1)
-            _, _, valid, ready, beat, r_valid, report = await ctx.tick().sample(
+            ctx.set(dut.connect_answer.ready, 1)
+            _, _, valid, ready, beat, r_valid, report, a_valid, answer = await ctx.tick().sample(
                 dut.rx_wire.valid, dut.rx_wire.ready, dut.rx_wire.payload,
-                dut.report.valid, dut.report.payload)
+                dut.report.valid, dut.report.payload, dut.connect_answer.valid,
+                dut.connect_answer.payload)
+            if a_valid:
+                assert answer.result == TcpConnectResult.SYN_SENT
+                got["accepted"].append(int(answer.conn))
             if valid and ready:
                 conn = int(beat.conn)
                 octets = int(beat.data).to_bytes(width, "little")[:beat.n]
@@ -122,6 +132,8 @@ def run(width, loss, seed, *, echo=False):
                 got["reports"].append((int(report.conn), int(report.kind)))
                 if report.kind == TcpEventKind.ACCEPTED:
                     got["accepted"].append(int(report.conn))
+                if report.kind == TcpEventKind.CONNECTED:
+                    state["connecting"] = False
 
     async def core(ctx):
         """Runs on the accepted connections, where ``may_send`` allows."""
@@ -150,6 +162,8 @@ def run(width, loss, seed, *, echo=False):
         ctx.set(dut.listen.valid, 1)
         await ctx.tick()
         ctx.set(dut.listen.valid, 0)
+        if active:
+            peer.listen(PORT)
         written = {k: 0 for k in range(CONNECTIONS)}
         for _ in range(6000):
             await ctx.tick().repeat(TICK)
@@ -159,7 +173,12 @@ def run(width, loss, seed, *, echo=False):
             for segment in to_peer.take():
                 outs += peer.receive(DEFAULT_NIC_IP, segment, now)
             k = len(got["accepted"])
-            if k < CONNECTIONS and peer.state(k).name == "CLOSED":
+            if active and k < CONNECTIONS and not state["connecting"]:
+                state["connecting"] = True
+                connects.append({"remote_ip": peer_ip, "remote_port": PORT,
+                                 "local_port": 40000 + k, "iss": SEQ_MOD - 3000 * (k + 1),
+                                 "echo": echo})
+            elif not active and k < CONNECTIONS and peer.state(k).name == "CLOSED":
                 outs += peer.connect(k, remote_ip=DEFAULT_NIC_IP, remote_port=PORT,
                                      local_port=40000 + k, now=now)
             for j in range(CONNECTIONS):
@@ -204,7 +223,7 @@ def run(width, loss, seed, *, echo=False):
 
     sim.add_testbench(setup)
     sim.add_testbench(peer_side)
-    for process in (feed, wire, delivered, core, closer,
+    for process in (feed, wire, delivered, core, closer, opener,
                     axi_memory(dut.m_axi_w, dut.m_axi_r, memory, RING_BASE, width, rng)):
         sim.add_testbench(process, background=True)
     sim.run()
@@ -257,6 +276,24 @@ def test_both_ways(width, loss):
                 continue
             start = (segment.seq - first) % SEQ_MOD
             assert start in ends and start + len(segment.payload) in ends, (k, start)
+
+
+def test_active_open():
+    """The NIC opens the connections (CONNECT, each ISS below 2**32 so that both ways wrap)
+    over the lossy cable, the core writing on each from its SYN on: every octet arrives
+    once and in order both ways, and each connection reports CONNECTED, PEER_CLOSED and
+    CLOSED. A SYN or its SYN-ACK was lost, and the SYN was sent again."""
+    state, got, peer, sending, answers, lost = run(4, 0.05, seed="active", active=True)
+    assert state["done"] and len(got["accepted"]) == CONNECTIONS
+    for k, conn in enumerate(got["accepted"]):
+        assert got["rx"].get(conn, b"") == answers[k], f"the peer's octets on {conn}"
+        assert got["peer"][k] == sending[k], f"the core's octets on {conn}"
+        assert got["first"][k] == (SEQ_MOD - 3000 * (k + 1) + 1) % SEQ_MOD
+        kinds = [kind for c, kind in got["reports"] if c == conn]
+        assert kinds == [TcpEventKind.CONNECTED, TcpEventKind.PEER_CLOSED,
+                         TcpEventKind.CLOSED], (conn, kinds)
+    syns = [g for g in got["nic"] if g.flags == 0x02]
+    assert len(syns) > CONNECTIONS and all(lost)
 
 
 #: Cycles from the first beat of a segment taken at ``i`` to the first beat of the ACK it

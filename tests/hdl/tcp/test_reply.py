@@ -1,7 +1,11 @@
-"""TcpReply in Amaranth's simulator against the model's _reset_answer and _syn_ack: the
-RST for a segment with no connection in both of its forms, and the SYN-ACK to a SYN with
-and without window scale, field for field (the SYN-ACK's ISS is the cookie given)."""
+"""TcpReply in Amaranth's simulator against the model's _reset_answer, _syn_ack and
+connect: the RST for a segment with no connection in both of its forms, the SYN-ACK to a
+SYN with and without window scale, and an active open's SYN (the peer and ports in the
+segment's fields as if the peer had sent it), field for field (the SYN-ACK's ISS is the
+cookie given, the SYN's the ISS given)."""
 
+import dataclasses
+import ipaddress
 import random
 
 from amaranth.sim import Simulator
@@ -43,10 +47,19 @@ def test_against_model():
         for kind, info in cases:
             engine = TcpEngine(ip="169.254.7.2", mss=MSS, rcv_wnd=RCV_WND, rcv_scale=RCV_SCALE)
             engine.listen(info.dst_port)
-            want = (engine._syn_ack(info, NOW) if kind == ReplyKind.SYN_ACK
-                    else engine._reset_answer(info, info.length)[0]).segment
+            if kind == ReplyKind.SYN:
+                (out,) = engine.connect(0, remote_ip=str(ipaddress.IPv4Address(info.src_ip)),
+                                        remote_port=info.src_port or 1,
+                                        local_port=info.dst_port or 1, now=NOW, iss=info.ack)
+                info = dataclasses.replace(info, src_port=info.src_port or 1,
+                                           dst_port=info.dst_port or 1)
+            else:
+                out = (engine._syn_ack(info, NOW) if kind == ReplyKind.SYN_ACK
+                       else engine._reset_answer(info, info.length)[0])
+            want = out.segment
+            cases[len(got)] = (kind, info)
             ctx.set(dut.kind, kind)
-            ctx.set(dut.cookie, want.seq if kind == ReplyKind.SYN_ACK else 0)
+            ctx.set(dut.cookie, want.seq if kind != ReplyKind.RESET else 0)
             ctx.set(dut.seg, {
                 "src_ip": info.src_ip, "src_port": info.src_port, "dst_port": info.dst_port,
                 "seq": info.seq, "ack": info.ack, "flags": flag_bits(info.flags),

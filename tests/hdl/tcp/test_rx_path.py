@@ -8,6 +8,8 @@ between segments, so that delayed ACKs go out; octets the core writes, sent as t
 ACKs open the congestion window. Every segment sent, every octet delivered,
 every report and every drop counter must equal the model's."""
 
+import ipaddress
+import itertools
 import random
 from collections import Counter
 
@@ -17,8 +19,8 @@ from amaranth.sim import Simulator
 from rnic.hdl.tcp.rx_path import TcpRxPath
 from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
-from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
-from rnic.host.spec.tcp_engine import TcpEventKind
+from rnic.host.spec.tcp import SEQ_MOD, TcpFlag, conn_hash
+from rnic.host.spec.tcp_engine import TcpConnectResult, TcpEventKind
 from tests.hdl.tcp.bench import beats, frame, send
 
 NIC, NIC_IP = "169.254.7.2", 0xA9FE0702
@@ -64,7 +66,7 @@ class Scenario:
         # that came sooner would overtake the rest, which the model sends at once)
         self.quiet = False
         self.steps = []                 # frames, and the times the time base moves to
-        self.sent, self.reports, self.opened = [], [], []
+        self.sent, self.reports, self.opened, self.answers = [], [], [], []
         self.octets = {}
 
     def feed(self, src_ip, octets):
@@ -77,6 +79,27 @@ class Scenario:
         assert self.model.write(conn, bytes(length)) == length
         self.steps.append(("written", conn, self.model._table[conn].data_end))
         self._outcome(self.model.poll(self.now))
+
+    def open(self, peer, *, local_port, iss):
+        """The host's CONNECT to ``peer`` from ``local_port``: the lowest free id, or IN_USE
+        or NO_FREE_CONNECTION as the gateware answers; the model opens it likewise."""
+        self.steps.append(("connect", {"remote_ip": int(ipaddress.IPv4Address(peer.ip)),
+                                       "remote_port": peer.port, "local_port": local_port,
+                                       "iss": iss, "echo": 0}))
+        table = self.model._table
+        free = [c for c in range(CONNECTIONS) if table[c] is None]
+        if self.model._lookup(int(ipaddress.IPv4Address(peer.ip)), peer.port,
+                              local_port) is not None:
+            self.answers.append((0, TcpConnectResult.IN_USE))
+        elif not free:
+            self.answers.append((0, TcpConnectResult.NO_FREE_CONNECTION))
+        else:
+            self.answers.append((free[0], TcpConnectResult.SYN_SENT))
+            self.opened.append((free[0], (iss + 1) % SEQ_MOD))
+            self._outcome(self.model.connect(free[0], remote_ip=peer.ip,
+                                             remote_port=peer.port, local_port=local_port,
+                                             now=self.now, iss=iss))
+        return self.answers[-1]
 
     def tick(self, delta):
         """The time base moves on by ``delta`` ticks; the timers due run."""
@@ -308,14 +331,69 @@ def timeouts(rng):
     return s
 
 
-SCENARIOS = {"flood": flood_and_connect, "noise": noise, "crowd": crowd, "delayed": delayed,
-             "sending": sending, "loss": loss, "timeouts": timeouts}
+def bucket(peer, local_port):
+    """The connection table's bucket of ``peer``'s connection to ``local_port``."""
+    return conn_hash(int(ipaddress.IPv4Address(peer.ip)), peer.port, local_port,
+                     (2 * CONNECTIONS - 1).bit_length())
+
+
+def active(rng):
+    """The NIC's active opens: a SYN without ACK (no simultaneous open), a SYN-ACK of
+    something never sent (answered by a RST) and a RST without ACK are dropped in
+    SYN-SENT; the SYN-ACK connects (the peer's MSS 1000 and window scale), octets flow both
+    ways, a second CONNECT of the same four-tuple is IN_USE; a peer that refuses (RST,
+    ACK) frees the id; SYNs to silent peers take the other ids, the next CONNECT finds
+    none free, and the silent ones are sent their SYN again with backoff until LOST."""
+    s = Scenario(rng)
+    s.quiet = True
+    p, q = Peer(rng, 70), Peer(rng, 71)
+    silent = [Peer(rng, 72 + k) for k in range(CONNECTIONS - 1)]
+    iss = SEQ_MOD - 700
+    assert s.open(p, local_port=5000, iss=iss) == (0, TcpConnectResult.SYN_SENT)
+    options = tcp.build_options(mss=1000, window_scale=5)
+    s.feed(*p.segment(flags=TcpFlag.SYN, ack=0, options=options, port=5000))
+    (rst,) = s.feed(*p.segment(flags=TcpFlag.SYN | TcpFlag.ACK, ack=iss + 9, options=options,
+                               port=5000))
+    assert rst.segment.flags == TcpFlag.RST
+    s.feed(*p.segment(flags=TcpFlag.RST, ack=0, port=5000))
+    p.ack = (iss + 1) % SEQ_MOD
+    s.feed(*p.segment(flags=TcpFlag.SYN | TcpFlag.ACK, options=options, port=5000))
+    assert s.reports[-1] == (0, TcpEventKind.CONNECTED)
+    p.seq = (p.seq + 1) % SEQ_MOD
+    s.write(0, 2500)
+    assert [len(o.segment.payload) for o in s.last] == [1000, 1000, 500]
+    payload = rng.randbytes(300)
+    s.feed(*p.segment(flags=TcpFlag.ACK | TcpFlag.PSH, payload=payload, port=5000))
+    assert s.octets[0] == payload
+    assert s.open(p, local_port=5000, iss=5)[1] == TcpConnectResult.IN_USE
+    assert s.open(q, local_port=5001, iss=77) == (1, TcpConnectResult.SYN_SENT)
+    s.feed(*q.segment(flags=TcpFlag.RST | TcpFlag.ACK, ack=78, port=5001))
+    assert s.reports[-1] == (1, TcpEventKind.REFUSED)
+    # each in a bucket of its own in the connection table (a full bucket refuses a key
+    # the model would take)
+    buckets = {bucket(p, 5000)}
+    for r in silent:
+        port = next(port for port in itertools.count(6000) if bucket(r, port) not in buckets)
+        buckets.add(bucket(r, port))
+        assert s.open(r, local_port=port, iss=rng.getrandbits(32))[1] == (
+            TcpConnectResult.SYN_SENT)
+    assert s.open(q, local_port=5002, iss=1)[1] == TcpConnectResult.NO_FREE_CONNECTION
+    while any(t is not None and t.state.name == "SYN_SENT" for t in s.model._table):
+        s.tick(min(t.rto_at for t in s.model._table if t is not None and t.rto_at)
+               - s.now)
+    assert [kind for _, kind in s.reports[-3:]] == [TcpEventKind.LOST] * 3
+    return s
+
+
+SCENARIOS = {"active": active, "flood": flood_and_connect, "noise": noise, "crowd": crowd,
+             "delayed": delayed, "sending": sending, "loss": loss, "timeouts": timeouts}
 
 
 def run(s, width, seed):
     rng = random.Random(seed)
     dut = TcpRxPath(width=width, connections=CONNECTIONS)
-    got = {"sent": [], "reports": [], "drops": Counter(), "octets": {}, "opened": []}
+    got = {"sent": [], "reports": [], "drops": Counter(), "octets": {}, "opened": [],
+           "answers": []}
     done = []
 
     async def stimulus(ctx):
@@ -330,6 +408,9 @@ def run(s, width, seed):
                 # the segments before are through before the time moves on
                 await ctx.tick().repeat(SETTLE)
                 ctx.set(dut.now, step)
+            elif isinstance(step, tuple) and step[0] == "connect":
+                await ctx.tick().repeat(SETTLE)
+                await send(ctx, dut.connect, [step[1]], rng)
             elif isinstance(step, tuple):
                 # (and before the octets written)
                 await ctx.tick().repeat(SETTLE)
@@ -346,6 +427,7 @@ def run(s, width, seed):
     async def collect(ctx):
         ctx.set(dut.report.ready, 1)
         ctx.set(dut.released.ready, 1)
+        ctx.set(dut.connect_answer.ready, 1)
         while not done:
             ctx.set(dut.opened.ready, rng.random() > 0.5)
             ctx.set(dut.o.ready, rng.random() > 0.2)
@@ -372,6 +454,9 @@ def run(s, width, seed):
                 got["reports"].append((int(r.conn), int(r.kind)))
             if p_ok:
                 got["opened"].append((int(p.conn), int(p.seq)))
+            if ctx.get(dut.connect_answer.valid):
+                a = dut.connect_answer.payload
+                got["answers"].append((ctx.get(a.conn), ctx.get(a.result)))
             for valid, reason in zip(drops[::2], drops[1::2]):
                 if valid:
                     got["drops"][int(reason)] += 1
@@ -403,6 +488,7 @@ def test_against_model(name, width):
     assert by(got["sent"], peer) == by(s.sent, peer)
     assert by(got["reports"], lambda r: r[0]) == by(s.reports, lambda r: r[0])
     assert got["opened"] == s.opened
+    assert got["answers"] == s.answers
     want_drops = Counter({int(r): c for r, c in s.model.counters.items() if c})
     assert got["drops"] == want_drops
     assert {c: d for c, d in got["octets"].items() if d} == {

@@ -62,7 +62,7 @@ def test_against_model():
         engine._table[0] = tcb
         sent = []
         engine._send_window = lambda *args: sent.append("window")
-        engine._syn = lambda *args: sent.append("syn") or "syn"
+        engine._syn = lambda *args, **kwargs: sent.append("syn") or "syn"
         out = []
         alive = engine._timeout(0, tcb, NOW, out)
         assert flags["give_up"] == (not alive), state

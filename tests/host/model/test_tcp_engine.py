@@ -166,6 +166,22 @@ def test_syn_is_sent_again_with_backoff():
     assert kinds(engine) == [(0, TcpEventKind.LOST)]
 
 
+def test_an_echo_active_open_with_the_drivers_iss():
+    """The driver's ISS is the SYN's; an echo connection opened actively advertises at
+    most its ring and sends back what arrives."""
+    engine = TcpEngine(ip=NIC, tx_ring=4096, rcv_wnd=65535)
+    (syn,) = engine.connect(1, remote_ip=PEER, remote_port=PEER_PORT, local_port=NIC_PORT,
+                            now=0, iss=SEQ_MOD - 1, echo=True)
+    assert parsed(syn).seq == SEQ_MOD - 1 and parsed(syn).window == 4096
+    (ack,) = engine.receive(PEER, peer_segment("SA", 700, 0), 1)
+    assert parsed(ack).ack == 701 and parsed(ack).window == 4096
+    (echo,) = engine.receive(PEER, peer_segment("A", 701, 0, payload=b"ping"), 2)
+    assert echo.segment.payload == b"ping" and echo.segment.seq == 0
+    assert engine.read(1) == b""
+    with pytest.raises(ValueError, match="iss"):
+        engine.connect(2, remote_ip=PEER, remote_port=1, local_port=2, now=0, iss=SEQ_MOD)
+
+
 PEER_IP_INT = int(tcp.ipv4.ipv4_address(PEER))
 
 
