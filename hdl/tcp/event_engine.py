@@ -12,6 +12,7 @@ from rnic.host.spec import tcp_engine as spec
 from rnic.host.spec.tcp import MAX_WINDOW_SCALE
 
 from ..beat import conn_bits
+from ..synth_hints import no_rw_collision
 from .ack_update import TcpAckUpdate
 from .arm import TcpArm
 from .conn_ids import lowest_set
@@ -174,8 +175,13 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.table = table = memory.Memory(shape=Tcb(), depth=self._connections,
-                                                   init=[])
+        # the table in block RAM whatever its depth (28 PDPW16KD for the 982-bit entry): in
+        # LUTs, 16 entries cost 1400 LUT4 and 245 RAMW slices whose write and read wiring
+        # crowd the engine's corner of the device; no row is read back before two cycles
+        # after its write (below), so its ports need no collision logic
+        table = no_rw_collision(memory.Memory(shape=Tcb(), depth=self._connections, init=[]))
+        table.attrs["ram_style"] = "block"
+        m.submodules.table = table
         rd = table.read_port()
         table_wr = table.write_port()
         # the write is registered: the state's decode and the event sources' handshakes
@@ -351,9 +357,12 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
                 self._goto(m, "IDLE")
             with m.State("CLOSE"):
                 # the key is taken here, not where the end is decided: the decision's
-                # compares stay off the path to the key's 64 bits
+                # compares stay off the path to the key's 64 bits. The entry stored is
+                # STORE's (its timers may be stale: a CLOSED entry's are never read, and
+                # the timer table is disarmed here), so the table's write data chooses
+                # between two sources, not three
                 key = self.free.payload.key
-                m.d.comb += [wr.addr.eq(conn), wr.data.eq(t), wr.en.eq(1),
+                m.d.comb += [wr.addr.eq(conn), wr.data.eq(armed), wr.en.eq(1),
                              self.arm.valid.eq(1), self.arm.payload.conn.eq(conn)]
                 m.d.sync += [self.free.valid.eq(1), self.free.payload.conn.eq(conn),
                              key.remote_ip.eq(t.remote_ip), key.remote_port.eq(t.remote_port),
