@@ -44,7 +44,7 @@ class SendSteps:
             data.seq.eq(Mux(resend, t.send.snd_una, t.send.snd_nxt)), data.length.eq(length),
             data.now.eq(now),
         ]
-        blocks["ack_seq"] = self._ack_seq(m, t)
+        self._pure_ack_seq = self._ack_seq(m, t)
 
     @staticmethod
     def _ack_seq(m, t):
@@ -68,7 +68,7 @@ class SendSteps:
     def _pure_ack(self, m, t, blocks):
         d = self.ack.payload
         self._header(m, d, t, blocks["window"])
-        m.d.sync += [self.ack.valid.eq(1), d.seq.eq(blocks["ack_seq"]), d.flags.eq(0),
+        m.d.sync += [self.ack.valid.eq(1), d.seq.eq(self._pure_ack_seq), d.flags.eq(0),
                      d.flags.ack.eq(1), d.length.eq(0)]
 
     def _flush(self, m, t, blocks):

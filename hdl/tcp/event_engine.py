@@ -175,12 +175,9 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # the table in block RAM whatever its depth (28 PDPW16KD for the 982-bit entry): in
-        # LUTs, 16 entries cost 1400 LUT4 and 245 RAMW slices whose write and read wiring
-        # crowd the engine's corner of the device; no row is read back before two cycles
-        # after its write (below), so its ports need no collision logic
+        # no row is read back before two cycles after its write (below), so the ports need
+        # no collision logic
         table = no_rw_collision(memory.Memory(shape=Tcb(), depth=self._connections, init=[]))
-        table.attrs["ram_style"] = "block"
         m.submodules.table = table
         rd = table.read_port()
         table_wr = table.write_port()
