@@ -1,8 +1,8 @@
 """Where a segment ends: the FPDU ends of each connection's unacknowledged octets, and the
 walk that finds the last one a segment can reach."""
 
-from amaranth.hdl import Array, Module, Mux, Signal
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -46,6 +46,23 @@ class ReleaseRequest(data.StructLayout):
         super().__init__({"conn": conn_bits(connections), "una": 32, "reset": 1})
 
 
+class _Queue(data.StructLayout):
+    """A connection's records: the oldest at ``head``, the next free at ``tail`` (modulo
+    twice the depth: full when they differ by it); ``streaming`` the newest is byte
+    stream."""
+
+    def __init__(self, bits):
+        super().__init__({"head": bits + 1, "tail": bits + 1, "streaming": 1})
+
+
+class _Op(enum.Enum, shape=2):
+    """What the request taken does."""
+    RELEASE = 0
+    RESET = 1
+    CUT = 2
+    PUSH = 3
+
+
 class TcpSendCut(wiring.Component):
     """The model's ``_cut`` and its records (:class:`rnic.host.model.tcp_engine.TcpEngine`)
     for ``connections`` connections of ``depth`` records each.
@@ -74,10 +91,14 @@ class TcpSendCut(wiring.Component):
     answer : Out(stream.Signature(CutAnswer))
     release : In(stream.Signature(ReleaseRequest(connections=)))
     room : Out(connections)
-        Bit ``c``: connection ``c`` has a free record.
+        Bit ``c``: connection ``c`` has a free record; registered, it follows a push 2
+        cycles after it is taken (before :class:`~rnic.hdl.tcp.ring_room.TcpRingRoom`'s
+        bit, which the same run's end holds at 0 for 3).
 
-    Latency: an answer after ``3k + 2`` cycles for a walk over ``k`` records. Throughput:
-    one request at a time.
+    Latency: an answer after ``3k + 3`` cycles for a walk over ``k`` records; a push or a
+    reset is written 2 cycles after it is taken. Throughput: one request at a time (a
+    push every 2 cycles). The queues' heads and tails are in a memory of ``connections``
+    rows, so that only the room bits grow with the connections.
     """
 
     def __init__(self, *, connections, depth=64):
@@ -101,71 +122,96 @@ class TcpSendCut(wiring.Component):
         m.submodules.records = records = memory.Memory(shape=entry, depth=N * D, init=[])
         rd = records.read_port()
         wr = records.write_port()
-        heads = Array(Signal(bits + 1, name=f"head{c}") for c in range(N))
-        tails = Array(Signal(bits + 1, name=f"tail{c}") for c in range(N))
-        m.d.comb += self.room.eq(_room(m, heads, tails, N, D))
-        streaming = Signal(N)               # the newest record is byte stream (unaligned)
+        # each connection's queue of records in a memory, not in registers: at 256
+        # connections the registers and their multiplexers took 11 000 LUT4; only the
+        # room bits are registers (all ones: every queue starts empty)
+        m.submodules.queues = queues = memory.Memory(shape=_Queue(bits), depth=N, init=[])
+        q_rd = queues.read_port()
+        self._q_wr = queues.write_port()
+        self._room = Signal(N, init=(1 << N) - 1)
+        m.d.comb += self.room.eq(self._room)
 
+        op = Signal(_Op)
         conn = Signal(conn_bits(N))
+        q = Signal(_Queue(bits))            # the connection's queue as loaded
         at = Signal(bits + 1)               # the record being read
-        last = Signal(bits + 1)             # the walked connection's tail: push waits
         req = Signal(CutRequest(connections=N))
+        pushed = Signal(CutRecord(connections=N))
         una = Signal(32)
         length = Signal(17)
         with m.If(self.answer.ready):
             m.d.sync += self.answer.valid.eq(0)
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(self.release.valid):
-                    r = self.release.payload
-                    m.d.comb += self.release.ready.eq(1)
-                    with m.If(r.reset):
-                        m.d.sync += heads[r.conn].eq(tails[r.conn])
-                    with m.Else():
-                        m.d.sync += [conn.eq(r.conn), una.eq(r.una), at.eq(heads[r.conn])]
-                        m.next = "RELEASE"
-                with m.Elif(self.cut.valid & ~self.answer.valid):
-                    c = self.cut.payload
-                    m.d.comb += self.cut.ready.eq(1)
-                    m.d.sync += [req.eq(c), conn.eq(c.conn), at.eq(heads[c.conn]),
-                                 last.eq(tails[c.conn]), length.eq(0)]
+                self._take(m, q_rd, op, conn, req, pushed, una, length)
+            with m.State("LOAD"):
+                row = q_rd.data
+                m.d.sync += [q.eq(row), at.eq(row.head)]
+                with m.If(op == _Op.RESET):
+                    self._store(m, conn, row.tail, row.tail, row.streaming, D)
+                    m.next = "IDLE"
+                with m.Elif(op == _Op.RELEASE):
+                    m.next = "RELEASE"
+                with m.Elif(op == _Op.CUT):
                     m.next = "WALK"
-                with m.Elif(self.push.valid):
-                    self._push(m, wr, heads, tails, streaming, bits, D)
+                with m.Else():
+                    self._push(m, wr, conn, pushed, row, bits, D)
+                    m.next = "IDLE"
             with m.State("RELEASE"):
-                self._release(m, rd, heads, tails, conn, at, una, bits, D)
+                self._release(m, rd, conn, q, at, una, bits, D)
             with m.State("WALK"):
-                self._walk(m, rd, last, conn, at, req, length, bits, D)
+                self._walk(m, rd, q.tail, conn, at, req, length, bits, D)
         return m
 
-    def _push(self, m, wr, heads, tails, streaming, bits, D):
+    def _take(self, m, q_rd, op, conn, req, pushed, una, length):
+        """IDLE: a release first, then a cut (none while an answer waits), then a push;
+        its connection's queue is read."""
+        r, c, p = self.release.payload, self.cut.payload, self.push.payload
+        m.d.comb += q_rd.en.eq(1)
+        with m.If(self.release.valid):
+            m.d.comb += [self.release.ready.eq(1), q_rd.addr.eq(r.conn)]
+            m.d.sync += [conn.eq(r.conn), una.eq(r.una),
+                         op.eq(Mux(r.reset, _Op.RESET, _Op.RELEASE))]
+            m.next = "LOAD"
+        with m.Elif(self.cut.valid & ~self.answer.valid):
+            m.d.comb += [self.cut.ready.eq(1), q_rd.addr.eq(c.conn)]
+            m.d.sync += [req.eq(c), conn.eq(c.conn), length.eq(0), op.eq(_Op.CUT)]
+            m.next = "LOAD"
+        with m.Elif(self.push.valid):
+            m.d.comb += [self.push.ready.eq(1), q_rd.addr.eq(p.conn)]
+            m.d.sync += [pushed.eq(p), conn.eq(p.conn), op.eq(_Op.PUSH)]
+            m.next = "LOAD"
+
+    def _store(self, m, conn, head, tail, streaming, D):
+        """Connection ``conn``'s queue written back, and its room bit."""
+        w = self._q_wr
+        m.d.comb += [w.en.eq(1), w.addr.eq(conn), w.data.head.eq(head), w.data.tail.eq(tail),
+                     w.data.streaming.eq(streaming)]
+        used = Signal.like(head, name="used")
+        m.d.comb += used.eq(tail - head)
+        m.d.sync += self._room.bit_select(conn, 1).eq(used != D)
+
+    def _push(self, m, wr, conn, p, row, bits, D):
         """A record appended; byte stream after byte stream (the newest record, still
         held) only moves that record's end, as the model's ``write`` does."""
-        p = self.push.payload
-        tail = tails[p.conn]
-        merge = ~p.aligned & streaming.bit_select(p.conn, 1) & (heads[p.conn] != tail)
-        m.d.comb += [self.push.ready.eq(1), wr.en.eq(1), wr.data.end.eq(p.end),
-                     wr.data.aligned.eq(p.aligned),
-                     wr.addr.eq(p.conn * D + Mux(merge, tail - 1, tail)[:bits])]
-        m.d.sync += streaming.bit_select(p.conn, 1).eq(~p.aligned)
-        with m.If(~merge):
-            m.d.sync += tail.eq(tail + 1)
+        merge = ~p.aligned & row.streaming & (row.head != row.tail)
+        m.d.comb += [wr.en.eq(1), wr.data.end.eq(p.end), wr.data.aligned.eq(p.aligned),
+                     wr.addr.eq(conn * D + Mux(merge, row.tail - 1, row.tail)[:bits])]
+        self._store(m, conn, row.head, Mux(merge, row.tail, row.tail + 1), ~p.aligned, D)
 
-    def _release(self, m, rd, heads, tails, conn, at, una, bits, D):
+    def _release(self, m, rd, conn, q, at, una, bits, D):
         """Drop the oldest records while they end at or before ``una`` (two cycles a
-        record: its read, then the compare)."""
+        record: its read, then the compare); the queue's new head written back."""
         reading = Signal()
         m.d.comb += [rd.addr.eq(conn * D + at[:bits]), rd.en.eq(1)]
         m.d.sync += reading.eq(~reading)
         acknowledged = seq_at_or_after(m, una, rd.data.end, "done")
-        with m.If(at == tails[conn]):
+        with m.If((at == q.tail) | (reading & ~acknowledged)):
+            self._store(m, conn, q.head, q.tail, q.streaming, D)
             m.d.sync += reading.eq(0)
             m.next = "IDLE"
         with m.Elif(reading):
-            with m.If(acknowledged):
-                m.d.sync += [heads[conn].eq(at + 1), at.eq(at + 1)]
-            with m.Else():
-                m.next = "IDLE"
+            m.d.sync += [q.head.eq(at + 1), at.eq(at + 1)]
 
     def _walk(self, m, rd, last, conn, at, req, length, bits, D):
         """The cut's walk, three cycles a record: its read, its distance from ``seq``
@@ -202,12 +248,3 @@ class TcpSendCut(wiring.Component):
 def _next_phase(phase):
     """0, 1, 2, 0, ...: the walk's step through a record."""
     return Mux(phase == 2, 0, phase + 1)
-
-
-def _room(m, heads, tails, N, D):
-    """Bit ``c``: connection ``c``'s queue is not full."""
-    room = Signal(N, name="room_bits")
-    for c in range(N):
-        used = Signal(range(2 * D), name=f"used{c}")
-        m.d.comb += [used.eq(tails[c] - heads[c]), room[c].eq(used != D)]
-    return room

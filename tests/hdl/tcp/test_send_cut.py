@@ -54,6 +54,7 @@ def test_against_model():
                 ctx.set(dut.push.valid, 1)
                 await ctx.tick().until(dut.push.ready)
                 ctx.set(dut.push.valid, 0)
+                await ctx.tick()                # (room follows 2 cycles after the push)
             elif action == "release":
                 ahead = (written[conn] - una[conn]) % SEQ_MOD
                 if queues[conn] and rng.random() < 0.5:       # exactly at an FPDU end
