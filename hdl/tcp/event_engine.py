@@ -447,12 +447,10 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
     def _reset_and_free(self, m, t, conn, send_rst, kind):
         """A RST at SND.NXT (no ACK, window 0) when ``send_rst``, and the connection freed
         (``kind`` reported, None: not), once the ACK port is free."""
-        d = self.ack.payload
         with m.If(~self.ack.valid):
             with m.If(send_rst):
-                m.d.sync += [self.ack.valid.eq(1), d.eq(0), d.dst_ip.eq(t.remote_ip),
-                             d.src_port.eq(t.local_port), d.dst_port.eq(t.remote_port),
-                             d.seq.eq(t.send.snd_nxt), d.flags.rst.eq(1)]
+                d = self._bare_segment(m, t)
+                m.d.sync += [d.seq.eq(t.send.snd_nxt), d.flags.rst.eq(1)]
             self._free(m, t, conn, None, kind)
 
     def _command(self, m, t, conn, command):
