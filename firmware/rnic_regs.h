@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.11. 32-bit registers at byte offsets inside
+/* Map version 0.12. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x0000000bu
+#define RNIC_VERSION_RESET 0x0000000cu
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x0000000bu
+#define RNIC_VERSION_MINOR_RESET 0x0000000cu
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -2184,7 +2184,7 @@
 #define RNIC_TCP_CONN_CONN_WIDTH 16u
 #define RNIC_TCP_CONN_CONN_MASK 0x0000ffffu
 #define RNIC_TCP_CONN_CONN_RESET 0x00000000u
-/*   FPDU [16] rw: Mode TCP_CMD.MODE sets: 1 the core's runs are whole FPDUs (segments end at their ends), 0 a byte stream. */
+/*   FPDU [16] rw: Mode TCP_CMD.MODE sets: 1 the connection carries FPDUs (the core's runs are whole FPDUs, segments end at their ends, and what it receives goes to the core), 0 a byte stream (segments cut anywhere, what it receives goes to TCP_STREAM_RX_*). A connection opens in byte-stream mode. */
 #define RNIC_TCP_CONN_FPDU_SHIFT 16u
 #define RNIC_TCP_CONN_FPDU_WIDTH 1u
 #define RNIC_TCP_CONN_FPDU_MASK 0x00010000u
@@ -2434,10 +2434,130 @@
 #define RNIC_TCP_CONNECT_STATUS_DONE_MASK 0x80000000u
 #define RNIC_TCP_CONNECT_STATUS_DONE_RESET 0x00000000u
 
+/* TCP_STREAM_TX_CONN (0x5c4, rw): Connection of TCP_STREAM_TX_CMD.SEND. */
+#define RNIC_TCP_STREAM_TX_CONN_ADDR 0x000005c4u
+#define RNIC_TCP_STREAM_TX_CONN_RESET 0x00000000u
+#define RNIC_TCP_STREAM_TX_CONN_RW_MASK 0x0000ffffu
+/*   CONN [15:0] rw: Connection id. */
+#define RNIC_TCP_STREAM_TX_CONN_CONN_SHIFT 0u
+#define RNIC_TCP_STREAM_TX_CONN_CONN_WIDTH 16u
+#define RNIC_TCP_STREAM_TX_CONN_CONN_MASK 0x0000ffffu
+#define RNIC_TCP_STREAM_TX_CONN_CONN_RESET 0x00000000u
+
+/* TCP_STREAM_TX_LEN (0x5c8, rw): Length of TCP_STREAM_TX_CMD.SEND. */
+#define RNIC_TCP_STREAM_TX_LEN_ADDR 0x000005c8u
+#define RNIC_TCP_STREAM_TX_LEN_RESET 0x00000000u
+#define RNIC_TCP_STREAM_TX_LEN_RW_MASK 0x0000ffffu
+/*   LEN [15:0] rw: Octets, 1 .. the connection's MSS (one run: an MPA Request or Reply). */
+#define RNIC_TCP_STREAM_TX_LEN_LEN_SHIFT 0u
+#define RNIC_TCP_STREAM_TX_LEN_LEN_WIDTH 16u
+#define RNIC_TCP_STREAM_TX_LEN_LEN_MASK 0x0000ffffu
+#define RNIC_TCP_STREAM_TX_LEN_LEN_RESET 0x00000000u
+
+/* TCP_STREAM_TX_DATA (0x5cc, pulse): Write-only FIFO port: every write pushes the whole word (first octet in bits 7..0) into the stream TX FIFO; dropped when it is full (TCP_STREAM_TX_STATUS.FREE = 0). Reads return 0. */
+#define RNIC_TCP_STREAM_TX_DATA_ADDR 0x000005ccu
+#define RNIC_TCP_STREAM_TX_DATA_RESET 0x00000000u
+#define RNIC_TCP_STREAM_TX_DATA_RW_MASK 0x00000000u
+/*   DATA [31:0] pulse: Write-only FIFO port: every write pushes the whole word (first octet in bits 7..0) into the stream TX FIFO; dropped when it is full (TCP_STREAM_TX_STATUS.FREE = 0). Reads return 0. */
+#define RNIC_TCP_STREAM_TX_DATA_DATA_SHIFT 0u
+#define RNIC_TCP_STREAM_TX_DATA_DATA_WIDTH 32u
+#define RNIC_TCP_STREAM_TX_DATA_DATA_MASK 0xffffffffu
+#define RNIC_TCP_STREAM_TX_DATA_DATA_RESET 0x00000000u
+
+/* TCP_STREAM_TX_CMD (0x5d0, pulse): Stream port transmit command. */
+#define RNIC_TCP_STREAM_TX_CMD_ADDR 0x000005d0u
+#define RNIC_TCP_STREAM_TX_CMD_RESET 0x00000000u
+#define RNIC_TCP_STREAM_TX_CMD_RW_MASK 0x00000000u
+/*   SEND [0] pulse: Send TCP_STREAM_TX_LEN octets on connection TCP_STREAM_TX_CONN from the next ceil(LEN/4) words of the FIFO, as they are (no framing), once the connection may send (its send ring has room and no run of it is under way). Ignored while TCP_STREAM_TX_STATUS.BUSY or with LEN 0. */
+#define RNIC_TCP_STREAM_TX_CMD_SEND_SHIFT 0u
+#define RNIC_TCP_STREAM_TX_CMD_SEND_WIDTH 1u
+#define RNIC_TCP_STREAM_TX_CMD_SEND_MASK 0x00000001u
+#define RNIC_TCP_STREAM_TX_CMD_SEND_RESET 0x00000000u
+/*   CANCEL [1] pulse: Drop the SEND that waits for its connection (one closed or reset never may send again), its words included: BUSY falls once they are gone. Ignored while none waits. */
+#define RNIC_TCP_STREAM_TX_CMD_CANCEL_SHIFT 1u
+#define RNIC_TCP_STREAM_TX_CMD_CANCEL_WIDTH 1u
+#define RNIC_TCP_STREAM_TX_CMD_CANCEL_MASK 0x00000002u
+#define RNIC_TCP_STREAM_TX_CMD_CANCEL_RESET 0x00000000u
+
+/* TCP_STREAM_TX_STATUS (0x5d4, ro): Stream port transmit status. */
+#define RNIC_TCP_STREAM_TX_STATUS_ADDR 0x000005d4u
+#define RNIC_TCP_STREAM_TX_STATUS_RESET 0x00000000u
+#define RNIC_TCP_STREAM_TX_STATUS_RW_MASK 0x00000000u
+/*   BUSY [0] ro: A SEND has not left yet. */
+#define RNIC_TCP_STREAM_TX_STATUS_BUSY_SHIFT 0u
+#define RNIC_TCP_STREAM_TX_STATUS_BUSY_WIDTH 1u
+#define RNIC_TCP_STREAM_TX_STATUS_BUSY_MASK 0x00000001u
+#define RNIC_TCP_STREAM_TX_STATUS_BUSY_RESET 0x00000000u
+/*   FREE [31:16] ro: Free words in the stream TX FIFO. */
+#define RNIC_TCP_STREAM_TX_STATUS_FREE_SHIFT 16u
+#define RNIC_TCP_STREAM_TX_STATUS_FREE_WIDTH 16u
+#define RNIC_TCP_STREAM_TX_STATUS_FREE_MASK 0xffff0000u
+#define RNIC_TCP_STREAM_TX_STATUS_FREE_RESET 0x00000000u
+
+/* TCP_STREAM_RX_STATUS (0x5d8, ro): The oldest run of octets received in byte-stream mode (TCP_CONN.FPDU 0): a segment's payload, in order. */
+#define RNIC_TCP_STREAM_RX_STATUS_ADDR 0x000005d8u
+#define RNIC_TCP_STREAM_RX_STATUS_RESET 0x00000000u
+#define RNIC_TCP_STREAM_RX_STATUS_RW_MASK 0x00000000u
+/*   VALID [0] ro: A run is at the head: LEN, TCP_STREAM_RX_CONN and TCP_STREAM_RX_DATA describe it. */
+#define RNIC_TCP_STREAM_RX_STATUS_VALID_SHIFT 0u
+#define RNIC_TCP_STREAM_RX_STATUS_VALID_WIDTH 1u
+#define RNIC_TCP_STREAM_RX_STATUS_VALID_MASK 0x00000001u
+#define RNIC_TCP_STREAM_RX_STATUS_VALID_RESET 0x00000000u
+/*   TRUNCATED [1] ro: The stream RX FIFO was full: octets of this run were dropped (after the LEN kept), already acknowledged to the peer. The connection's byte stream is broken: abort it. */
+#define RNIC_TCP_STREAM_RX_STATUS_TRUNCATED_SHIFT 1u
+#define RNIC_TCP_STREAM_RX_STATUS_TRUNCATED_WIDTH 1u
+#define RNIC_TCP_STREAM_RX_STATUS_TRUNCATED_MASK 0x00000002u
+#define RNIC_TCP_STREAM_RX_STATUS_TRUNCATED_RESET 0x00000000u
+/*   LOST [2] ro: Whole runs were dropped (the FIFO's run records were full) since reset; sticky. */
+#define RNIC_TCP_STREAM_RX_STATUS_LOST_SHIFT 2u
+#define RNIC_TCP_STREAM_RX_STATUS_LOST_WIDTH 1u
+#define RNIC_TCP_STREAM_RX_STATUS_LOST_MASK 0x00000004u
+#define RNIC_TCP_STREAM_RX_STATUS_LOST_RESET 0x00000000u
+/*   LEN [31:16] ro: Octets of the run in the FIFO (ceil(LEN/4) words). */
+#define RNIC_TCP_STREAM_RX_STATUS_LEN_SHIFT 16u
+#define RNIC_TCP_STREAM_RX_STATUS_LEN_WIDTH 16u
+#define RNIC_TCP_STREAM_RX_STATUS_LEN_MASK 0xffff0000u
+#define RNIC_TCP_STREAM_RX_STATUS_LEN_RESET 0x00000000u
+
+/* TCP_STREAM_RX_CONN (0x5dc, ro): Connection of the run at the head. */
+#define RNIC_TCP_STREAM_RX_CONN_ADDR 0x000005dcu
+#define RNIC_TCP_STREAM_RX_CONN_RESET 0x00000000u
+#define RNIC_TCP_STREAM_RX_CONN_RW_MASK 0x00000000u
+/*   CONN [15:0] ro: Connection id. */
+#define RNIC_TCP_STREAM_RX_CONN_CONN_SHIFT 0u
+#define RNIC_TCP_STREAM_RX_CONN_CONN_WIDTH 16u
+#define RNIC_TCP_STREAM_RX_CONN_CONN_MASK 0x0000ffffu
+#define RNIC_TCP_STREAM_RX_CONN_CONN_RESET 0x00000000u
+
+/* TCP_STREAM_RX_DATA (0x5e0, ro): The current word of the run at the head (octet k of the word in bits 8k+7 .. 8k; octets past LEN read 0). Reading does not advance: strobe TCP_STREAM_RX_CMD.NEXT. */
+#define RNIC_TCP_STREAM_RX_DATA_ADDR 0x000005e0u
+#define RNIC_TCP_STREAM_RX_DATA_RESET 0x00000000u
+#define RNIC_TCP_STREAM_RX_DATA_RW_MASK 0x00000000u
+/*   DATA [31:0] ro: The current word of the run at the head (octet k of the word in bits 8k+7 .. 8k; octets past LEN read 0). Reading does not advance: strobe TCP_STREAM_RX_CMD.NEXT. */
+#define RNIC_TCP_STREAM_RX_DATA_DATA_SHIFT 0u
+#define RNIC_TCP_STREAM_RX_DATA_DATA_WIDTH 32u
+#define RNIC_TCP_STREAM_RX_DATA_DATA_MASK 0xffffffffu
+#define RNIC_TCP_STREAM_RX_DATA_DATA_RESET 0x00000000u
+
+/* TCP_STREAM_RX_CMD (0x5e4, pulse): Stream port receive command. */
+#define RNIC_TCP_STREAM_RX_CMD_ADDR 0x000005e4u
+#define RNIC_TCP_STREAM_RX_CMD_RESET 0x00000000u
+#define RNIC_TCP_STREAM_RX_CMD_RW_MASK 0x00000000u
+/*   POP [0] pulse: Drop the head run (its words not yet read included); VALID shows the next one a few cycles later. */
+#define RNIC_TCP_STREAM_RX_CMD_POP_SHIFT 0u
+#define RNIC_TCP_STREAM_RX_CMD_POP_WIDTH 1u
+#define RNIC_TCP_STREAM_RX_CMD_POP_MASK 0x00000001u
+#define RNIC_TCP_STREAM_RX_CMD_POP_RESET 0x00000000u
+/*   NEXT [1] pulse: Advance TCP_STREAM_RX_DATA to the next word of the head run. */
+#define RNIC_TCP_STREAM_RX_CMD_NEXT_SHIFT 1u
+#define RNIC_TCP_STREAM_RX_CMD_NEXT_WIDTH 1u
+#define RNIC_TCP_STREAM_RX_CMD_NEXT_MASK 0x00000002u
+#define RNIC_TCP_STREAM_RX_CMD_NEXT_RESET 0x00000000u
+
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x0000000bu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x0000000cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
@@ -2626,6 +2746,15 @@
     X(TCP_CONNECT_IP, 0x000005b4u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(TCP_CONNECT_PORTS, 0x000005b8u, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
     X(TCP_CONNECT_ISS, 0x000005bcu, 0x00000000u, 0xffffffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
-    X(TCP_CONNECT_STATUS, 0x000005c0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xc003ffffu)
+    X(TCP_CONNECT_STATUS, 0x000005c0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xc003ffffu) \
+    X(TCP_STREAM_TX_CONN, 0x000005c4u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_STREAM_TX_LEN, 0x000005c8u, 0x00000000u, 0x0000ffffu, 0x00000000u, 0x00000000u, 0x00000000u) \
+    X(TCP_STREAM_TX_DATA, 0x000005ccu, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu, 0x00000000u) \
+    X(TCP_STREAM_TX_CMD, 0x000005d0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u, 0x00000000u) \
+    X(TCP_STREAM_TX_STATUS, 0x000005d4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffff0001u) \
+    X(TCP_STREAM_RX_STATUS, 0x000005d8u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffff0007u) \
+    X(TCP_STREAM_RX_CONN, 0x000005dcu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x0000ffffu) \
+    X(TCP_STREAM_RX_DATA, 0x000005e0u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(TCP_STREAM_RX_CMD, 0x000005e4u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000003u, 0x00000000u)
 
 #endif /* RNIC_REGS_H */

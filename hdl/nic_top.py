@@ -5,14 +5,13 @@ See :class:`NicTop`.
 """
 
 from amaranth.hdl import Cat, Module
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rnic.host.spec.regmap import NET_RX_COUNTERS, NET_TX_DROP_COUNTERS
+from rnic.host.spec.regmap import NET_RX_COUNTERS, NET_TX_DROP_COUNTERS, REGMAP
 from rnic.host.spec.tcp_engine import DEFAULT_LISTENERS, MIN_RING_LOG2
 
 from .axi_ram import AxiRam
-from .beat import OctetBeat
 from .counter_memory import CounterMemory, count_registers, register_word
 from .net.ethernet_port import EthernetPort
 from .net.gmii import GmiiRx, GmiiTx
@@ -20,7 +19,8 @@ from .net.layouts import RX_COUNTERS
 from .net.network_layer import NetworkLayer
 from .rnic_core import RnicCore
 from .tcp.offload import TcpOffload
-from .tcp.registers import TcpRegisters
+from .tcp.registers import STREAM_PREFIX, TcpRegisters
+from .wire_join import WireJoin
 
 __all__ = ["NicTop"]
 
@@ -51,11 +51,14 @@ class NicTop(wiring.Component):
     watched through the register map's TCP block (TCP_*,
     :class:`~rnic.hdl.tcp.registers.TcpRegisters`). Its send rings are in a block RAM of
     ``ring_octets`` (:class:`~rnic.hdl.axi_ram.AxiRam`). The echo service runs entirely
-    inside; the engine's
-    byte streams for the other connections are this top's ports (``tcp_rx_wire``,
-    ``tcp_tx_wire``, ``tcp_may_send``), not yet joined to the core's: the core's TCP
-    payload ports (``tx_wire``, ``rx_wire``) and its ULPDU ports are this top's ports, as
-    on :class:`~rnic.hdl.rnic_core.RnicCore`.
+    inside. The other connections' octets go between TCP and the core through
+    :class:`~rnic.hdl.wire_join.WireJoin`: a connection opens as a byte stream, whose octets
+    the host moves through the stream port (TCP_STREAM_*: MPA's Request and Reply), until
+    TCP_CMD.MODE makes it carry FPDUs, which go to and come from the core; the core's
+    transmit scheduler sends only on connections whose send ring has room (the core's
+    ``may_send``). So the core's ``tx_wire``, ``rx_wire`` and ``tx_ulpdu`` are not ports of
+    this top with TCP (ULPDUs of ``tx_ulpdu``, and the data port's DP_CTRL.SOURCE, would
+    not wait for TCP's permission); ``rx_ulpdu`` is (DP_CTRL.BYPASS).
 
     Parameters (keyword-only, checked by the blocks)
     ----------
@@ -74,7 +77,8 @@ class NicTop(wiring.Component):
         meets their timing) the network layer's TCP packets are counted in NET_RX_TCP and
         dropped, the network layer has no send path (NET_GATEWAY is storage,
         NET_TX_NO_ROUTE/ARP_MISS read 0), the TCP registers read 0 in their read-only
-        fields (TCP_CAPS.TCP 0) and the ``tcp_*`` and ``tick`` ports do not exist.
+        fields (TCP_CAPS.TCP 0), the ``tick`` and ``tcp_active`` ports do not exist and
+        the core's wire ports are this top's.
     tcp_listeners, tcp_records : int
         The TCP engine's listening-port slots (default 4) and FPDU ends kept per send ring
         (default 16).
@@ -92,13 +96,8 @@ class NicTop(wiring.Component):
         125 MHz / W for line rate, see EthernetPort).
     s_axil : In(AXI4LiteSignature(addr_width=12))
         The register bus (the map of :mod:`rnic.host.spec.regmap`, Network block included).
-    tx_ulpdu, tx_wire, rx_wire, rx_ulpdu, m_axi, m_axi_rd, irq
+    rx_ulpdu, m_axi, m_axi_rd, irq; tx_ulpdu, tx_wire, rx_wire (only without TCP)
         The core's ports, as :class:`~rnic.hdl.rnic_core.RnicCore`'s.
-    tcp_rx_wire : Out(stream.Signature(OctetBeat(width=, connections=)))
-    tcp_tx_wire : In(stream.Signature(OctetBeat(width=, connections=)))
-    tcp_may_send : Out(connections)
-        The TCP engine's ``rx_wire``, ``tx_wire`` and ``may_send``
-        (:class:`~rnic.hdl.tcp.offload.TcpOffload`).
     tick : In(1)
         A pulse advances TCP's time base by a tick (a simulation drives it from wall time).
     tcp_active : Out(1)
@@ -133,6 +132,9 @@ class NicTop(wiring.Component):
     ``COUNTER_WORDS + 2`` cycles more (the counter memory's sweep).
     """
 
+    #: The core's ports joined to TCP (not this top's with TCP).
+    JOINED = ("tx_ulpdu", "tx_wire", "rx_wire")
+
     def __init__(self, *, width=4, connections=16, stags=256, addr_width=32, dp_depth=512,
                  arp_entries=8, eth_rx_depth=4096, eth_tx_depth=4096, net_rx_depth=4096,
                  tcp=True, tcp_listeners=DEFAULT_LISTENERS, tcp_records=16, ring_octets=None):
@@ -151,12 +153,17 @@ class NicTop(wiring.Component):
         self.width = width
         self.connections = connections
         self.arp_entries = arp_entries
-        # The core's ports but its bank's Network and TCP blocks, which this top connects.
+        # The core's ports but its bank's Network and TCP blocks and TCP's permission, which
+        # this top connects, and with TCP its wire ports (joined to TCP).
+        inside = ("net", "tcp", "may_send", "tx_started")
+        if tcp:
+            inside += self.JOINED
         core_ports = {name: member for name, member in self.core.signature.members.items()
-                      if name not in ("net", "tcp")}
-        #: The TCP engine (:class:`~rnic.hdl.tcp.offload.TcpOffload`), its registers and its
-        #: send rings' memory (:class:`~rnic.hdl.axi_ram.AxiRam`); None without TCP.
-        self.tcp = self.tcp_regs = self.rings = None
+                      if name not in inside}
+        #: The TCP engine (:class:`~rnic.hdl.tcp.offload.TcpOffload`), its registers, its
+        #: send rings' memory (:class:`~rnic.hdl.axi_ram.AxiRam`) and its join to the core
+        #: (:class:`~rnic.hdl.wire_join.WireJoin`); None without TCP.
+        self.tcp = self.tcp_regs = self.rings = self.join = None
         tcp_ports = self._tcp_blocks(tcp_listeners, tcp_records, ring_octets,
                                      addr_width) if tcp else {}
         super().__init__({"gmii_rx": In(GmiiRx), "gmii_tx": Out(GmiiTx), **core_ports,
@@ -180,9 +187,8 @@ class NicTop(wiring.Component):
             ring_log2=ring_log2)
         self.rings = AxiRam(data_width=8 * width, addr_width=addr_width,
                             depth=ring_octets // width)
-        beat = stream.Signature(OctetBeat(width=width, connections=connections))
-        return {"tcp_rx_wire": Out(beat), "tcp_tx_wire": In(beat),
-                "tcp_may_send": Out(connections), "tick": In(1), "tcp_active": Out(1)}
+        self.join = WireJoin(width=width, connections=connections)
+        return {"tick": In(1), "tcp_active": Out(1)}
 
     def elaborate(self, platform):
         m = Module()
@@ -192,7 +198,7 @@ class NicTop(wiring.Component):
         m.submodules.net_counters = counters = CounterMemory(counters=COUNTER_WORDS)
 
         for name, member in core.signature.members.items():
-            if name in ("net", "tcp"):
+            if name not in self.signature.members:
                 continue
             if member.is_port:
                 ours, theirs = getattr(self, name), getattr(core, name)
@@ -228,7 +234,10 @@ class NicTop(wiring.Component):
         m.submodules.rings = rings = self.rings
         wiring.connect(m, tcp.m_axi_w, rings.w)
         wiring.connect(m, tcp.m_axi_r, rings.r)
-        wiring.connect(m, core.tcp, regs.regs)
+        m.submodules.join = join = self.join
+        for name in core.tcp.signature.members:
+            block = join.regs if name.startswith(STREAM_PREFIX.lower()) else regs.regs
+            wiring.connect(m, getattr(core.tcp, name), getattr(block, name))
         for name in self.tcp.control_names:
             member, ours, theirs = tcp.signature.members[name], getattr(tcp, name), getattr(regs, name)
             if member.is_port:
@@ -240,9 +249,21 @@ class NicTop(wiring.Component):
                 wiring.connect(m, ours, theirs)
         wiring.connect(m, net.tcp, tcp.i)
         wiring.connect(m, tcp.o, net.ip_tx)
-        wiring.connect(m, tcp.rx_wire, wiring.flipped(self.tcp_rx_wire))
-        wiring.connect(m, wiring.flipped(self.tcp_tx_wire), tcp.tx_wire)
-        m.d.comb += [self.tcp_may_send.eq(tcp.may_send), self.tcp_active.eq(tcp.active),
+        wiring.connect(m, tcp.rx_wire, join.tcp_rx)
+        wiring.connect(m, join.tcp_tx, tcp.tx_wire)
+        wiring.connect(m, join.core_rx, core.rx_wire)
+        wiring.connect(m, core.tx_wire, join.core_tx)
+        wiring.connect(m, core.tx_started, join.core_started)
+        wiring.connect(m, tcp.opened, regs.opened)
+        bus = self.s_axil
+        m.d.comb += [
+            join.push.valid.eq(bus.awvalid & bus.awready & bus.wvalid & bus.wready
+                               & (bus.awaddr[2:] == REGMAP["TCP_STREAM_TX_DATA"].addr >> 2)),
+            join.push.payload.eq(bus.wdata),
+            core.tx_ulpdu.valid.eq(0),
+            join.may_send.eq(tcp.may_send), core.may_send.eq(join.core_may_send),
+            join.fpdu.eq(regs.fpdu)]
+        m.d.comb += [self.tcp_active.eq(tcp.active),
                      tcp.fpdu.eq(regs.fpdu), tcp.ip.eq(core.net.net_ip.ip),
                      net.gateway.eq(core.net.net_gateway.ip), regs.tick.eq(self.tick),
                      regs.sent.eq(tcp.o.valid & tcp.o.ready & tcp.o.payload.last),

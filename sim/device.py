@@ -107,7 +107,7 @@ from rnic.host.spec.regmap import DpCrc, DpError
 from rnic.sim.fast import VERILATOR_ARGS, FastSim
 from rnic.sim.harness_build import (cached_executable, harness_text, interactive_decls,
                                     module_sources)
-from rnic.sim.harness_process import HarnessTransport
+from rnic.sim.harness_process import HarnessMemory, HarnessTransport
 
 __all__ = ["SimDevice", "RxUlpdu", "RunOutput", "DeviceBuild", "device_executable", "open_sim",
            "core_sources", "HARNESS", "GREETING", "SPEC_KEYS", "check_params", "MEM_BITS", "MEM_SIZE", "DDP_SLOT_BYTES", "QUEUE_DEPTHS"]
@@ -220,7 +220,7 @@ def device_executable(*, width=8, connections=16, stags=256, dp_depth=512, build
 # ---------------------------------------------------------------------------
 # the device
 
-class SimDevice(HarnessTransport):
+class SimDevice(HarnessMemory, HarnessTransport):
     """An interactive Verilated RnicCore (see the module docstring).
 
     Parameters
@@ -353,28 +353,6 @@ class SimDevice(HarnessTransport):
     mem_size = MEM_SIZE
     ddp_slot_bytes = DDP_SLOT_BYTES
     ird_depth = QUEUE_DEPTHS["ird_depth"]
-
-    def _check_mem(self, addr, n):
-        if isinstance(addr, bool) or not isinstance(addr, int) or not 0 <= addr or addr + n > MEM_SIZE:
-            raise ValueError(f"host memory access {addr!r}+{n} outside 0..{MEM_SIZE:#x}")
-
-    def mem_read(self, addr, n):
-        """``n`` octets of the host memory at ``addr`` (what the core placed there)."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"bad length {n!r}")
-        self._check_mem(addr, n)
-        out = bytearray()
-        while len(out) < n:
-            k = min(n - len(out), 1 << 16)
-            out += bytes.fromhex(self._request(f"MR {addr + len(out):x} {k}"))
-        return bytes(out)
-
-    def mem_write(self, addr, data):
-        """Write ``data`` into the host memory at ``addr`` (no clock cycles pass)."""
-        data = bytes(data)
-        self._check_mem(addr, len(data))
-        for pos in range(0, len(data), 1 << 16):
-            self._request(f"MW {addr + pos:x} {data[pos:pos + (1 << 16)].hex()}")
 
     def receive(self, conn, segment):
         """Push one TCP segment of ``conn``, clock until idle, return its :class:`RxUlpdu` list."""

@@ -59,6 +59,7 @@
 //@DECLS@
 
 #define HARNESS_INTERACTIVE
+#define HARNESS_MEMORY
 //@COMMON@
 
 // octet k of a payload whose data field starts at bit 0
@@ -77,58 +78,6 @@ static std::map<int, std::string> txw_acc;      // tx_wire: octets of the open r
 static std::map<int, std::string> rxu_acc;      // rx_ulpdu: octets of the open ULPDU, per conn
 static std::vector<std::string> pending;        // output lines not yet printed
 
-// host memory and the AXI4 write slave on m_axi
-static const uint64_t MEM_SIZE = 1ull << MEM_BITS;
-static std::vector<uint8_t> mem;
-struct AwReq { uint64_t addr; unsigned len, size, burst; };
-struct WBeat { uint32_t data[W_OCTETS / 4 + 2]; uint32_t strb[2]; };
-static std::deque<AwReq> aw_q;
-static std::deque<WBeat> w_q;
-static unsigned w_done = 0;                     // beats of aw_q.front() already applied
-static uint64_t b_pending = 0;                  // B responses owed
-static uint64_t mem_writes = 0;
-
-// Apply what can be applied; true if a burst completed.
-static bool mem_apply() {
-    bool any = false;
-    while (!aw_q.empty() && !w_q.empty()) {
-        AwReq& a = aw_q.front();
-        WBeat& b = w_q.front();
-        uint64_t bytes = 1ull << a.size;
-        uint64_t addr = a.addr;
-        if (a.burst == 1) addr = (a.addr & ~(bytes - 1)) + (uint64_t)w_done * bytes;
-        uint64_t lane0 = addr % W_OCTETS;
-        lane0 -= lane0 % bytes;
-        for (uint64_t k = 0; k < bytes; ++k) {
-            uint64_t lane = lane0 + k;
-            if ((b.strb[lane / 32] >> (lane % 32)) & 1u)
-                mem[((addr & ~(bytes - 1)) + k) & (MEM_SIZE - 1)] = (uint8_t)(b.data[lane / 4] >> (8 * (lane % 4)));
-        }
-        w_q.pop_front();
-        if (++w_done > a.len) {
-            aw_q.pop_front();
-            w_done = 0;
-            ++b_pending;
-            ++mem_writes;
-            any = true;
-        }
-    }
-    return any;
-}
-
-// the AXI4 read slave on m_axi_rd
-struct ArReq { uint64_t addr; unsigned len, size, burst; };
-static std::deque<ArReq> ar_q;
-static unsigned r_done = 0;                     // beats of ar_q.front() already given
-static uint64_t mem_reads = 0;
-
-// The address of the next R beat of ar_q.front().
-static uint64_t r_addr() {
-    const ArReq& a = ar_q.front();
-    uint64_t bytes = 1ull << a.size;
-    return a.burst == 1 ? (a.addr & ~(bytes - 1)) + (uint64_t)r_done * bytes : a.addr;
-}
-
 // One clock cycle; true if any beat or bus handshake moved.
 static bool step() {
     bool act = false;
@@ -141,48 +90,11 @@ static bool step() {
     top->p_tx_wire_ready = 1;
     top->p_rx_ulpdu_ready = 1;
     axil_drive();
-    top->p_m_axi_awready = aw_q.size() < 16;
-    top->p_m_axi_wready = w_q.size() < 64;
-    top->p_m_axi_bvalid = b_pending > 0;
-    top->p_m_axi_bresp = 0;
-    top->p_m_axi_bid = 0;
-    top->p_m_axi_rd_arready = ar_q.size() < 16;
-    bool r_valid = !ar_q.empty();
-    top->p_m_axi_rd_rvalid = r_valid;
-    top->p_m_axi_rd_rid = 0;
-    top->p_m_axi_rd_rresp = 0;
-    top->p_m_axi_rd_rlast = r_valid && r_done >= ar_q.front().len;
-    {
-        uint32_t rw[W_OCTETS / 4 + 2] = {0};
-        if (r_valid) {
-            uint64_t word = r_addr() & ~(uint64_t)(W_OCTETS - 1);
-            for (int k = 0; k < W_OCTETS; ++k)
-                rw[k / 4] |= (uint32_t)mem[(word + k) & (MEM_SIZE - 1)] << (8 * (k % 4));
-        }
-        put(top->p_m_axi_rd_rdata, rw);
-    }
+    mem_drive();
     top->clk = 0;
     top->eval();
 
-    bool ar_take = top->p_m_axi_rd_arvalid && top->p_m_axi_rd_arready;
-    ArReq ar{(uint64_t)top->p_m_axi_rd_araddr, (unsigned)top->p_m_axi_rd_arlen,
-             (unsigned)top->p_m_axi_rd_arsize, (unsigned)top->p_m_axi_rd_arburst};
-    bool r_taken = r_valid && top->p_m_axi_rd_rready;
-
-    if (top->p_m_axi_awvalid && top->p_m_axi_awready) {
-        aw_q.push_back(AwReq{(uint64_t)top->p_m_axi_awaddr, (unsigned)top->p_m_axi_awlen,
-                             (unsigned)top->p_m_axi_awsize, (unsigned)top->p_m_axi_awburst});
-        act = true;
-    }
-    if (top->p_m_axi_wvalid && top->p_m_axi_wready) {
-        WBeat b;
-        std::memset(&b, 0, sizeof b);
-        get(top->p_m_axi_wdata, b.data);
-        get(top->p_m_axi_wstrb, b.strb);
-        w_q.push_back(b);
-        act = true;
-    }
-    bool b_taken = b_pending > 0 && top->p_m_axi_bready;
+    if (mem_sample()) act = true;
 
     if (rxw.valid && top->p_rx_wire_ready) { rxw.valid = false; act = true; }
     if (txu.valid && top->p_tx_ulpdu_ready) { txu.valid = false; act = true; }
@@ -222,13 +134,7 @@ static bool step() {
     top->clk = 1;
     top->eval();
     ++cycle;
-    if (b_taken) { --b_pending; act = true; }
-    if (r_taken) {
-        if (++r_done > ar_q.front().len) { ar_q.pop_front(); r_done = 0; ++mem_reads; }
-        act = true;
-    }
-    if (ar_take) { ar_q.push_back(ar); act = true; }
-    if (mem_apply()) act = true;
+    if (mem_commit()) act = true;
     return act;
 }
 
@@ -259,7 +165,6 @@ static void queue_octets(InStream& s, int conn, const std::string& data, bool ul
 
 int main(int argc, char** argv) {
     open_top(argc, argv);
-    mem.assign(MEM_SIZE, 0);
     reset_until_ready();
     pending.clear();
     std::printf("RNIC-SIM 2 width=%d connections=%d mem=%llu\n", W_OCTETS, CONNECTIONS,
@@ -293,7 +198,7 @@ int main(int argc, char** argv) {
                 uint64_t start = cycle, quiet = 0;
                 while (cycle - start < max) {
                     bool busy = !rxw.queue.empty() || rxw.valid || !txu.queue.empty() || txu.valid
-                                || !aw_q.empty() || !w_q.empty() || b_pending;
+                                || mem_busy();
                     bool act = step();
                     quiet = (act || busy) ? 0 : quiet + 1;
                     if (quiet >= idle) break;
@@ -302,17 +207,8 @@ int main(int argc, char** argv) {
                 pending.clear();
                 out_line("OK " + std::to_string(cycle - start) + " " + std::to_string(cycle));
             }
-        } else if (cmd == "MW" && f.size() == 3 && parse_u64(f[1], a, 16)) {
-            std::string data;
-            if (!from_hex(f[2], data) || data.empty()) out_line("ERR bad octets");
-            else if (a >= MEM_SIZE || data.size() > MEM_SIZE - a) out_line("ERR outside host memory");
-            else {
-                std::memcpy(&mem[a], data.data(), data.size());
-                out_line("OK");
-            }
-        } else if (cmd == "MR" && f.size() == 3 && parse_u64(f[1], a, 16) && parse_u64(f[2], b, 10)) {
-            if (b == 0 || a >= MEM_SIZE || b > MEM_SIZE - a) out_line("ERR outside host memory");
-            else out_line("OK " + to_hex(std::string((const char*)&mem[a], (std::size_t)b)));
+        } else if (memory_command(f)) {
+            // MW, MR: answered
         } else if (cmd == "C" && f.size() == 1) {
             out_line("OK " + std::to_string(cycle));
         } else {

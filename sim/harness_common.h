@@ -9,7 +9,8 @@
 // and gets the design (top) and its cycle count, hex text, command words and numbers, the
 // AXI4-Lite master on the top's s_axil port, the reset sequence and the register commands.
 // Its build constants (//@DECLS@, before the marker) include STATUS_ADDR and
-// STATUS_READY_MASK (sim/harness_build.py: interactive_decls).
+// STATUS_READY_MASK (sim/harness_build.py: interactive_decls). One that also defines
+// HARNESS_MEMORY gets host memory behind the top's AXI4 masters (below).
 
 #include <cstdint>
 #include <cstdio>
@@ -232,5 +233,154 @@ static bool register_command(const std::vector<std::string>& f) {
     }
     return false;
 }
+
+#ifdef HARNESS_MEMORY
+// ---------------------------------------------------------------------------
+// Host memory behind the top's AXI4 masters m_axi (writes) and m_axi_rd (reads), for a
+// harness that defines HARNESS_MEMORY and MEM_BITS (and W_OCTETS) before the marker: a
+// byte array of 2^MEM_BITS octets (addresses wrap). m_axi: AWREADY and WREADY are 1 while
+// the queues have room (16 bursts, 64 beats), a burst (INCR or FIXED, any length and
+// size) is applied when its beats are there (byte strobes honoured), and its B response
+// (OKAY) is offered the cycle after; BVALID holds until BREADY. m_axi_rd: ARREADY is 1
+// while its queue has room (16 bursts); from the cycle after a burst was taken its beats
+// (every beat carries the whole aligned W-octet word of memory) are offered back to back,
+// RRESP OKAY, RLAST on the last. Each clock cycle: mem_drive() before the falling-edge
+// eval, mem_sample() after it, mem_commit() after the rising edge.
+
+#include <cstring>
+#include <deque>
+
+static const uint64_t MEM_SIZE = 1ull << MEM_BITS;
+static std::vector<uint8_t> mem(MEM_SIZE, 0);
+struct AwReq { uint64_t addr; unsigned len, size, burst; };
+struct WBeat { uint32_t data[W_OCTETS / 4 + 2]; uint32_t strb[2]; };
+static std::deque<AwReq> aw_q;
+static std::deque<WBeat> w_q;
+static unsigned w_done = 0;                     // beats of aw_q.front() already applied
+static uint64_t b_pending = 0;                  // B responses owed
+static uint64_t mem_writes = 0;
+struct ArReq { uint64_t addr; unsigned len, size, burst; };
+static std::deque<ArReq> ar_q;
+static unsigned r_done = 0;                     // beats of ar_q.front() already given
+static uint64_t mem_reads = 0;
+static bool mem_b_taken = false, mem_r_taken = false, mem_ar_taken = false;
+static ArReq mem_ar;
+
+// Apply what can be applied; true if a burst completed.
+static bool mem_apply() {
+    bool any = false;
+    while (!aw_q.empty() && !w_q.empty()) {
+        AwReq& a = aw_q.front();
+        WBeat& b = w_q.front();
+        uint64_t bytes = 1ull << a.size;
+        uint64_t addr = a.addr;
+        if (a.burst == 1) addr = (a.addr & ~(bytes - 1)) + (uint64_t)w_done * bytes;
+        uint64_t lane0 = addr % W_OCTETS;
+        lane0 -= lane0 % bytes;
+        for (uint64_t k = 0; k < bytes; ++k) {
+            uint64_t lane = lane0 + k;
+            if ((b.strb[lane / 32] >> (lane % 32)) & 1u)
+                mem[((addr & ~(bytes - 1)) + k) & (MEM_SIZE - 1)] = (uint8_t)(b.data[lane / 4] >> (8 * (lane % 4)));
+        }
+        w_q.pop_front();
+        if (++w_done > a.len) {
+            aw_q.pop_front();
+            w_done = 0;
+            ++b_pending;
+            ++mem_writes;
+            any = true;
+        }
+    }
+    return any;
+}
+
+// The address of the next R beat of ar_q.front().
+static uint64_t r_addr() {
+    const ArReq& a = ar_q.front();
+    uint64_t bytes = 1ull << a.size;
+    return a.burst == 1 ? (a.addr & ~(bytes - 1)) + (uint64_t)r_done * bytes : a.addr;
+}
+
+// The slaves' outputs for the coming edge.
+static void mem_drive() {
+    top->p_m_axi_awready = aw_q.size() < 16;
+    top->p_m_axi_wready = w_q.size() < 64;
+    top->p_m_axi_bvalid = b_pending > 0;
+    top->p_m_axi_bresp = 0;
+    top->p_m_axi_bid = 0;
+    top->p_m_axi_rd_arready = ar_q.size() < 16;
+    bool r_valid = !ar_q.empty();
+    top->p_m_axi_rd_rvalid = r_valid;
+    top->p_m_axi_rd_rid = 0;
+    top->p_m_axi_rd_rresp = 0;
+    top->p_m_axi_rd_rlast = r_valid && r_done >= ar_q.front().len;
+    uint32_t rw[W_OCTETS / 4 + 2] = {0};
+    if (r_valid) {
+        uint64_t word = r_addr() & ~(uint64_t)(W_OCTETS - 1);
+        for (int k = 0; k < W_OCTETS; ++k)
+            rw[k / 4] |= (uint32_t)mem[(word + k) & (MEM_SIZE - 1)] << (8 * (k % 4));
+    }
+    put(top->p_m_axi_rd_rdata, rw);
+}
+
+// The handshakes of this cycle (after the falling-edge eval); true if any moved.
+static bool mem_sample() {
+    bool act = false;
+    mem_ar_taken = top->p_m_axi_rd_arvalid && top->p_m_axi_rd_arready;
+    mem_ar = ArReq{(uint64_t)top->p_m_axi_rd_araddr, (unsigned)top->p_m_axi_rd_arlen,
+                   (unsigned)top->p_m_axi_rd_arsize, (unsigned)top->p_m_axi_rd_arburst};
+    mem_r_taken = !ar_q.empty() && top->p_m_axi_rd_rready;
+    if (top->p_m_axi_awvalid && top->p_m_axi_awready) {
+        aw_q.push_back(AwReq{(uint64_t)top->p_m_axi_awaddr, (unsigned)top->p_m_axi_awlen,
+                             (unsigned)top->p_m_axi_awsize, (unsigned)top->p_m_axi_awburst});
+        act = true;
+    }
+    if (top->p_m_axi_wvalid && top->p_m_axi_wready) {
+        WBeat b;
+        std::memset(&b, 0, sizeof b);
+        get(top->p_m_axi_wdata, b.data);
+        get(top->p_m_axi_wstrb, b.strb);
+        w_q.push_back(b);
+        act = true;
+    }
+    mem_b_taken = b_pending > 0 && top->p_m_axi_bready;
+    return act || mem_ar_taken || mem_r_taken || mem_b_taken;
+}
+
+// The cycle's handshakes applied (after the rising edge); true if a burst completed.
+static bool mem_commit() {
+    if (mem_b_taken) --b_pending;
+    if (mem_r_taken && ++r_done > ar_q.front().len) { ar_q.pop_front(); r_done = 0; ++mem_reads; }
+    if (mem_ar_taken) ar_q.push_back(mem_ar);
+    return mem_apply();
+}
+
+// Bus work still owed (a write not applied or not answered).
+static bool mem_busy() { return !aw_q.empty() || !w_q.empty() || b_pending; }
+
+// The memory commands (no clock; addresses hexadecimal, lengths decimal):
+//   MW <addr> <hex>     write octets         -> OK | ERR <text>
+//   MR <addr> <n>       read n >= 1 octets   -> OK <hex> | ERR <text>
+// True if the words f are one of them (then answered).
+static bool memory_command(const std::vector<std::string>& f) {
+    uint64_t a = 0, b = 0;
+    if (f.size() == 3 && f[0] == "MW" && parse_u64(f[1], a, 16)) {
+        std::string data;
+        if (!from_hex(f[2], data) || data.empty()) out_line("ERR bad octets");
+        else if (a >= MEM_SIZE || data.size() > MEM_SIZE - a) out_line("ERR outside host memory");
+        else {
+            std::memcpy(&mem[a], data.data(), data.size());
+            out_line("OK");
+        }
+        return true;
+    }
+    if (f.size() == 3 && f[0] == "MR" && parse_u64(f[1], a, 16) && parse_u64(f[2], b, 10)) {
+        if (b == 0 || a >= MEM_SIZE || b > MEM_SIZE - a) out_line("ERR outside host memory");
+        else out_line("OK " + to_hex(std::string((const char*)&mem[a], (std::size_t)b)));
+        return true;
+    }
+    return false;
+}
+#endif  // HARNESS_MEMORY
 
 #endif  // HARNESS_INTERACTIVE

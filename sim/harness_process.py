@@ -21,7 +21,7 @@ from rnic.host.driver.transport import DeviceError, Transport, TransportError
 
 from rnic.sim.runner import report_phase
 
-__all__ = ["HarnessTransport"]
+__all__ = ["HarnessTransport", "HarnessMemory"]
 
 
 class HarnessTransport(Transport):
@@ -128,3 +128,35 @@ class HarnessTransport(Transport):
             self.close()
         except Exception:       # noqa: BLE001 - interpreter shutdown
             pass
+
+
+class HarnessMemory:
+    """Host memory of a harness built with ``HARNESS_MEMORY`` (``sim/harness_common.h``: the
+    ``MW`` and ``MR`` commands): :attr:`mem_size` octets behind the top's AXI4 masters. A
+    mixin of a :class:`HarnessTransport`."""
+
+    #: Octets of host memory.
+    mem_size = 0
+
+    def _check_mem(self, addr, n):
+        if (isinstance(addr, bool) or not isinstance(addr, int) or not 0 <= addr
+                or addr + n > self.mem_size):
+            raise ValueError(f"host memory access {addr!r}+{n} outside 0..{self.mem_size:#x}")
+
+    def mem_read(self, addr, n):
+        """``n`` octets of the host memory at ``addr`` (what the core placed there)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"bad length {n!r}")
+        self._check_mem(addr, n)
+        out = bytearray()
+        while len(out) < n:
+            k = min(n - len(out), 1 << 16)
+            out += bytes.fromhex(self._request(f"MR {addr + len(out):x} {k}"))
+        return bytes(out)
+
+    def mem_write(self, addr, data):
+        """Write ``data`` into the host memory at ``addr`` (no clock cycles pass)."""
+        data = bytes(data)
+        self._check_mem(addr, len(data))
+        for pos in range(0, len(data), 1 << 16):
+            self._request(f"MW {addr + pos:x} {data[pos:pos + (1 << 16)].hex()}")

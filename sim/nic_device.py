@@ -35,10 +35,10 @@ going in or coming out, and :data:`IDLE_RUN` cycles after the last frame, regist
 or output octet, so that replies come out) and blocks on its pipe otherwise: an idle NIC
 uses no CPU. TCP's time base ticks once per millisecond of wall time while the design is
 clocked or a TCP connection is open (``tcp_active``), so that its timers run in the peer's
-time. The other ports of the top: ``rx_wire``/``tx_ulpdu``/``tcp_tx_wire`` never valid,
-``tx_wire``/``rx_ulpdu``/``tcp_rx_wire`` always ready; ``m_axi``/``m_axi_rd`` an always-OK
-slave (writes discarded, reads zero): the core is not joined to TCP in this top. The top's
-ring memory holds 64 KiB a connection (TCP_CAPS.RING_LOG2 16).
+time. The other ports of the top: ``rx_ulpdu`` always ready; ``m_axi``/``m_axi_rd`` host
+memory of :data:`~rnic.sim.device.MEM_SIZE` octets (4 MiB, zero at start), read and written
+by :meth:`NicSimDevice.mem_read` and :meth:`NicSimDevice.mem_write`, as the core device's.
+The top's ring memory holds 64 KiB a connection (TCP_CAPS.RING_LOG2 16).
 
 Build: :class:`NicBuild` (a :class:`rnic.sim.fast.FastSim` of :class:`NicSimTop` with this
 harness, the device's quick-build flags), found through the index of
@@ -63,11 +63,11 @@ from pathlib import Path
 from rnic.host.driver.device import Device, DeviceKind, parse_params
 from rnic.host.driver.transport import DeviceError, TransportError
 
-from rnic.sim.device import DeviceBuild
+from rnic.sim.device import MEM_BITS, MEM_SIZE, DeviceBuild
 from rnic.sim.fast import FastSim
 from rnic.sim.harness_build import (cached_executable, harness_text, interactive_decls,
                                     module_sources)
-from rnic.sim.harness_process import HarnessTransport
+from rnic.sim.harness_process import HarnessMemory, HarnessTransport
 
 __all__ = ["NicSimDevice", "NicBuild", "NicSimTop", "nic_executable", "nic_sources",
            "HARNESS", "GREETING", "IDLE_RUN", "MAX_FRAME", "DEVICE_KIND"]
@@ -96,12 +96,13 @@ def _nic_sim_top_class():
 
     class NicSimTop(NicTop):
         """:class:`~rnic.hdl.nic_top.NicTop` with its ``eth_rx`` and ``eth_tx`` clock
-        domains driven from ``sync`` (one clock and reset for the simulation), and 64 KiB
-        of send ring a connection (an echo connection's window is its ring)."""
+        domains driven from ``sync`` (one clock and reset for the simulation), 64 KiB
+        of send ring a connection (an echo connection's window is its ring), and the core's
+        memory port as wide as the harness's host memory (``MEM_BITS``)."""
 
         def __init__(self, *, connections=16, **params):
             super().__init__(connections=connections, ring_octets=connections << SIM_RING_LOG2,
-                             **params)
+                             addr_width=MEM_BITS, **params)
 
         def elaborate(self, platform):
             m = super().elaborate(platform)
@@ -127,13 +128,12 @@ class NicBuild(DeviceBuild):
     def __init__(self, *, width, connections, build_dir=None):
         FastSim.__init__(self, _nic_sim_top_class(), name=f"nic_w{width}_c{connections}",
                          params={"width": width, "connections": connections},
-                         inputs=["rx_wire", "tx_ulpdu", "tcp_tx_wire"],
-                         outputs=["tx_wire", "rx_ulpdu", "tcp_rx_wire"],
+                         inputs=[], outputs=["rx_ulpdu"],
                          build_dir=build_dir)
 
     def _generate(self):
         decls = [f"#define W_OCTETS {self.params['width']}", f"#define IDLE_RUN {IDLE_RUN}ull",
-                 *interactive_decls()]
+                 f"#define MEM_BITS {MEM_BITS}", *interactive_decls()]
         return harness_text(HARNESS, {"DECLS": decls})
 
 
@@ -162,7 +162,7 @@ def nic_executable(*, width=4, connections=16, build_dir=None):
                              build_dir=build_dir)
 
 
-class NicSimDevice(HarnessTransport):
+class NicSimDevice(HarnessMemory, HarnessTransport):
     """An interactive Verilated NicTop (see the module docstring).
 
     Parameters
@@ -182,6 +182,8 @@ class NicSimDevice(HarnessTransport):
     """
 
     noun = "the simulated NIC"
+    #: Octets of host memory behind the core's AXI4 masters (``mem_read``, ``mem_write``).
+    mem_size = MEM_SIZE
 
     def __init__(self, *, width=4, connections=16, on_frame=None, on_bad=None, build_dir=None,
                  timeout=30.0):

@@ -24,10 +24,8 @@
 // never have tx_er: it is reported as a FRAME line without preamble, SFD and FCS;
 // otherwise as a BAD line (what is wrong, the octets as seen).
 //
-// The other ports: rx_wire, tx_ulpdu and tcp_tx_wire never valid, tx_wire, rx_ulpdu and
-// tcp_rx_wire always ready (their beats dropped); m_axi an always-OK write slave (every
-// burst taken and answered OKAY, data discarded); m_axi_rd an always-OK read slave
-// (zero data, RLAST on the burst's last beat).
+// The other ports: rx_ulpdu always ready (its beats dropped); m_axi and m_axi_rd host memory
+// of 2^MEM_BITS octets (sim/harness_common.h: HARNESS_MEMORY; the top's addresses wrap).
 //
 //   greeting     RNIC-NIC-SIM 1 width=<W>    once the core left its reset sweep (STATUS.READY)
 //   F <hex>      queue one frame (1..16383 octets) for gmii_rx -> OK | ERR <text>
@@ -36,6 +34,8 @@
 //   RUN <n>      clock n cycles (decimal) now -> OK <total cycles>
 //   MANUAL <0|1> 1: clock only on RUN (no clocking on its own, no wall-time ticks: a
 //                lock-step peer counts the cycles) -> OK
+//   MW <addr> <hex>  write octets into host memory (no clock) -> OK | ERR <text>
+//   MR <addr> <n>    read n (decimal) octets of host memory (no clock) -> OK <hex> | ERR <text>
 //   C            -> OK <total cycles> <ns spent clocking> <frames in> <frames out> <bad out>
 //   Q            exit (also at the end of stdin)
 // and, whenever a frame has come out (between answers, never inside one):
@@ -74,6 +74,7 @@ static uint64_t run_left = 0, sim_ns = 0;
 static uint64_t frames_in = 0, frames_out = 0, frames_bad = 0;
 
 #define HARNESS_INTERACTIVE
+#define HARNESS_MEMORY
 //@COMMON@
 
 // ---------------------------------------------------------------------------
@@ -157,11 +158,6 @@ static void finish_tx_frame() {
 static uint64_t ticks_owed = 0;           // ticks of the time base not yet pulsed
 static bool manual = false;               // clocked only by RUN
 
-// the always-OK AXI4 slaves of m_axi and m_axi_rd
-static uint64_t aw_taken = 0, wlast_taken = 0, b_given = 0;
-static std::deque<unsigned> ar_lens;         // beats left of the read bursts taken
-static unsigned r_done = 0;
-
 static bool step() {
     bool act = rx_active;                       // an octet into gmii_rx
     // gmii_rx
@@ -180,46 +176,21 @@ static bool step() {
     }
     top->p_gmii_rx_rx_er = 0;
 
-    // the core's streams and TCP's, tied off
-    top->p_rx_wire_valid = 0;
-    top->p_tx_ulpdu_valid = 0;
-    top->p_tx_wire_ready = 1;
+    // the core's ULPDU output (DP_CTRL.BYPASS), dropped
     top->p_rx_ulpdu_ready = 1;
-    top->p_tcp_tx_wire_valid = 0;
-    top->p_tcp_rx_wire_ready = 1;
     top->p_tick = ticks_owed > 0;
     if (ticks_owed) --ticks_owed;
 
     axil_drive();
 
-    // m_axi, m_axi_rd
-    top->p_m_axi_awready = 1;
-    top->p_m_axi_wready = 1;
-    bool b_valid = b_given < aw_taken && b_given < wlast_taken;
-    top->p_m_axi_bvalid = b_valid;
-    top->p_m_axi_bresp = 0;
-    top->p_m_axi_bid = 0;
-    top->p_m_axi_rd_arready = ar_lens.size() < 16;
-    bool r_valid = !ar_lens.empty();
-    top->p_m_axi_rd_rvalid = r_valid;
-    top->p_m_axi_rd_rid = 0;
-    top->p_m_axi_rd_rresp = 0;
-    top->p_m_axi_rd_rlast = r_valid && r_done >= ar_lens.front();
-    top->p_m_axi_rd_rdata = 0;
+    mem_drive();
 
     top->clk = 0;
     top->eval();
 
-    if (top->p_m_axi_awvalid) ++aw_taken;
-    if (top->p_m_axi_wvalid && top->p_m_axi_wlast) ++wlast_taken;
-    bool b_taken = b_valid && top->p_m_axi_bready;
-    bool ar_take = top->p_m_axi_rd_arvalid && ar_lens.size() < 16;
-    unsigned ar_len = (unsigned)top->p_m_axi_rd_arlen;
-    bool r_taken = r_valid && top->p_m_axi_rd_rready;
-
+    if (mem_sample()) act = true;
     if (ax != AX_IDLE) run_left = IDLE_RUN;     // a register access (a write may start ARP)
     if (axil_sample()) act = true;
-    act = act || top->p_m_axi_awvalid || top->p_m_axi_wvalid || b_taken || ar_take || r_taken;
 
     // gmii_tx (registered outputs: stable between the edges)
     bool tx_en = top->p_gmii_tx_tx_en;
@@ -246,16 +217,14 @@ static bool step() {
     } else if (rx_gap > 0) {
         --rx_gap;
     }
-    if (b_taken) ++b_given;
-    if (r_taken && ++r_done > ar_lens.front()) { ar_lens.pop_front(); r_done = 0; }
-    if (ar_take) ar_lens.push_back(ar_len);
+    if (mem_commit()) act = true;
     return act;
 }
 
 static bool busy() {
     if (manual) return false;
     return rx_active || rx_gap > 0 || !rx_queue.empty() || !tx_buf.empty() || run_left > 0 ||
-           ticks_owed > 0;
+           ticks_owed > 0 || mem_busy();
 }
 
 static uint64_t now_ns() {
@@ -305,6 +274,8 @@ static bool command(const std::string& raw) {
         return false;
     } else if (register_command(f)) {
         // R, W: answered
+    } else if (memory_command(f)) {
+        // MW, MR: answered
     } else if (f[0] == "F" && f.size() == 2) {
         std::string data;
         if (!from_hex(f[1], data) || data.empty()) out_line("ERR bad octets");
@@ -325,7 +296,8 @@ static bool command(const std::string& raw) {
                  std::to_string(frames_in) + " " + std::to_string(frames_out) + " " +
                  std::to_string(frames_bad));
     } else {
-        out_line("ERR bad command (F HEX | R ADDR | W ADDR VALUE | RUN N | MANUAL 0|1 | C | Q)");
+        out_line("ERR bad command (F HEX | R ADDR | W ADDR VALUE | MW ADDR HEX | MR ADDR N | RUN N | "
+                 "MANUAL 0|1 | C | Q)");
     }
     std::fflush(stdout);
     return true;

@@ -111,6 +111,9 @@ class DdpTx(wiring.Component):
         IDLE, WAIT_RX (the MPA fence), ERROR). A turn of a connection that may not send
         sends nothing: its work requests and Read Requests wait, other connections go on.
         Terminates are not held.
+    started : Out(stream.Signature(conn, always_ready=True))
+        (``gated``) A segment of connection ``payload`` starts (a pulse, a few cycles before
+        its first beat leaves on ``o``): Terminates included.
 
     Operation
     ---------
@@ -236,7 +239,9 @@ class DdpTx(wiring.Component):
             "cq": Out(stream.Signature(TxCompletion(connections=C))),
             "o": Out(stream.Signature(MpaTxBeat(width=width, connections=C))),
             "m_axi": Out(AXI4ReadSignature(addr_width=addr_width, data_width=8 * width)),
-            **({"open_conn": Out(conn_bits(C)), "open": In(1)} if self.gated else {}),
+            **({"open_conn": Out(conn_bits(C)), "open": In(1),
+                "started": Out(stream.Signature(conn_bits(C), always_ready=True))}
+               if self.gated else {}),
         })
 
     def elaborate(self, platform):
@@ -246,7 +251,8 @@ class DdpTx(wiring.Component):
         m.submodules.seq = seq = TxSequencer(width=W, connections=C, addr_width=AW, gated=self.gated,
                                              **depths)
         if self.gated:
-            m.d.comb += [self.open_conn.eq(seq.open_conn), seq.open.eq(self.open)]
+            m.d.comb += [self.open_conn.eq(seq.open_conn), seq.open.eq(self.open),
+                         self.started.valid.eq(seq.start.any), self.started.payload.eq(seq.conn)]
         m.submodules.queues = queues = TxQueues(connections=C, addr_width=AW, **depths)
         m.submodules.sq_planner = sq_plan = SegmentPlanner(width=W, addr_width=AW, headers=(TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN))
         m.submodules.rr_planner = rr_plan = SegmentPlanner(width=W, addr_width=AW, headers=(TAGGED_HEADER_LEN,))

@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.regmap import REGMAP
 
 from ..axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignature
-from ..beat import OctetBeat, check_width
+from ..beat import OctetBeat, check_width, conn_bits
 from ..ddp_rx import DdpRx
 from ..ddp_tx import DdpTx
 from ..mpa_rx import MpaRxBeat, MpaRxDeframer
@@ -104,8 +104,9 @@ class RnicCore(wiring.Component):
         False (default): the core alone; the bank's Network registers (NET_*) are plain
         storage, their read-only fields read 0 and NET_CAPS reports no network layer. True:
         a design with the network layer around the core (:class:`rnic.hdl.nic_top.NicTop`):
-        NET_CAPS.NETWORK reads 1 and the Network and TCP registers are passed through on the
-        ports ``net`` and ``tcp``.
+        NET_CAPS.NETWORK reads 1, the Network and TCP registers are passed through on the
+        ports ``net`` and ``tcp``, and the transmit path takes TCP's per-connection
+        permission to send (``may_send``, ``tx_started``).
     arp_entries : int
         Reported in NET_CAPS.ARP_ENTRIES (0 .. 64, default 0): the ARP cache slots of the
         network layer behind ``net``.
@@ -148,6 +149,17 @@ class RnicCore(wiring.Component):
         ``net.net_rx_good.count`` (in). The core does not use them.
     tcp : Out(block_signature("TCP")), only with ``network``
         The bank's TCP block, the same way (``tcp.tcp_cmd.listen``, ``tcp.tcp_now.ticks``).
+    may_send : In(connections), only with ``network``
+        Bit ``c``: connection ``c`` may begin a run on ``tx_wire`` (TCP's send ring has room
+        and no run of it is under way). A turn of the transmit path's scheduler sends only
+        on a connection whose bit is set (besides its state, below), read a cycle after the
+        turn picks it; a connection whose bit is 0 waits, the others go on. All ones after
+        reset: a design that does not drive it sends whenever the state allows.
+    tx_started : Out(stream.Signature(range(connections), always_ready=True)), only with
+        ``network``
+        A segment of the transmit path (a FPDU on ``tx_wire`` a few cycles later) starts on
+        connection ``payload``: the design in front of TCP keeps ``may_send`` of that
+        connection 0 until the run reaches TCP. Terminates are not held by ``may_send``.
 
     What the components between the blocks do
     -----------------------------------------
@@ -339,7 +351,10 @@ class RnicCore(wiring.Component):
         self.network = network
         self.arp_entries = arp_entries
         net = {"net": Out(block_signature(NETWORK_BLOCK)),
-               "tcp": Out(block_signature(TCP_BLOCK))} if network else {}
+               "tcp": Out(block_signature(TCP_BLOCK)),
+               "may_send": In(connections, init=(1 << connections) - 1),
+               "tx_started": Out(stream.Signature(conn_bits(connections), always_ready=True)),
+               } if network else {}
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=REGMAP.addr_width)),
             "tx_ulpdu": In(stream.Signature(MpaTxBeat(width=width, connections=connections))),
@@ -493,7 +508,17 @@ class RnicCore(wiring.Component):
         wiring.connect(d, stag_writer.rx, ddp.stag_w)
         wiring.connect(d, stag_writer.tx, dtx.stag_w)
         wiring.connect(d, sq_post.o, dtx.wr)
-        d.d.comb += [state.tx_conn.eq(dtx.open_conn), dtx.open.eq(state.tx_open)]
+        d.d.comb += state.tx_conn.eq(dtx.open_conn)
+        if self.network:
+            # (the permission registered a cycle after the turn picked its connection, as the
+            # state memory's read: the sequencer looks at ``open`` a cycle after ``open_conn``)
+            may_send = Signal(name="may_send_q")
+            d.d.sync += may_send.eq(self.may_send.bit_select(dtx.open_conn, 1))
+            d.d.comb += [dtx.open.eq(state.tx_open & may_send),
+                         self.tx_started.valid.eq(dtx.started.valid),
+                         self.tx_started.payload.eq(dtx.started.payload)]
+        else:
+            d.d.comb += dtx.open.eq(state.tx_open)
         wiring.connect(d, rq_post.o, ddp.rq_post)
         d.d.comb += rq_post.overflow.eq(ddp.rq_overflow)
         wiring.connect(d, dtx.rr_done, ird_release.responder)

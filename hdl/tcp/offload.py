@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.limits import check_width
 
 from ..axi import AXI4ReadSignature, AXI4WriteSignature
-from ..beat import OctetBeat
+from ..beat import OctetBeat, conn_bits
 from ..net.l3_layouts import Ipv4TxBeat
 from ..net.layouts import FrameBeat
 from ..stream_merge import StreamMerge
@@ -76,6 +76,8 @@ class TcpOffload(wiring.Component):
     fpdu : In(connections)
         Bit ``c``: connection ``c``'s runs are whole FPDUs (segments end at their ends);
         else a byte stream. Quasi-static per connection.
+    opened : Out(stream.Signature(range(connections), always_ready=True))
+        A connection opens (accepted, or its active open sent): a pulse with its id.
     m_axi_w : Out(AXI4WriteSignature(addr_width=, data_width=8 * width))
     m_axi_r : Out(AXI4ReadSignature(addr_width=, data_width=8 * width))
         The send rings: connection ``c``'s is ``2**ring_log2`` octets at
@@ -127,6 +129,7 @@ class TcpOffload(wiring.Component):
             "tx_wire": In(beat),
             "may_send": Out(n),
             "fpdu": In(n),
+            "opened": Out(stream.Signature(conn_bits(n), always_ready=True)),
             "m_axi_w": Out(AXI4WriteSignature(**bus)),
             "m_axi_r": Out(AXI4ReadSignature(**bus)),
             **control,
@@ -165,6 +168,8 @@ class TcpOffload(wiring.Component):
         self._ends(m, writer, path, room, echo)
         wiring.connect(m, writer.written, path.written)
         self._opened(m, path, writer, room, echo)
+        m.d.comb += [self.opened.valid.eq(path.opened.valid & path.opened.ready),
+                     self.opened.payload.eq(path.opened.payload.conn)]
         wiring.connect(m, path.released, room.released)
         # the reader's handling of a request stays off the engine's registers (requests
         # are rare: a slice of one register)

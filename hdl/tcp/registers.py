@@ -2,19 +2,37 @@
 listening ports, commands, the event queue, the TCB window and the drop counters."""
 
 from amaranth.hdl import Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from rnic.host.spec.regmap import TCP_BLOCK as TCP_REGISTERS
 from rnic.host.spec.regmap import TCP_COUNTER_WORDS, TCP_DROP_COUNTERS, TCP_PARAMS
 from rnic.host.spec.tcp_engine import TcpCommand
 
 from ..counter_memory import CounterMemory, count_registers, register_word
-from ..regbank import TCP_BLOCK, block_signature
+from ..beat import conn_bits
+from ..regbank import core_signature
 from .events import ConnEvent
 from .tcb import Tcb
 
-__all__ = ["TcpRegisters", "EVENT_DEPTH"]
+__all__ = ["TcpRegisters", "EVENT_DEPTH", "STREAM_PREFIX", "stream_signature",
+           "engine_signature"]
+
+#: The TCP block's registers of the stream port (the wire join's, not the engine's).
+STREAM_PREFIX = "TCP_STREAM_"
+
+
+def stream_signature():
+    """The bank's TCP_STREAM_* registers, seen from the bank."""
+    return core_signature(registers={r.name for r in TCP_REGISTERS.registers
+                                     if r.name.startswith(STREAM_PREFIX)})
+
+
+def engine_signature():
+    """The bank's TCP block but the stream port, seen from the bank."""
+    return core_signature(registers={r.name for r in TCP_REGISTERS.registers
+                                     if not r.name.startswith(STREAM_PREFIX)})
 
 #: Connection events the queue behind TCP_EVENT holds; more are dropped and counted.
 EVENT_DEPTH = 64
@@ -58,14 +76,17 @@ class TcpRegisters(wiring.Component):
 
     Ports
     -----
-    regs : In(block_signature("TCP"))
-        The register bank's TCP block.
+    regs : In(engine_signature())
+        The register bank's TCP block but the stream port (TCP_STREAM_*).
     control
         The engine's control ports, flipped (parameters, ``now``, ``listen``,
         ``command``, ``connect``, ``write`` (never valid here), ``report``, ``drops``,
         ``read_conn`` ..).
     fpdu : Out(connections)
-        Bit ``c``: connection ``c``'s mode (TCP_CMD.MODE), 0 after reset.
+        Bit ``c``: connection ``c``'s mode (TCP_CMD.MODE), 0 after reset and from the
+        cycle after ``opened`` names it.
+    opened : In(stream.Signature(range(connections), always_ready=True))
+        A connection opens (it starts as a byte stream).
     tick : In(1)
         One pulse advances the time base by a tick (besides TCP_TICK.CYCLES).
     sent : In(1)
@@ -85,9 +106,10 @@ class TcpRegisters(wiring.Component):
         self._listeners = listeners
         self._records = records
         super().__init__({
-            "regs": In(block_signature(TCP_BLOCK)),
+            "regs": In(engine_signature()),
             **{name: member.flip() for name, member in control.members.items()},
             "fpdu": Out(connections),
+            "opened": In(stream.Signature(conn_bits(connections), always_ready=True)),
             "tick": In(1),
             "sent": In(1),
             "counter_addr": In(range(TCP_COUNTER_WORDS)),
@@ -111,6 +133,8 @@ class TcpRegisters(wiring.Component):
         with m.If(r.tcp_cmd.mode):
             m.d.sync += self.fpdu.bit_select(r.tcp_conn.conn[:len(self.read_conn)], 1).eq(
                 r.tcp_conn.fpdu)
+        with m.If(self.opened.valid):
+            m.d.sync += self.fpdu.bit_select(self.opened.payload, 1).eq(0)
         m.d.comb += self.write.valid.eq(0)
         return m
 

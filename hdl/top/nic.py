@@ -58,7 +58,7 @@ class NicBoardTop(RgmiiBoard):
     """
 
     #: The NIC's TCP ports this top drives itself.
-    TCP_PORTS = ("tcp_rx_wire", "tcp_tx_wire", "tcp_may_send", "tick", "tcp_active")
+    TCP_PORTS = ("tick", "tcp_active")
 
     #: What the LEDs show, in order (a board with fewer LEDs shows the first ones).
     LED_FUNCTIONS = ("heartbeat", "phy_up", "rx_clock", "rx_frame", "tx_frame", "dropped",
@@ -96,10 +96,8 @@ class NicBoardTop(RgmiiBoard):
         wiring.connect(m, rgmii_rx.gmii, nic.gmii_rx)
         wiring.connect(m, nic.gmii_tx, rgmii_tx.gmii)
         if tcp:
-            # its time base ticks every millisecond of the clock; its byte streams for the
-            # core are not joined to the core yet (the echo service needs none)
-            m.d.comb += [nic.tcp_tx_wire.valid.eq(0), nic.tcp_rx_wire.ready.eq(1),
-                         nic.tick.eq(self._millisecond(m))]
+            # its time base ticks every millisecond of the clock
+            m.d.comb += nic.tick.eq(self._millisecond(m))
         uart_rx, uart_tx = uart_buffers(m, platform, self.board)
         rx_seen = toggle_seen(m, rx_toggle, int(self.pll.f_out * 1e-3))
         m.d.comb += [logic.rx.eq(uart_rx.i), uart_tx.o.eq(logic.tx), logic.locked.eq(locked),

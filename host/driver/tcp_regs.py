@@ -22,7 +22,11 @@ from rnic.host.spec.regmap import TCP_DROP_COUNTERS, TCP_PARAMS
 from rnic.host.spec.tcp_engine import TcpConnectResult, TcpDrop, TcpEventKind, TcpState
 
 __all__ = ["TcpAccess", "TcpCaps", "TcpEvent", "TcpConnection", "TCP_PARAMS", "TcpMissing",
-           "TcpConnectError"]
+           "TcpConnectError", "STREAM_SEND_MAX"]
+
+#: The most octets of one stream send: TCP's least MSS (RFC 9293 section 3.7.1), so that a
+#: run fits a segment whatever the peer's MSS.
+STREAM_SEND_MAX = 536
 
 
 
@@ -196,6 +200,61 @@ class TcpAccess:
         self._tcp_conn(conn)
         self.modify("TCP_CONN", fpdu=int(bool(fpdu)))
         self.pulse("TCP_CMD", "MODE")
+
+    def tcp_stream_send(self, conn, data):
+        """Send ``data`` (1 .. 536 octets: TCP's least MSS, room for an MPA Request or Reply
+        with 512 octets of private data) on connection ``conn`` through the stream port, as
+        they are; it leaves once the connection may send (its send ring has room). Waits
+        until no earlier stream send is pending."""
+        self.require_tcp()
+        data = bytes(data)
+        if not 1 <= len(data) <= STREAM_SEND_MAX:
+            raise ValueError(f"a stream send has 1 .. {STREAM_SEND_MAX} octets, not {len(data)}")
+        connections = self.fields("CAPS")["connections"]
+        if isinstance(conn, bool) or not isinstance(conn, int) or not 0 <= conn < connections:
+            raise ValueError(f"connection {conn!r} is not in 0 .. {connections - 1}")
+        self._wait("TCP_STREAM_TX_STATUS", "BUSY", 0)
+        words = -(-len(data) // 4)
+        padded = data + bytes(4 * words - len(data))
+        for k in range(words):
+            self.write("TCP_STREAM_TX_DATA", int.from_bytes(padded[4 * k:4 * k + 4], "little"))
+        self.write("TCP_STREAM_TX_CONN", conn=conn)
+        self.write("TCP_STREAM_TX_LEN", len=len(data))
+        self.pulse("TCP_STREAM_TX_CMD", "SEND")
+
+    def tcp_stream_cancel(self):
+        """Drop a stream send that waits for its connection (closed or reset: it never may
+        send again); False when none was pending."""
+        self.require_tcp()
+        if not self.field("TCP_STREAM_TX_STATUS", "BUSY"):
+            return False
+        self.pulse("TCP_STREAM_TX_CMD", "CANCEL")
+        self._wait("TCP_STREAM_TX_STATUS", "BUSY", 0)
+        return True
+
+    def tcp_stream_runs(self, limit=1000):
+        """The runs of octets received on connections in byte-stream mode, oldest first
+        (each removed): ``[(conn, octets, truncated)]``. ``truncated``: octets after these
+        were dropped (the stream port's FIFO was full): the connection's stream is broken."""
+        out = []
+        while len(out) < limit:
+            st = self.fields("TCP_STREAM_RX_STATUS")
+            if not st["valid"]:
+                break
+            conn = self.field("TCP_STREAM_RX_CONN", "CONN")
+            words = -(-st["len"] // 4)
+            data = bytearray()
+            for k in range(words):
+                data += self.read("TCP_STREAM_RX_DATA").to_bytes(4, "little")
+                if k < words - 1:
+                    self.pulse("TCP_STREAM_RX_CMD", "NEXT")
+            self.pulse("TCP_STREAM_RX_CMD", "POP")
+            out.append((conn, bytes(data[:st["len"]]), bool(st["truncated"])))
+        return out
+
+    def tcp_stream_lost(self):
+        """Whole runs were dropped by the stream port since reset (its records were full)."""
+        return bool(self.field("TCP_STREAM_RX_STATUS", "LOST"))
 
     def tcp_connection(self, conn) -> TcpConnection:
         """The TCB of connection ``conn`` (state CLOSED: not in use)."""

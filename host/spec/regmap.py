@@ -93,7 +93,7 @@ MAGIC = 0x69575250
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 #: While MAJOR is 0 (before the first release) a changed meaning moves MINOR too.
 VERSION_MAJOR = 0
-VERSION_MINOR = 11
+VERSION_MINOR = 12
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -731,7 +731,9 @@ def _tcb_word(name, addr, doc):
 
 TCP_BLOCK = Block(
     "TCP", "The TCP engine (rnic.hdl.tcp.TcpOffload; docs/tcp.md): its parameters, listening "
-    "ports, commands, connection events, the TCB of one connection, and drop counters. They "
+    "ports, commands, connection events, the TCB of one connection, drop counters, and the "
+    "stream port (TCP_STREAM_*: the octets of connections in byte-stream mode, MPA's Request "
+    "and Reply, moved by the host before the connection carries FPDUs). They "
     "act where TCP_CAPS.TCP is 1 (elsewhere they read 0 and ignore writes). Parameters apply "
     "to connections opened after they are written (TCP_RING_BASE and TCP_RING_LOG2: change "
     "them only while no connection is open). Times count ticks of the time base (1 ms: the "
@@ -793,8 +795,11 @@ TCP_BLOCK = Block(
              _f("PORT", 16, 16, "Local TCP port.")),
         _reg("TCP_CONN", 0x584, RW, "The connection of TCP_CMD and of the TCB window.",
              _f("CONN", 0, 16, "Connection id, below CAPS.CONNECTIONS."),
-             _f("FPDU", 16, 1, "Mode TCP_CMD.MODE sets: 1 the core's runs are whole FPDUs (segments "
-                               "end at their ends), 0 a byte stream."),
+             _f("FPDU", 16, 1, "Mode TCP_CMD.MODE sets: 1 the connection carries FPDUs (the "
+                               "core's runs are whole FPDUs, segments end at their ends, and "
+                               "what it receives goes to the core), 0 a byte stream (segments "
+                               "cut anywhere, what it receives goes to TCP_STREAM_RX_*). A "
+                               "connection opens in byte-stream mode."),
              _f("ECHO", 17, 1, "TCP_CMD.CONNECT opens an echo service connection (RFC 862: every "
                                "octet received is sent back, in gateware).")),
         _reg("TCP_CMD", 0x588, PULSE, "TCP commands.",
@@ -836,6 +841,45 @@ TCP_BLOCK = Block(
              _f("RESULT", 16, 2, "TcpConnectResult.", enum=TcpConnectResult),
              _f("BUSY", 30, 1, "A CONNECT is being handled."),
              _f("DONE", 31, 1, "RESULT and CONN are a CONNECT's (0 until the first).")),
+        _reg("TCP_STREAM_TX_CONN", 0x5C4, RW, "Connection of TCP_STREAM_TX_CMD.SEND.",
+             _f("CONN", 0, 16, "Connection id.")),
+        _reg("TCP_STREAM_TX_LEN", 0x5C8, RW, "Length of TCP_STREAM_TX_CMD.SEND.",
+             _f("LEN", 0, 16, "Octets, 1 .. the connection's MSS (one run: an MPA Request or "
+                              "Reply).")),
+        _word("TCP_STREAM_TX_DATA", 0x5CC, PULSE, "DATA", "Write-only FIFO port: every write "
+              "pushes the whole word (first octet in bits 7..0) into the stream TX FIFO; "
+              "dropped when it is full (TCP_STREAM_TX_STATUS.FREE = 0). Reads return 0."),
+        _reg("TCP_STREAM_TX_CMD", 0x5D0, PULSE, "Stream port transmit command.",
+             _f("SEND", 0, 1, "Send TCP_STREAM_TX_LEN octets on connection TCP_STREAM_TX_CONN "
+                              "from the next ceil(LEN/4) words of the FIFO, as they are (no "
+                              "framing), once the connection may send (its send ring has "
+                              "room and no run of it is under way). Ignored while "
+                              "TCP_STREAM_TX_STATUS.BUSY or with LEN 0."),
+             _f("CANCEL", 1, 1, "Drop the SEND that waits for its connection (one closed or "
+                                "reset never may send again), its words included: BUSY "
+                                "falls once they are gone. Ignored while none waits.")),
+        _reg("TCP_STREAM_TX_STATUS", 0x5D4, RO, "Stream port transmit status.",
+             _f("BUSY", 0, 1, "A SEND has not left yet."),
+             _f("FREE", 16, 16, "Free words in the stream TX FIFO.")),
+        _reg("TCP_STREAM_RX_STATUS", 0x5D8, RO, "The oldest run of octets received in "
+             "byte-stream mode (TCP_CONN.FPDU 0): a segment's payload, in order.",
+             _f("VALID", 0, 1, "A run is at the head: LEN, TCP_STREAM_RX_CONN and "
+                               "TCP_STREAM_RX_DATA describe it."),
+             _f("TRUNCATED", 1, 1, "The stream RX FIFO was full: octets of this run were "
+                                   "dropped (after the LEN kept), already acknowledged to the "
+                                   "peer. The connection's byte stream is broken: abort it."),
+             _f("LOST", 2, 1, "Whole runs were dropped (the FIFO's run records were full) "
+                              "since reset; sticky."),
+             _f("LEN", 16, 16, "Octets of the run in the FIFO (ceil(LEN/4) words).")),
+        _reg("TCP_STREAM_RX_CONN", 0x5DC, RO, "Connection of the run at the head.",
+             _f("CONN", 0, 16, "Connection id.")),
+        _word("TCP_STREAM_RX_DATA", 0x5E0, RO, "DATA", "The current word of the run at the head "
+              "(octet k of the word in bits 8k+7 .. 8k; octets past LEN read 0). Reading does "
+              "not advance: strobe TCP_STREAM_RX_CMD.NEXT."),
+        _reg("TCP_STREAM_RX_CMD", 0x5E4, PULSE, "Stream port receive command.",
+             _f("POP", 0, 1, "Drop the head run (its words not yet read included); VALID shows "
+                             "the next one a few cycles later."),
+             _f("NEXT", 1, 1, "Advance TCP_STREAM_RX_DATA to the next word of the head run.")),
     ))
 
 

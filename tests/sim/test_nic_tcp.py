@@ -29,8 +29,9 @@ PEER_PORT = 5001
 PEER_TIMERS = dict(rto_initial=300, rto_min=200, delack=10, time_wait=2500)
 
 
-@pytest.fixture(scope="module")
-def nic():
+def open_nic():
+    """The simulated NIC at its address, the peer in its ARP cache, TCP configured (the
+    largest rings, delayed ACKs of 10 ms); with its :class:`Registers`."""
     dev = NicSimDevice()
     regs = Registers(dev)
     regs.set_ip(DEFAULT_NIC_IP, 24)
@@ -38,6 +39,12 @@ def nic():
     caps = regs.tcp_caps()
     assert (caps.tcp, caps.listeners, caps.ring_log2) == (True, 4, 16)
     regs.tcp_configure(secret=0x5EC2E7, delack=10, ring_log2=caps.ring_log2)
+    return dev, regs
+
+
+@pytest.fixture(scope="module")
+def nic():
+    dev, regs = open_nic()
     regs.tcp_listen(0, ECHO_PORT, echo=True)
     yield dev
     dev.close()

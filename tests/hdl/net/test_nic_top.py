@@ -34,20 +34,23 @@ def test_ports():
     assert members["s_axil"].signature == AXI4LiteSignature(addr_width=12).flip()
     assert members["m_axi"].signature == AXI4WriteSignature(addr_width=32, data_width=32)
     assert members["m_axi_rd"].signature == AXI4ReadSignature(addr_width=32, data_width=32)
-    for name in ("tx_ulpdu", "tx_wire", "rx_wire", "rx_ulpdu", "irq", "tcp_rx_wire",
-                 "tcp_tx_wire", "tcp_may_send", "tick", "tcp_active"):
+    for name in ("rx_ulpdu", "irq", "tick", "tcp_active"):
         assert name in members
+    # the core's wire ports are joined to TCP inside (WireJoin)
+    assert not any(name in members for name in NicTop.JOINED)
 
 
 def test_without_tcp():
     members = NicTop(width=4, connections=4, tcp=False).signature.members
     assert not any(name.startswith("tcp_") or name == "tick" for name in members)
+    assert all(name in members for name in NicTop.JOINED)
     with pytest.raises(TypeError, match="tcp must be a bool"):
         NicTop(width=4, connections=4, tcp=1)
 
 
 def test_core_net_port_only_with_network():
-    assert "net" not in RnicCore(width=4, connections=2).signature.members
+    alone = RnicCore(width=4, connections=2).signature.members
+    assert not any(name in alone for name in ("net", "tcp", "may_send", "tx_started"))
     core = RnicCore(width=4, connections=2, network=True, arp_entries=8)
     net = core.signature.members["net"]
     assert net.flow == wiring.Out and net.signature == block_signature(NETWORK_BLOCK)
@@ -55,6 +58,10 @@ def test_core_net_port_only_with_network():
     tcp = core.signature.members["tcp"]
     assert tcp.flow == wiring.Out and tcp.signature == block_signature(TCP_BLOCK)
     assert "tcp_listen" in tcp.signature.members and "tcp_now" in tcp.signature.members
+    # TCP's permission to send: all ones until driven
+    may_send = core.signature.members["may_send"]
+    assert may_send.flow == wiring.In and may_send.init == 0b11
+    assert core.signature.members["tx_started"].flow == wiring.Out
     with pytest.raises(TypeError, match="network must be a bool"):
         RnicCore(width=4, network=1)
     with pytest.raises(ValueError, match="arp_entries=65"):
