@@ -184,6 +184,10 @@ class NicSimDevice(HarnessMemory, HarnessTransport):
     noun = "the simulated NIC"
     #: Octets of host memory behind the core's AXI4 masters (``mem_read``, ``mem_write``).
     mem_size = MEM_SIZE
+    #: The NIC top's core at its defaults: the largest ULPDU it takes (a DDP slot) and the
+    #: inbound RDMA Read Requests it holds per connection.
+    ddp_slot_bytes = 2048
+    ird_depth = 4
 
     def __init__(self, *, width=4, connections=16, on_frame=None, on_bad=None, build_dir=None,
                  timeout=30.0):

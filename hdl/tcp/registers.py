@@ -50,6 +50,7 @@ _TCB_FIELDS = (
     ("tcp_tcb_snd_wnd", "value", ("send", "snd_wnd")),
     ("tcp_tcb_cwnd", "value", ("send", "cwnd")),
     ("tcp_tcb_rto", "value", ("rtt", "rto")),
+    ("tcp_tcb_mss", "mss", ("send", "send_mss")),
 )
 
 

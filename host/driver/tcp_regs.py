@@ -75,6 +75,7 @@ class TcpConnection:
     snd_wnd: int
     cwnd: int
     rto: int
+    mss: int
 
     def as_dict(self):
         out = dataclasses.asdict(self)
@@ -266,7 +267,7 @@ class TcpAccess:
                              "rto")}
         return TcpConnection(conn, TcpState(s["state"]), bool(s["echo"]), s["retries"],
                              ipaddress.IPv4Address(word.pop("remote_ip")), ports["remote"],
-                             ports["local"], **word)
+                             ports["local"], **word, mss=self.field("TCP_TCB_MSS", "MSS"))
 
     def tcp_counters(self):
         """``{"drops": {TcpDrop: count}, "tx_segments", "retransmits", "events_lost", "now"}``."""

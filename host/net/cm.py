@@ -1105,17 +1105,22 @@ def _term_after_reply(sock, framing, info, reply_time, params):
                       segment.TxStream(mulpdu=MIN_MULPDU), info, _deadline(1.0))
 
 
-def accept(sock, params=None, *, reject=False):
+def accept(sock, params=None, *, reject=False, before_reply=None):
     """Responder: read and check the MPA Request, answer with a Reply or Reject.
 
     Parameters
     ----------
     sock : socket.socket
-        The accepted connection.
+        The accepted connection (or an object with its methods:
+        :class:`rnic.host.net.nic_tcp.NicStream`).
     params : ConnParams
     reject : bool or callable
         True (or a callable given the Request frame that returns true):
         answer with a Reject carrying ``params.private_data`` and close.
+    before_reply : callable or None
+        Called with the :class:`Negotiated` just before the Reply goes out: a NIC
+        commits the connection to FPDUs there (the initiator's first FPDU may follow the
+        Reply at once).
 
     Returns
     -------
@@ -1153,6 +1158,8 @@ def accept(sock, params=None, *, reject=False):
         neg = Negotiated(role="responder", sock=sock, params=params, local_frame=reply,
                          peer_frame=request, terms=terms, leftover=leftover)
         _nodelay(sock)
+        if before_reply is not None:
+            before_reply(neg)
         _send_all(sock, build_frame(reply), deadline, "the MPA Reply")
         sock.settimeout(params.timeout)
         return neg

@@ -112,7 +112,7 @@ class OffloadRnic(QueuedDataPath):
                  first_fpdu_timeout=None):
         super().__init__()
         dev = device.transport
-        for name in ("push_segment", "run", "take_tx", "mem_read", "mem_write"):
+        for name in self.NEEDS:
             if not callable(getattr(dev, name, None)):
                 raise TypeError(f"{device.spec}: the device has no stream and memory access "
                                 "(a rnic.sim.device.SimDevice is needed for the offloaded data path)")
@@ -182,12 +182,7 @@ class OffloadRnic(QueuedDataPath):
             self._shared.cq.pop(conn, None)
             self._shared.term.pop(conn, None)
             ctx = {**neg.context(), "fence_open": neg.fence_open, "ird": self.ird}
-            self.programmed = device.program_connection(conn, ctx, rx_mulpdu=rx_mulpdu)
-            regs = device.regs
-            if regs.read("DP_CTRL") != 0:
-                regs.write("DP_CTRL", encode("DP_CTRL"))     # DDP/RDMAP in the core
-            if not regs.field("CTRL", "ENABLE"):
-                regs.enable(True)
+            self.programmed = self._program(conn, ctx, rx_mulpdu)
         self.memory_size = mem.size
         if neg.role == "responder" and neg.p2p and "send" in (neg.rtr_offered if neg.rtr is None
                                                                else {neg.rtr}):
@@ -201,6 +196,24 @@ class OffloadRnic(QueuedDataPath):
             wr = WorkRequest(kind, conn=conn, lstag=stag if kind == SqOpcode.RDMA_READ else 0,
                              rstag=0 if kind == SqOpcode.SEND else stag, signaled=True)
             self._sq_wait.append(_Posted(0, kind, 0, rtr=True, wr=wr))
+
+    #: What the device's transport must offer: stream and memory access.
+    NEEDS = ("push_segment", "run", "take_tx", "mem_read", "mem_write")
+
+    def _program(self, conn, ctx, rx_mulpdu):
+        """Write the connection's context and get the core ready (device lock held); the
+        keyword arguments programmed."""
+        programmed = self.device.program_connection(conn, ctx, rx_mulpdu=rx_mulpdu)
+        self._prepare_core()
+        return programmed
+
+    def _prepare_core(self):
+        """DDP/RDMAP in the core (DP_CTRL all 0) and the core enabled."""
+        regs = self.device.regs
+        if regs.read("DP_CTRL") != 0:
+            regs.write("DP_CTRL", encode("DP_CTRL"))
+        if not regs.field("CTRL", "ENABLE"):
+            regs.enable(True)
 
     def __repr__(self):
         return f"<OffloadRnic {self.neg.role} conn={self.conn} state={self._state} device={self.device.spec}>"

@@ -86,6 +86,7 @@ class _Shared:
         self.term = collections.defaultdict(collections.deque)  # conn -> TERM reports
         self.memory = None      # the device memory's allocator (offloaded data paths)
         self.stags = None       # its STag table rows (offloaded data paths)
+        self.tcp = None         # the NIC's TCP events and stream runs (rnic.host.net.nic_tcp)
 
 
 _SHARED = weakref.WeakKeyDictionary()

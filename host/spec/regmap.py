@@ -880,6 +880,10 @@ TCP_BLOCK = Block(
              _f("POP", 0, 1, "Drop the head run (its words not yet read included); VALID shows "
                              "the next one a few cycles later."),
              _f("NEXT", 1, 1, "Advance TCP_STREAM_RX_DATA to the next word of the head run.")),
+        _reg("TCP_TCB_MSS", 0x5E8, RO, "The send MSS of the connection TCP_CONN.CONN (0 while "
+             "it is CLOSED).",
+             _f("MSS", 0, 16, "The most payload octets of a segment to the peer: its MSS "
+                              "option, at most TCP_MSS (the EMSS MPA's MULPDU follows from).")),
     ))
 
 

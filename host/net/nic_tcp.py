@@ -1,0 +1,298 @@
+"""MPA connections over the NIC's own TCP: the host negotiates through the stream port, then
+the RNIC core moves every payload octet.
+
+A device whose TCP is in gateware (TCP_CAPS.TCP: :class:`rnic.hdl.nic_top.NicTop`, the
+simulated NIC or a board) opens and accepts TCP connections itself (TCP_CMD.CONNECT, the
+listening slots). Each connection starts as a byte stream that the host reads and writes
+through the stream port (TCP_STREAM_*), which is all MPA's negotiation needs:
+
+* :class:`NicStream` is a socket-like object over one such connection (``recv``,
+  ``sendall``, ``shutdown``, ``settimeout``; ``getsockopt(TCP_MAXSEG)`` is the
+  connection's send MSS), so :func:`rnic.host.net.cm.connect` and
+  :func:`rnic.host.net.cm.accept` run unchanged over it;
+* :func:`nic_connect` opens a connection from the NIC and negotiates as the initiator;
+  :func:`nic_accept` takes a connection the NIC accepted on a listening port and
+  negotiates as the responder. Either commits the connection to FPDUs
+  (:func:`commit`: TCP_CMD.MODE and the core's context) between two octets nobody has
+  sent yet: the responder before its Reply goes out, the initiator once the Reply is in;
+* :class:`NicRnic` is the :class:`~rnic.host.net.rnic_sw.DataPath` of such a connection:
+  :class:`~rnic.host.net.rnic_offload.OffloadRnic` without its socket pump (the core's
+  FPDUs go to and come from TCP in the NIC); its thread posts what waits for room in the
+  SQ and RQ, takes completions and reports, and watches the connection's TCP events
+  (the peer's FIN, a reset, a lost connection).
+
+The connection events and the stream port's runs of all connections come out of one
+queue each; :class:`TcpMux` (one per device, in its shared state) keeps them per
+connection. Every register sequence runs under the device's lock.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import socket
+import time
+
+from rnic.host.driver.tcp_regs import STREAM_SEND_MAX
+from rnic.host.net import cm
+from rnic.host.net.rnic_offload import OffloadRnic
+from rnic.host.net.transfer import device_lock, shared_state
+from rnic.host.spec.errors import ErrorInfo, MpaError
+from rnic.host.spec.tcp_engine import TcpEventKind
+
+__all__ = ["TcpMux", "NicStream", "NicRnic", "nic_connect", "nic_accept", "wait_accepted",
+           "commit", "NicTcpError"]
+
+#: Events after which a connection receives nothing more.
+_ENDS = {TcpEventKind.PEER_CLOSED, TcpEventKind.CLOSED, TcpEventKind.RESET,
+         TcpEventKind.LOST, TcpEventKind.REFUSED}
+#: Events that end a connection abnormally.
+_FAILS = {TcpEventKind.RESET, TcpEventKind.LOST, TcpEventKind.REFUSED}
+#: Seconds between looks at the registers while waiting.
+_POLL = 0.002
+
+
+class NicTcpError(ConnectionError):
+    """The NIC's TCP connection failed (refused, reset, lost, or its stream broken)."""
+
+
+class TcpMux:
+    """The NIC's connection events and stream-port runs, kept per connection (the device's
+    lock held for every method)."""
+
+    def __init__(self, device):
+        self.regs = device.regs
+        self.events = collections.defaultdict(collections.deque)     # conn -> kinds
+        self.octets = collections.defaultdict(bytearray)             # conn -> stream octets
+        self.broken = set()                                          # conns with lost octets
+
+    def poll(self):
+        """Take what the registers hold now."""
+        for conn, data, truncated in self.regs.tcp_stream_runs():
+            self.octets[conn] += data
+            if truncated:
+                self.broken.add(conn)
+        for event in self.regs.tcp_events():
+            self.events[event.conn].append(event.kind)
+
+    def forget(self, conn):
+        """A connection id is reused: drop what is kept for its previous connection."""
+        self.events.pop(conn, None)
+        self.octets.pop(conn, None)
+        self.broken.discard(conn)
+
+
+def _mux(device):
+    sh = shared_state(device)
+    if sh.tcp is None:
+        sh.tcp = TcpMux(device)
+    return sh.tcp
+
+
+class NicStream:
+    """One NIC connection's byte stream as a blocking socket (the part of the socket API MPA
+    setup uses). ``recv`` returns b"" after the peer's FIN and raises
+    :class:`NicTcpError` after a reset, a lost connection or dropped octets."""
+
+    family = socket.AF_INET
+
+    def __init__(self, device, conn):
+        self.device, self.conn = device, conn
+        self._lock = device_lock(device)
+        self._mux = _mux(device)
+        self._timeout = None
+        self._shut = False
+        self.ended = None           # the event that ended the stream
+
+    def settimeout(self, timeout):
+        self._timeout = timeout
+
+    def setblocking(self, flag):
+        self._timeout = None if flag else 0.0
+
+    def setsockopt(self, *args):
+        pass                        # (TCP_NODELAY: the NIC sends each run at once)
+
+    def getsockopt(self, level, name, *args):
+        if (level, name) != (socket.IPPROTO_TCP, socket.TCP_MAXSEG):
+            raise OSError(f"NicStream has no socket option {level}/{name}")
+        with self._lock:
+            return self.device.regs.tcp_connection(self.conn).mss
+
+    def _events(self):
+        """The stream's end, if an event ended it (lock held)."""
+        for kind in self._mux.events[self.conn]:
+            if kind in _ENDS and self.ended is None:
+                self.ended = kind
+        return self.ended
+
+    def recv(self, n):
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        while True:
+            with self._lock:
+                self._mux.poll()
+                if self.conn in self._mux.broken:
+                    raise NicTcpError(f"connection {self.conn}: the stream port dropped "
+                                      "octets of it")
+                buf = self._mux.octets[self.conn]
+                if buf:
+                    out = bytes(buf[:n])
+                    del buf[:n]
+                    return out
+                ended = self._events()
+            if ended in _FAILS:
+                raise NicTcpError(f"connection {self.conn}: {ended.name.lower()}")
+            if ended is not None:
+                return b""
+            if deadline is not None and time.monotonic() >= deadline:
+                if self._timeout == 0:
+                    raise BlockingIOError("no octets yet")
+                raise socket.timeout("timed out")
+            time.sleep(_POLL)
+
+    def sendall(self, data):
+        data = bytes(data)
+        for pos in range(0, len(data), STREAM_SEND_MAX):
+            with self._lock:
+                self.device.regs.tcp_stream_send(self.conn, data[pos:pos + STREAM_SEND_MAX])
+
+    def send(self, data):
+        self.sendall(data)
+        return len(data)
+
+    def shutdown(self, how):
+        """A FIN after what was sent (any ``how``: the NIC's TCP has no half-close of reads)."""
+        with self._lock:
+            if not self._shut:
+                self._shut = True
+                self.device.regs.tcp_close(self.conn)
+
+    def close(self):
+        self.shutdown(socket.SHUT_RDWR)
+
+
+def commit(device, conn, neg, *, rx_mulpdu):
+    """Connection ``conn`` carries FPDUs from now on: TCP_CMD.MODE, then the core's context
+    from the negotiation (markers from its first FPDU each way; a responder waits in WAIT_RX
+    for the initiator's first FPDU)."""
+    with device_lock(device):
+        regs = device.regs
+        regs.tcp_set_mode(conn, fpdu=True)
+        ctx = {**neg.context(), "fence_open": neg.fence_open}
+        device.program_connection(conn, ctx, rx_mulpdu=rx_mulpdu)
+
+
+def _wait_open(device, conn, kind, timeout):
+    """Wait for ``kind`` (CONNECTED, ACCEPTED) on ``conn``; NicTcpError on its failure."""
+    lock, mux = device_lock(device), _mux(device)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with lock:
+            mux.poll()
+            events = mux.events[conn]
+            while events:
+                got = events.popleft()
+                if got == kind:
+                    return
+                if got in _ENDS:
+                    raise NicTcpError(f"connection {conn}: {got.name.lower()}")
+        time.sleep(_POLL)
+    raise NicTcpError(f"connection {conn}: no {kind.name} within {timeout} s")
+
+
+def wait_accepted(device, timeout):
+    """The id of the next connection the NIC accepted on a listening port (its ACCEPTED
+    event taken); NicTcpError after ``timeout`` seconds."""
+    lock, mux = device_lock(device), _mux(device)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with lock:
+            mux.poll()
+            for conn, events in mux.events.items():
+                if events and events[0] == TcpEventKind.ACCEPTED:
+                    events.popleft()
+                    return conn
+        time.sleep(_POLL)
+    raise NicTcpError(f"no connection accepted within {timeout} s")
+
+
+def nic_connect(device, address, port, params=None, *, local_port, rx_mulpdu=2048):
+    """Open a TCP connection from the NIC to ``address``:``port`` and negotiate MPA as the
+    initiator over it: ``(Negotiated, conn)``, the connection committed to FPDUs and its RTR
+    (if any) left to the data path (:class:`NicRnic`)."""
+    params = cm.ConnParams() if params is None else params
+    with device_lock(device):
+        conn = device.regs.tcp_connect(address, port, local_port)
+        _mux(device).forget(conn)
+    _wait_open(device, conn, TcpEventKind.CONNECTED, params.timeout or 30.0)
+    neg = cm.connect(NicStream(device, conn), params, send_rtr=False)
+    commit(device, conn, neg, rx_mulpdu=rx_mulpdu)
+    return neg, conn
+
+
+def nic_accept(device, conn, params=None, *, rx_mulpdu=2048, reject=False):
+    """Negotiate MPA as the responder on connection ``conn``, which the NIC accepted (its
+    ACCEPTED event taken): the Negotiated, the connection committed to FPDUs before the
+    Reply went out."""
+    return cm.accept(NicStream(device, conn), params, reject=reject,
+                     before_reply=lambda neg: commit(device, conn, neg, rx_mulpdu=rx_mulpdu))
+
+
+class NicRnic(OffloadRnic):
+    """:class:`~rnic.host.net.rnic_offload.OffloadRnic` over the NIC's own TCP: the
+    connection was committed by :func:`nic_connect` / :func:`nic_accept`; no octet of it
+    passes through the host. Parameters as OffloadRnic's (``rx_mulpdu`` is unused: the
+    context is programmed already)."""
+
+    #: What the device's transport must offer: host memory (the core's AXI4 masters).
+    NEEDS = ("mem_read", "mem_write")
+
+    def __init__(self, negotiated, device, **kw):
+        super().__init__(negotiated, device, **kw)
+        self._peeking = False                   # the peer's octets never reach the host
+        self._fence_poll_until = math.inf       # the core opens the fence: ask it each turn
+
+    def _program(self, conn, ctx, rx_mulpdu):
+        """The context was committed with the connection's mode: only the data path's
+        routing and the core's enable."""
+        self._prepare_core()
+        return None
+
+    def __repr__(self):
+        return f"<NicRnic {self.neg.role} conn={self.conn} state={self._state} device={self.device.spec}>"
+
+    def _pump(self):
+        cycles = self._cycles()
+        if cycles is not None:
+            self._clock0 = (cycles, time.monotonic())
+        try:
+            while True:
+                with self._cond:
+                    if self.closed:
+                        return
+                    busy = self._busy()
+                with self._lock:
+                    self._post_backlog()
+                    self._collect()
+                    ended = self._watch()
+                if ended in _FAILS:
+                    self._lost(f"TCP connection {ended.name.lower()}")
+                self._check_end()
+                time.sleep(_POLL if busy else self.tick)
+        except Exception as exc:        # noqa: BLE001 - report, never die silently
+            self._end(ErrorInfo.mpa(MpaError.LOCAL_CATASTROPHIC, f"local error: {exc!r}"))
+
+    def _watch(self):
+        """The connection's TCP events (device lock held): the peer's FIN starts the end; the
+        event that ended it, if any."""
+        stream = self.neg.sock
+        stream._mux.poll()
+        ended = stream._events()
+        if ended is not None and ended not in _FAILS:
+            with self._cond:
+                if not self._rx_fin:
+                    self._rx_fin = True
+                    if self._end_deadline is None:
+                        self._end_deadline = time.monotonic() + min(self.linger, 2.0)
+                    self._cond.notify_all()
+        return ended
