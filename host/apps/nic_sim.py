@@ -141,6 +141,17 @@ class _LateTransport(Transport):
     def write32(self, addr, value):
         self._dev().write32(addr, value)
 
+    # the simulated NIC's host memory, for data paths driven through the register server
+    @property
+    def mem_size(self):
+        return self._dev().mem_size
+
+    def mem_read(self, addr, n):
+        return self._dev().mem_read(addr, n)
+
+    def mem_write(self, addr, data):
+        self._dev().mem_write(addr, data)
+
     def close(self):
         pass
 

@@ -337,6 +337,10 @@ def connect(ctx, address, p2p, rev, ird, ord_, rtr, markers, crc, private_data, 
             send, write, read, stag, to, pcap_file, as_json):
     """Open an MPA connection to HOST:PORT and run transfers on it.
 
+    On a NIC with TCP in gateware (--device tcp: of `rnic nic-sim`, or a
+    board) the NIC opens the TCP connection, MPA is negotiated through its
+    stream port, and its core moves every octet of the transfers.
+
     Prints the negotiated parameters, then runs the transfers in the order
     given (--send, --write, --read; --stag and --to belong to the --write or
     --read before them), prints each result (read data in hex), and closes
@@ -352,8 +356,10 @@ def connect(ctx, address, p2p, rev, ird, ord_, rtr, markers, crc, private_data, 
       rnic connect 127.0.0.1:7000 --write deadbeef --stag 0x1000 --to 16 \\
                                   --read 4 --stag 0x1000 --to 16
       rnic connect 127.0.0.1:7000 --p2p --rtr write --markers --json
+      rnic connect 169.254.7.1:7000 --send 6869 --device tcp:127.0.0.1:7200  # a NIC's TCP
     """
-    from rnic.host.net import cm
+    from rnic.host.driver.tcp_regs import TcpConnectError
+    from rnic.host.net import cm, nic_tcp
     from rnic.host.net.transfer import describe_error, make_datapath, negotiated_json, run_transfers
 
     transfers = _transfers(ctx, send, write, read, stag, to)
@@ -380,7 +386,10 @@ def connect(ctx, address, p2p, rev, ird, ord_, rtr, markers, crc, private_data, 
         if dev is not None:
             dev.reset()
         try:
-            if pcap_file:
+            if nic_tcp.has_tcp(dev):
+                # the NIC's own TCP: MPA through its stream port, then the core alone
+                neg, _ = nic_tcp.nic_connect(dev, host, port, params)
+            elif pcap_file:
                 from rnic.host.apps.rping import connect_retry
                 neg = connect_retry((host, port), params,
                                     wrap=pcap_wrap(pcap_file, active=True), send_rtr=False)
@@ -397,6 +406,9 @@ def connect(ctx, address, p2p, rev, ird, ord_, rtr, markers, crc, private_data, 
         except cm.MpaSetupError as e:
             result["error"] = e.info.to_json()
             return finish(EXIT_FAILURE, f"MPA setup with {peer} failed: {describe_error(e.info)}")
+        except (nic_tcp.NicTcpError, TcpConnectError) as e:
+            result["error"] = {"text": str(e)}
+            return finish(EXIT_FAILURE, f"TCP connection to {peer} failed: {e}")
         result["negotiated"] = negotiated_json(neg)
         if not as_json:
             click.echo(f"connected to {peer}: {negotiated_text(result['negotiated'])}", file=out)

@@ -58,6 +58,10 @@ def rping(server, client, addr, port, count, size, verbose, validate, debug, p2p
     Sends "go ahead"; -C times. -v prints what rping prints ("ping data:
     rdma-ping-0: ABC...", the server "server ping data: ..."). The data
     path is the software RNIC, or the simulated hardware with --device sim.
+    On a NIC with TCP in gateware (--device tcp: of `rnic nic-sim`, or a
+    board) the connection is the NIC's own: it connects or listens on the
+    network, MPA is negotiated through its stream port, and the core moves
+    every octet after that.
 
     Exit status: 0 success (the server: the client disconnected after
     complete pings); 1 the connection or a transfer failed, a Terminate, a
@@ -68,9 +72,10 @@ def rping(server, client, addr, port, count, size, verbose, validate, debug, p2p
       rnic rping -s -a 127.0.0.1 -p 7174 -v
       rnic rping -c -a 127.0.0.1 -p 7174 -C 3 -v -V
       rnic rping -c -a 127.0.0.1 -p 7174 -C 1 -S 4096 --p2p --rtr write --device sim
+      rnic rping -s -p 7174 --device tcp:127.0.0.1:7200    # the simulated NIC's TCP
     """
     import socket
-    from rnic.host.net import cm
+    from rnic.host.net import cm, nic_tcp
     from rnic.host.apps import rping as rp
     from rnic.host.net.transfer import describe_error, make_datapath, negotiated_json
 
@@ -118,7 +123,13 @@ def rping(server, client, addr, port, count, size, verbose, validate, debug, p2p
     try:
         if dev is not None:
             dev.reset()
-        if client:
+        if nic_tcp.has_tcp(dev):
+            # the NIC's own TCP: MPA through its stream port, then the core alone
+            neg, status = _nic_connection(dev, client, addr, port, params, result, say, as_json,
+                                          out, finish)
+            if neg is None:
+                return status
+        elif client:
             result["peer"] = f"{addr}:{port}"
             try:
                 # the data path made next sends the RTR (the core's through its send queue)
@@ -194,3 +205,35 @@ def rping(server, client, addr, port, count, size, verbose, validate, debug, p2p
             srv.close()
         if dev is not None:
             dev.close()
+
+
+def _nic_connection(dev, client, addr, port, params, result, say, as_json, out, finish):
+    """``rnic rping`` on a NIC with TCP in gateware: ``(Negotiated, None)``, or ``(None, exit
+    status)`` after the failure was reported."""
+    from rnic.host.driver.tcp_regs import TcpConnectError
+    from rnic.host.net import cm, nic_tcp
+    from rnic.host.net.transfer import describe_error
+    try:
+        if client:
+            result["peer"] = f"{addr}:{port}"
+            neg, _ = nic_tcp.nic_connect(dev, addr, port, params)
+        else:
+            nic_tcp.nic_listen(dev, port)
+            if as_json:
+                click.echo(json.dumps({"event": "listening", "host": addr or "0.0.0.0",
+                                       "port": port, "device": dev.spec}), file=out)
+            say(f"listening on port {port} of {dev.spec}")
+            out.flush()
+            conn = nic_tcp.wait_accepted(dev, 10 ** 9)
+            stream = nic_tcp.NicStream(dev, conn)
+            result["peer"] = stream.peer()
+            neg = nic_tcp.nic_accept(dev, conn, params)
+    except cm.MpaRejected as e:
+        return None, finish(EXIT_FAILURE, f"rejected by {result['peer']} "
+                            f"({describe_error(e.info)})", e.info)
+    except cm.MpaSetupError as e:
+        return None, finish(EXIT_FAILURE, f"MPA setup with {result.get('peer')} failed: "
+                            f"{describe_error(e.info)}", e.info)
+    except (nic_tcp.NicTcpError, TcpConnectError) as e:
+        return None, finish(EXIT_FAILURE, f"TCP connection to {result.get('peer')} failed: {e}")
+    return neg, None

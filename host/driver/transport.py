@@ -33,7 +33,10 @@ __all__ = [
 ]
 
 PROTOCOL_GREETING = "RNIC-REGS 1"
-_MAX_LINE = 256
+#: Octets of host memory one MR or MW line moves.
+MEM_CHUNK = 4096
+#: The longest line either side takes (an MW request or an MR answer).
+_MAX_LINE = 2 * MEM_CHUNK + 64
 
 
 # -- errors -------------------------------------------------------------------------
@@ -155,6 +158,30 @@ class SocketTransport(Transport):
     def write32(self, addr, value):
         self._request(f"W {addr:#x} {value & 0xFFFFFFFF:#010x}")
 
+    @property
+    def mem_size(self):
+        """Octets of host memory behind the served device's core (0: it has none)."""
+        if not hasattr(self, "_mem_size"):
+            try:
+                self._mem_size = int(self._request("MS"), 0)
+            except TransportError:
+                self._mem_size = 0
+        return self._mem_size
+
+    def mem_read(self, addr, n):
+        """``n`` octets of the served device's host memory at ``addr``."""
+        out = bytearray()
+        while len(out) < n:
+            k = min(n - len(out), MEM_CHUNK)
+            out += bytes.fromhex(self._request(f"MR {addr + len(out):#x} {k}"))
+        return bytes(out)
+
+    def mem_write(self, addr, data):
+        """Write ``data`` into the served device's host memory at ``addr``."""
+        data = bytes(data)
+        for pos in range(0, len(data), MEM_CHUNK):
+            self._request(f"MW {addr + pos:#x} {data[pos:pos + MEM_CHUNK].hex()}")
+
     def close(self):
         sock, self.sock = getattr(self, "sock", None), None
         if sock is not None:
@@ -252,11 +279,40 @@ class TransportServer:
                 with self._lock:
                     self.transport.write32(addr, value)
                 return "OK"
-        except ValueError:
-            return f"ERR bad number in {line[:40]!r}"
+            answer = self._memory(parts)
+            if answer is not None:
+                return answer
+        except ValueError as e:
+            return f"ERR bad number in {line[:40]!r}: {e}"
         except OSError as e:
             return f"ERR {e}"
-        return f"ERR unknown request {line[:40]!r} (R ADDR | W ADDR VALUE | Q)"
+        return f"ERR unknown request {line[:40]!r} (R ADDR | W ADDR VALUE | MS | MR ADDR N | " \
+               "MW ADDR HEX | Q)"
+
+    def _memory(self, parts):
+        """The host memory requests (a transport with ``mem_read``/``mem_write``): MS (its
+        size), MR ADDR N, MW ADDR HEX (at most MEM_CHUNK octets); None for another request."""
+        t = self.transport
+        if parts[0] not in ("MS", "MR", "MW"):
+            return None
+        if not callable(getattr(t, "mem_read", None)):
+            return "ERR the device has no host memory"
+        if parts[0] == "MS" and len(parts) == 1:
+            return f"OK {t.mem_size}"
+        if parts[0] == "MR" and len(parts) == 3:
+            addr, n = int(parts[1], 0), int(parts[2], 0)
+            if not 0 < n <= MEM_CHUNK:
+                return f"ERR MR moves 1 .. {MEM_CHUNK} octets"
+            with self._lock:
+                return f"OK {t.mem_read(addr, n).hex()}"
+        if parts[0] == "MW" and len(parts) == 3:
+            addr, data = int(parts[1], 0), bytes.fromhex(parts[2])
+            if not 0 < len(data) <= MEM_CHUNK:
+                return f"ERR MW moves 1 .. {MEM_CHUNK} octets"
+            with self._lock:
+                t.mem_write(addr, data)
+            return "OK"
+        return None
 
     def _client(self, conn):
         self._clients.add(conn)

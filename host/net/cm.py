@@ -1004,8 +1004,8 @@ def _params(params):
 
 
 def _open(sock_or_addr, params):
-    if isinstance(sock_or_addr, socket.socket):
-        _nodelay(sock_or_addr)
+    if isinstance(sock_or_addr, socket.socket) or hasattr(sock_or_addr, "sendall"):
+        _nodelay(sock_or_addr)          # (a socket, or an object with its methods)
         return sock_or_addr
     try:
         sock = socket.create_connection(sock_or_addr, timeout=params.timeout)
@@ -1022,7 +1022,8 @@ def connect(sock_or_addr, params=None, *, send_rtr=True):
     Parameters
     ----------
     sock_or_addr : socket.socket or (host, port)
-        A connected stream socket, or an address to connect to.
+        A connected stream socket (or an object with its methods:
+        :class:`rnic.host.net.nic_tcp.NicStream`), or an address to connect to.
     params : ConnParams
     send_rtr : bool
         False: leave the RTR to the data path made next (``Negotiated.rtr_pending``;

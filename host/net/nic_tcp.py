@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import math
+import secrets
 import socket
 import time
 
@@ -40,8 +41,8 @@ from rnic.host.net.transfer import device_lock, shared_state
 from rnic.host.spec.errors import ErrorInfo, MpaError
 from rnic.host.spec.tcp_engine import TcpEventKind
 
-__all__ = ["TcpMux", "NicStream", "NicRnic", "nic_connect", "nic_accept", "wait_accepted",
-           "commit", "NicTcpError"]
+__all__ = ["TcpMux", "NicStream", "NicRnic", "nic_connect", "nic_accept", "nic_listen",
+           "wait_accepted", "commit", "has_tcp", "ephemeral_port", "NicTcpError"]
 
 #: Events after which a connection receives nothing more.
 _ENDS = {TcpEventKind.PEER_CLOSED, TcpEventKind.CLOSED, TcpEventKind.RESET,
@@ -102,6 +103,7 @@ class NicStream:
         self._mux = _mux(device)
         self._timeout = None
         self._shut = False
+        self._held = None           # octets sent while held (None: not held)
         self.ended = None           # the event that ended the stream
 
     def settimeout(self, timeout):
@@ -150,8 +152,22 @@ class NicStream:
                 raise socket.timeout("timed out")
             time.sleep(_POLL)
 
+    def hold(self):
+        """Keep what is sent from now on until :meth:`release`."""
+        if self._held is None:
+            self._held = bytearray()
+
+    def release(self):
+        """Send what was held, and from now on send at once."""
+        held, self._held = self._held, None
+        if held:
+            self.sendall(held)
+
     def sendall(self, data):
         data = bytes(data)
+        if self._held is not None:
+            self._held += data
+            return
         for pos in range(0, len(data), STREAM_SEND_MAX):
             with self._lock:
                 self.device.regs.tcp_stream_send(self.conn, data[pos:pos + STREAM_SEND_MAX])
@@ -169,6 +185,18 @@ class NicStream:
 
     def close(self):
         self.shutdown(socket.SHUT_RDWR)
+
+    def datapath(self, neg, **kw):
+        """The data path of the connection negotiated over this stream
+        (:func:`rnic.host.net.transfer.make_datapath` asks for it)."""
+        kw.pop("conn", None)
+        return NicRnic(neg, self.device, conn=self.conn, **kw)
+
+    def peer(self):
+        """``ip:port`` of the peer."""
+        with self._lock:
+            tcb = self.device.regs.tcp_connection(self.conn)
+        return f"{tcb.remote_ip}:{tcb.remote_port}"
 
 
 def commit(device, conn, neg, *, rx_mulpdu):
@@ -200,6 +228,26 @@ def _wait_open(device, conn, kind, timeout):
     raise NicTcpError(f"connection {conn}: no {kind.name} within {timeout} s")
 
 
+def has_tcp(device):
+    """Whether ``device`` (a :class:`~rnic.host.driver.device.Device`, or None) terminates TCP
+    itself (TCP_CAPS.TCP): its connections are the NIC's, not the host's sockets."""
+    if device is None:
+        return False
+    with device_lock(device):
+        return device.regs.tcp_caps().tcp
+
+
+def ephemeral_port():
+    """A local port for an active open (RFC 6335's dynamic range)."""
+    return secrets.randbelow(65536 - 49152) + 49152
+
+
+def nic_listen(device, port, *, slot=0):
+    """The NIC listens on ``port`` (listening slot ``slot``) for MPA connections."""
+    with device_lock(device):
+        device.regs.tcp_listen(slot, port)
+
+
 def wait_accepted(device, timeout):
     """The id of the next connection the NIC accepted on a listening port (its ACCEPTED
     event taken); NicTcpError after ``timeout`` seconds."""
@@ -216,13 +264,13 @@ def wait_accepted(device, timeout):
     raise NicTcpError(f"no connection accepted within {timeout} s")
 
 
-def nic_connect(device, address, port, params=None, *, local_port, rx_mulpdu=2048):
+def nic_connect(device, address, port, params=None, *, local_port=None, rx_mulpdu=2048):
     """Open a TCP connection from the NIC to ``address``:``port`` and negotiate MPA as the
     initiator over it: ``(Negotiated, conn)``, the connection committed to FPDUs and its RTR
     (if any) left to the data path (:class:`NicRnic`)."""
     params = cm.ConnParams() if params is None else params
     with device_lock(device):
-        conn = device.regs.tcp_connect(address, port, local_port)
+        conn = device.regs.tcp_connect(address, port, local_port or ephemeral_port())
         _mux(device).forget(conn)
     _wait_open(device, conn, TcpEventKind.CONNECTED, params.timeout or 30.0)
     neg = cm.connect(NicStream(device, conn), params, send_rtr=False)
@@ -232,10 +280,20 @@ def nic_connect(device, address, port, params=None, *, local_port, rx_mulpdu=204
 
 def nic_accept(device, conn, params=None, *, rx_mulpdu=2048, reject=False):
     """Negotiate MPA as the responder on connection ``conn``, which the NIC accepted (its
-    ACCEPTED event taken): the Negotiated, the connection committed to FPDUs before the
-    Reply went out."""
-    return cm.accept(NicStream(device, conn), params, reject=reject,
-                     before_reply=lambda neg: commit(device, conn, neg, rx_mulpdu=rx_mulpdu))
+    ACCEPTED event taken): the Negotiated, the connection committed to FPDUs.
+
+    The Reply waits in the stream (:meth:`NicStream.hold`) until the data path
+    (:class:`NicRnic`) has handed its first receive buffers to the core: the initiator may
+    send its first Send as soon as the Reply is in, and the core places it at once (verbs
+    applications likewise post receives before ``rdma_accept``). A Reject goes out at once.
+    """
+    stream = NicStream(device, conn)
+
+    def before_reply(neg):
+        commit(device, conn, neg, rx_mulpdu=rx_mulpdu)
+        stream.hold()
+    neg = cm.accept(stream, params, reject=reject, before_reply=before_reply)
+    return neg
 
 
 class NicRnic(OffloadRnic):
@@ -258,6 +316,17 @@ class NicRnic(OffloadRnic):
         self._prepare_core()
         return None
 
+    def _terminate_out(self):
+        pass                                    # (the core's Terminate goes out through TCP)
+
+    def post_recv(self, length, **kw):
+        """As OffloadRnic's, the buffer in the core when this returns (while its receive
+        queue has room): the peer's Send reaches the core without the host."""
+        wr_id = super().post_recv(length, **kw)
+        with self._lock:
+            self._post_backlog(sends=False)
+        return wr_id
+
     def __repr__(self):
         return f"<NicRnic {self.neg.role} conn={self.conn} state={self._state} device={self.device.spec}>"
 
@@ -272,7 +341,10 @@ class NicRnic(OffloadRnic):
                         return
                     busy = self._busy()
                 with self._lock:
-                    self._post_backlog()
+                    # (the initiator's first FPDU waits for ConnParams.first_fpdu_delay after
+                    # the Reply, as on the other data paths: Linux siw needs a moment)
+                    self._post_backlog(sends=time.monotonic() >= self.neg.earliest_tx)
+                    self.neg.sock.release()     # a responder's Reply, once receives are in
                     self._collect()
                     ended = self._watch()
                 if ended in _FAILS:

@@ -462,13 +462,15 @@ class OffloadRnic(QueuedDataPath):
                         return
                     busy = self._busy() or bool(pending)
                 with self._lock:
+                    # the receive buffers posted so far go in before the peer's octets read
+                    # so far (a Send must find the buffer posted before it arrived)
+                    self._post_backlog()
                     if pending:
                         for pos in range(0, len(pending), _SEGMENT):
                             self.dev.push_segment(self.conn, pending[pos:pos + _SEGMENT])
                         self.stats["rx_octets"] += len(pending)
                         pending = b""
                         self._fence_poll_until = time.monotonic() + _FENCE_POLL
-                    self._post_backlog()
                     self.dev.run()
                     out = self.dev.take_tx(self.conn)
                     self._collect()
@@ -559,10 +561,11 @@ class OffloadRnic(QueuedDataPath):
                 self._events.append(Event("error", info))
         self._end(self._error)
 
-    def _post_backlog(self):
-        """Hand waiting receive buffers, then work requests, to the core, each queue until the
-        core has no room (device lock held)."""
-        for waiting, table in ((self._rq_wait, self._rq), (self._sq_wait, self._sq)):
+    def _post_backlog(self, sends=True):
+        """Hand waiting receive buffers, then work requests (unless not ``sends``), to the core,
+        each queue until the core has no room (device lock held)."""
+        queues = ((self._rq_wait, self._rq), (self._sq_wait, self._sq))
+        for waiting, table in queues if sends else queues[:1]:
             while True:
                 with self._cond:
                     if not waiting or self._error is not None:
@@ -595,13 +598,7 @@ class OffloadRnic(QueuedDataPath):
         mine = sh.cq.pop(self.conn, ())
         reports = sh.term.pop(self.conn, ())
         if any(not r.received for r in reports):
-            # the core sends its Terminate as it reports the error: let it come out before
-            # anything may close the socket
-            self.dev.run(idle=_TERM_IDLE)
-            tx = self.dev.take_tx(self.conn)
-            if tx:
-                with self._cond:
-                    self._out += tx
+            self._terminate_out()
         with self._cond:
             for rc in mine:
                 self._cq_entry(rc)
@@ -613,6 +610,15 @@ class OffloadRnic(QueuedDataPath):
                 if st in (ConnState.RTS, ConnState.CLOSING):
                     self._fence_open = True
                     self._cond.notify_all()
+
+    def _terminate_out(self):
+        """The core sends its Terminate as it reports the error: let it come out before
+        anything may close the socket (device lock held)."""
+        self.dev.run(idle=_TERM_IDLE)
+        tx = self.dev.take_tx(self.conn)
+        if tx:
+            with self._cond:
+                self._out += tx
 
     def _cq_entry(self, rc):
         """One completion of this connection's (cond held)."""

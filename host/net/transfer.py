@@ -113,7 +113,11 @@ def shared_state(device):
 
 
 def make_datapath(neg, device=None, *, conn=0, **kw):
-    """The DataPath for connection ``neg`` (see the module docstring)."""
+    """The DataPath for connection ``neg`` (see the module docstring; a connection of the
+    NIC's own TCP, :class:`rnic.host.net.nic_tcp.NicStream`, gets its own)."""
+    own = getattr(neg.sock, "datapath", None)
+    if callable(own):
+        return own(neg, **kw)
     if device is not None and device.datapath_factory is not None:
         with device_lock(device):
             return device.datapath_factory(device, neg, conn)

@@ -106,10 +106,11 @@ def test_software_rnic_to_the_nic(nic):
                                                **kw), send_rtr=False)
             conn = wait_accepted(device, TIMEOUT)
             neg = nic_accept(device, conn, cm.ConnParams(private_data=b"nic", **kw))
+            ours = NicRnic(neg, device, conn=conn)
+            ours.start()                # (the Reply goes out once the data path runs)
             peer = SoftwareRnic(peer_neg.result(timeout=TIMEOUT), linger=0.5)
         assert (neg.role, neg.markers_tx, neg.crc, neg.p2p, neg.rtr) == (
             "responder", True, True, True, "write")
-        ours = NicRnic(neg, device, conn=conn)
         checks, moved = [], {}
         _exchange(peer, ours, "peer to NIC", checks, moved)
         _exchange(ours, peer, "NIC to peer", checks, moved)

@@ -312,3 +312,44 @@ def test_model_core_doorbell_for_a_missing_connection_completes_bad_request():
     r.write("RQ_CONN", conn=n)
     r.write("RQ_CMD", post=1)
     assert n not in t.core.rq
+
+
+class _MemoryTransport(ModelTransport):
+    """The model's registers with host memory behind them, as the simulated NIC has."""
+
+    mem_size = 1 << 16
+
+    def __init__(self):
+        super().__init__()
+        self.mem = bytearray(self.mem_size)
+
+    def mem_read(self, addr, n):
+        return bytes(self.mem[addr:addr + n])
+
+    def mem_write(self, addr, data):
+        self.mem[addr:addr + len(data)] = data
+
+
+def test_socket_transport_host_memory():
+    """A register server passes host memory through (MS, MR, MW in chunks), so that a data
+    path on a served NIC reaches the memory its core places into; a served device without
+    memory says so."""
+    served = _MemoryTransport()
+    data = bytes(range(256)) * 40                   # over two chunks
+    with transport.TransportServer(served).start() as srv:
+        st = SocketTransport(srv.host, srv.port)
+        try:
+            assert st.mem_size == 1 << 16
+            st.mem_write(0x100, data)
+            assert served.mem[0x100:0x100 + len(data)] == data
+            assert st.mem_read(0x100, len(data)) == data
+        finally:
+            st.close()
+    with transport.TransportServer(ModelTransport()).start() as srv:
+        st = SocketTransport(srv.host, srv.port)
+        try:
+            assert st.mem_size == 0
+            with pytest.raises(TransportError, match="no host memory"):
+                st.mem_read(0, 4)
+        finally:
+            st.close()
