@@ -85,6 +85,9 @@ class NicTop(wiring.Component):
     ring_octets : int
         Octets of the send rings' memory, a power of 2 of at least ``connections << 12``
         (default ``connections << 12``: 4 KiB a connection; TCP_CAPS.RING_LOG2).
+    queue_depths : dict or None
+        The core's queue depths by RnicCore parameter name (``rq_depth``, ``sq_depth``,
+        ``cq_depth``, ``ird_depth``, ``ord_depth``; checked there), default RnicCore's.
 
     Ports
     -----
@@ -137,13 +140,14 @@ class NicTop(wiring.Component):
 
     def __init__(self, *, width=4, connections=16, stags=256, addr_width=32, dp_depth=512,
                  arp_entries=8, eth_rx_depth=4096, eth_tx_depth=4096, net_rx_depth=4096,
-                 tcp=True, tcp_listeners=DEFAULT_LISTENERS, tcp_records=16, ring_octets=None):
+                 tcp=True, tcp_listeners=DEFAULT_LISTENERS, tcp_records=16, ring_octets=None,
+                 queue_depths=None):
         #: The blocks, for a design around this top (LEDs, counters): ``eth`` the
         #: :class:`~rnic.hdl.net.ethernet_port.EthernetPort`, ``net`` the
         #: :class:`~rnic.hdl.net.network_layer.NetworkLayer`, ``core`` the RnicCore.
         self.core = RnicCore(width=width, connections=connections, stags=stags,
                              addr_width=addr_width, dp_depth=dp_depth, network=True,
-                             arp_entries=arp_entries)
+                             arp_entries=arp_entries, **(queue_depths or {}))
         self.eth = EthernetPort(width=width, rx_depth=eth_rx_depth, tx_depth=eth_tx_depth)
         if not isinstance(tcp, bool):
             raise TypeError(f"tcp must be a bool, not {tcp!r}")

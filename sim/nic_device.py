@@ -63,7 +63,7 @@ from pathlib import Path
 from rnic.host.driver.device import Device, DeviceKind, parse_params
 from rnic.host.driver.transport import DeviceError, TransportError
 
-from rnic.sim.device import MEM_BITS, MEM_SIZE, DeviceBuild
+from rnic.sim.device import MEM_BITS, MEM_SIZE, QUEUE_DEPTHS, DeviceBuild
 from rnic.sim.fast import FastSim
 from rnic.sim.harness_build import (cached_executable, harness_text, interactive_decls,
                                     module_sources)
@@ -98,11 +98,13 @@ def _nic_sim_top_class():
         """:class:`~rnic.hdl.nic_top.NicTop` with its ``eth_rx`` and ``eth_tx`` clock
         domains driven from ``sync`` (one clock and reset for the simulation), 64 KiB
         of send ring a connection (an echo connection's window is its ring), and the core's
-        memory port as wide as the harness's host memory (``MEM_BITS``)."""
+        memory port as wide as the harness's host memory (``MEM_BITS``) and its queues as
+        deep as the simulated core device's (``QUEUE_DEPTHS``: perftest's send server posts
+        512 receive buffers)."""
 
         def __init__(self, *, connections=16, **params):
             super().__init__(connections=connections, ring_octets=connections << SIM_RING_LOG2,
-                             addr_width=MEM_BITS, **params)
+                             addr_width=MEM_BITS, queue_depths=QUEUE_DEPTHS, **params)
 
         def elaborate(self, platform):
             m = super().elaborate(platform)
@@ -184,10 +186,10 @@ class NicSimDevice(HarnessMemory, HarnessTransport):
     noun = "the simulated NIC"
     #: Octets of host memory behind the core's AXI4 masters (``mem_read``, ``mem_write``).
     mem_size = MEM_SIZE
-    #: The NIC top's core at its defaults: the largest ULPDU it takes (a DDP slot) and the
+    #: The largest ULPDU the NIC top's core takes (a DDP slot, RnicCore's default) and the
     #: inbound RDMA Read Requests it holds per connection.
     ddp_slot_bytes = 2048
-    ird_depth = 4
+    ird_depth = QUEUE_DEPTHS["ird_depth"]
 
     def __init__(self, *, width=4, connections=16, on_frame=None, on_bad=None, build_dir=None,
                  timeout=30.0):

@@ -106,7 +106,7 @@ import struct
 import time
 import zlib
 
-from rnic.host.net import cm
+from rnic.host.net import cm, nic_tcp
 from rnic.host.spec.errors import ErrorInfo, MpaError
 from rnic.host.spec.regmap import CqQueue, CqStatus
 from rnic.host.net.rnic_sw import Access, SoftwareRnic
@@ -586,12 +586,38 @@ def connect_retry(address, params, *, retry=0.0, send_rtr=True):
 
 
 def _accept(srv, params, timeout, what):
+    if isinstance(srv, nic_tcp.NicListening):
+        try:
+            return srv.accept(params, timeout)
+        except nic_tcp.NicTcpError as e:
+            raise PerftestError(f"no {what}: {e}") from None
     srv.settimeout(timeout)
     try:
         sock, addr = srv.accept()
     except socket.timeout:
         raise PerftestError(f"no {what} within {timeout} s") from None
     return cm.accept(sock, params), f"{addr[0]}:{addr[1]}"
+
+
+def _connect(address, params, *, device, retry, send_rtr=True):
+    """The Negotiated of a connection to ``address``: over the host's TCP, or the NIC's own
+    on a device whose TCP is in gateware."""
+    if nic_tcp.has_tcp(device):
+        try:
+            neg, _ = nic_tcp.nic_connect_retry(device, *address, params, retry=retry)
+        except nic_tcp.NicTcpError as e:
+            raise cm.MpaSetupError(ErrorInfo.mpa(MpaError.TCP_CLOSED, str(e))) from None
+        return neg
+    return connect_retry(address, params, retry=retry, send_rtr=send_rtr)
+
+
+def _exchange_datapath(neg, device):
+    """The exchange connection's data path: the software RNIC over the host's TCP, the NIC's
+    (a second connection of its core) over the NIC's own."""
+    if isinstance(neg.sock, nic_tcp.NicStream):
+        from rnic.host.net.transfer import make_datapath
+        return make_datapath(neg, device)
+    return SoftwareRnic(neg, linger=0.5)
 
 
 def _close_all(*dps):
@@ -642,7 +668,12 @@ class _Run:
         self.negotiated["test"] = negotiated_json(neg)
         if self.device is None:
             return SoftwareRnic(neg, linger=0.5)
-        return make_datapath(neg, self.device)
+        dp = make_datapath(neg, self.device)
+        if isinstance(neg.sock, nic_tcp.NicStream):
+            # a NIC's Reply waits for its data path's first use (rnic.host.net.nic_tcp): the
+            # handshakes come first here, and the peer sends nothing on the test QP before
+            dp.start()
+        return dp
 
     def setup_buffers(self):
         """Register this side's buffer (write/read) or credit word (send); returns my Dest."""
@@ -970,18 +1001,18 @@ def run_client(server, port, p, *, device=None, crc=True, timeout=30.0, retry=30
     r = _Run(p, "client", timeout=timeout, emit=emit, device=device)
     cdp = None
     try:
-        cneg = connect_retry((server, port), _conn_params(crc=crc, timeout=timeout), retry=retry)
+        cneg = _connect((server, port), _conn_params(crc=crc, timeout=timeout), device=device,
+                        retry=retry)
         from rnic.host.net.transfer import negotiated_json
         r.negotiated["exchange"] = negotiated_json(cneg)
-        cdp = SoftwareRnic(cneg, linger=0.5)
+        cdp = _exchange_datapath(cneg, device)
         r.comm = _Comm(cdp, "client", timeout)
         r.exchange_setup()
         r.comm.handshake(ZERO_DEST, "the go-ahead to connect the test QP")
         reads = p.out_reads if p.test == "read" else 0
-        tneg = connect_retry((server, port), _conn_params(crc=crc, timeout=timeout, ird=reads,
-                                                          ord_=reads, device=device),
-                             retry=max(retry, 5.0),
-                             send_rtr=False)
+        tneg = _connect((server, port), _conn_params(crc=crc, timeout=timeout, ird=reads,
+                                                     ord_=reads, device=device),
+                        device=device, retry=max(retry, 5.0), send_rtr=False)
         # siw may miss an FPDU that follows its Reply at once (cm.ConnParams.first_fpdu_delay):
         # let that pause pass here, not inside the measured run
         time.sleep(FIRST_FPDU_DELAY)
@@ -1002,20 +1033,22 @@ def run_server(host, port, p, *, device=None, crc=True, timeout=30.0, accept_tim
     r = _Run(p, "server", timeout=timeout, emit=emit, device=device)
     cdp = None
     try:
-        srv = socket.create_server((host, port))
+        srv = (nic_tcp.NicListening(device, port) if nic_tcp.has_tcp(device)
+               else socket.create_server((host, port)))
     except OSError as e:
         raise PerftestError(f"cannot listen on {host}:{port}: {e}") from None
     try:
         with srv:
             if on_listening is not None:
-                on_listening(srv.getsockname()[1])
+                on_listening(port if isinstance(srv, nic_tcp.NicListening)
+                             else srv.getsockname()[1])
             reads = p.out_reads if p.test == "read" else 0
             cneg, peer = _accept(srv, _conn_params(crc=crc, timeout=timeout),
                                  accept_timeout, "client")
             from rnic.host.net.transfer import negotiated_json
             r.negotiated["exchange"] = negotiated_json(cneg)
             r.peer = peer
-            cdp = SoftwareRnic(cneg, linger=0.5)
+            cdp = _exchange_datapath(cneg, device)
             r.comm = _Comm(cdp, "server", timeout)
             r.exchange_setup()
             r.comm.handshake(ZERO_DEST, "the go-ahead to connect the test QP")

@@ -41,8 +41,9 @@ from rnic.host.net.transfer import device_lock, shared_state
 from rnic.host.spec.errors import ErrorInfo, MpaError
 from rnic.host.spec.tcp_engine import TcpEventKind
 
-__all__ = ["TcpMux", "NicStream", "NicRnic", "nic_connect", "nic_accept", "nic_listen",
-           "wait_accepted", "commit", "has_tcp", "ephemeral_port", "NicTcpError"]
+__all__ = ["TcpMux", "NicStream", "NicRnic", "NicListening", "nic_connect", "nic_connect_retry",
+           "nic_accept", "nic_listen", "wait_accepted", "commit", "has_tcp", "ephemeral_port",
+           "NicTcpError"]
 
 #: Events after which a connection receives nothing more.
 _ENDS = {TcpEventKind.PEER_CLOSED, TcpEventKind.CLOSED, TcpEventKind.RESET,
@@ -278,14 +279,54 @@ def nic_connect(device, address, port, params=None, *, local_port=None, rx_mulpd
     return neg, conn
 
 
+def nic_connect_retry(device, address, port, params=None, *, retry=0.0, **kw):
+    """:func:`nic_connect`, retried for ``retry`` seconds while the peer refuses the
+    connection (it does not listen yet)."""
+    deadline = time.monotonic() + retry
+    while True:
+        try:
+            return nic_connect(device, address, port, params, **kw)
+        except NicTcpError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+class NicListening:
+    """The NIC listens on ``port`` (a listening slot) for MPA connections, as a listening
+    socket would: :meth:`accept` negotiates each as the responder."""
+
+    def __init__(self, device, port, *, slot=0):
+        self.device, self.port, self.slot = device, port, slot
+        nic_listen(device, port, slot=slot)
+
+    def accept(self, params=None, timeout=None):
+        """``(Negotiated, "ip:port" of the peer)`` of the next connection."""
+        conn = wait_accepted(self.device, 10 ** 9 if timeout is None else timeout)
+        peer = NicStream(self.device, conn).peer()
+        return nic_accept(self.device, conn, params), peer
+
+    def close(self):
+        with device_lock(self.device):
+            self.device.regs.tcp_listen(self.slot, self.port, valid=False)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def nic_accept(device, conn, params=None, *, rx_mulpdu=2048, reject=False):
     """Negotiate MPA as the responder on connection ``conn``, which the NIC accepted (its
     ACCEPTED event taken): the Negotiated, the connection committed to FPDUs.
 
     The Reply waits in the stream (:meth:`NicStream.hold`) until the data path
-    (:class:`NicRnic`) has handed its first receive buffers to the core: the initiator may
-    send its first Send as soon as the Reply is in, and the core places it at once (verbs
-    applications likewise post receives before ``rdma_accept``). A Reject goes out at once.
+    (:class:`NicRnic`) is first used (a receive buffer posted and in the core, a region
+    registered, a work request posted, its thread started): the initiator may send its
+    first Send as soon as the Reply is in, and the core places it at once, so an
+    application posts its first receive buffers first (as verbs applications do before
+    ``rdma_accept``). A Reject goes out at once.
     """
     stream = NicStream(device, conn)
 
@@ -319,12 +360,29 @@ class NicRnic(OffloadRnic):
     def _terminate_out(self):
         pass                                    # (the core's Terminate goes out through TCP)
 
+    def _release_reply(self):
+        """A responder's Reply goes out (held until the data path's first use: a receive
+        buffer posted, a region registered, a work request posted, or its thread started)."""
+        with self._lock:
+            self.neg.sock.release()
+
     def post_recv(self, length, **kw):
         """As OffloadRnic's, the buffer in the core when this returns (while its receive
         queue has room): the peer's Send reaches the core without the host."""
         wr_id = super().post_recv(length, **kw)
         with self._lock:
             self._post_backlog(sends=False)
+        self._release_reply()
+        return wr_id
+
+    def register_region(self, *args, **kw):
+        region = super().register_region(*args, **kw)
+        self._release_reply()
+        return region
+
+    def post_send(self, *args, **kw):
+        wr_id = super().post_send(*args, **kw)
+        self._release_reply()
         return wr_id
 
     def __repr__(self):
@@ -344,7 +402,7 @@ class NicRnic(OffloadRnic):
                     # (the initiator's first FPDU waits for ConnParams.first_fpdu_delay after
                     # the Reply, as on the other data paths: Linux siw needs a moment)
                     self._post_backlog(sends=time.monotonic() >= self.neg.earliest_tx)
-                    self.neg.sock.release()     # a responder's Reply, once receives are in
+                    self.neg.sock.release()     # a responder's Reply, if still held
                     self._collect()
                     ended = self._watch()
                 if ended in _FAILS:

@@ -1,0 +1,48 @@
+"""Linux siw's perftest against ``rnic perftest`` on the simulated NIC, whose TCP and core
+move every payload octet: ``ib_send_bw`` / ``ib_write_bw -R`` in the guest over its virtual
+cable to ``rnic perftest --device tcp:`` of ``rnic nic-sim`` (both connections, perftest's
+exchange and the test QP, are the NIC's own; tests/interop/test_nic_rping.py starts the
+NIC). Checked: both exit statuses, the numbers perftest printed, the traffic our side saw,
+the NIC's counters. Prints the bandwidth perftest measured (the simulated NIC runs at about
+1/370 of a 1 Gb/s NIC's speed). Skips, with the reason, when the siw VM is not prepared.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rnic.host.apps import perftest as pt
+from tests.interop.test_nic_rping import check_nic, start_nic
+from tests.interop.test_perftest import _finish, _first_line, _guest_cmd, _ours
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("test,size,iters", [("send", 4096, 20), ("write", 16384, 20)])
+def test_siw_perftest_client_to_the_nic(siw_vm, rnic, free_port, free_udp_port, test, size,
+                                        iters):
+    nic, control, device, wire = start_nic(siw_vm, rnic, free_port, free_udp_port)
+    proc = _ours([test, "-p", 18515, "-s", size, "-n", iters, "--timeout", 120, "--json",
+                  "--device", device])
+    listening = _first_line(proc, timeout=60)
+    assert listening["event"] == "listening" and listening["port"] == 18515
+    vm = siw_vm.start("default", _guest_cmd(test, size, iters, "", "169.254.7.2")
+                      .replace("-d siw0", "-d siw1").format(port=18515), wire=wire,
+                      timeout=300)
+    vm_rc, vm_out = vm.wait(timeout=330)
+    rc, result, err = _finish(proc, timeout=60)
+    assert rc == 0, f"rnic perftest failed: {err}\nguest:\n{vm_out}"
+    assert result["ok"] and result["test"] == test, result
+    assert "PERFTEST_EXIT 0" in vm_out and vm_rc == 0, vm_out
+    printed = pt.parse_report_lines(vm_out)
+    assert [(r.size, r.iters) for r in printed] == [(size, iters)], vm_out
+    ours = result["results"][0]
+    assert (ours["bytes"], ours["iterations"]) == (size, iters)
+    if test == "send":
+        assert result["traffic"]["messages"] == iters
+        assert result["traffic"]["octets"] == iters * size
+    else:
+        assert result["remote_report"] == ours
+    print(f"\nib_{test}_bw -s {size} -n {iters} from siw to the simulated NIC: "
+          f"{printed[0].bw_avg:.2f} MB/s average")
+    check_nic(nic, control)
