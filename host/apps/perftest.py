@@ -588,7 +588,7 @@ def connect_retry(address, params, *, retry=0.0, send_rtr=True):
 def _accept(srv, params, timeout, what):
     if isinstance(srv, nic_tcp.NicListening):
         try:
-            return srv.accept(params, timeout)
+            return srv.accept_mpa(params, timeout)
         except nic_tcp.NicTcpError as e:
             raise PerftestError(f"no {what}: {e}") from None
     srv.settimeout(timeout)

@@ -104,9 +104,11 @@ def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, 
       rnic listen --port 7000 --reject --private-data 6e6f
       rnic listen --port 0 --device model --json     # driver sequences on the model
       rnic listen --port 7000 --timeout 2 --max-half-open 16 --idle-timeout 60
+      rnic listen --port 7000 --device tcp:127.0.0.1:7200   # a NIC listens with its own TCP
     """
     import socket
     import threading
+    from rnic.host.net import nic_tcp
     from rnic.host.net.listener import Listener
 
     if region_data and len(region_data) > region_size:
@@ -157,7 +159,10 @@ def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, 
         else:
             contexts = max_connections
         try:
-            srv = socket.create_server((host, port))
+            # a NIC with TCP in gateware listens itself (its connections' MPA setup through
+            # its stream port, rnic.host.net.nic_tcp)
+            srv = (nic_tcp.NicListening(dev, port) if nic_tcp.has_tcp(dev)
+                   else socket.create_server((host, port)))
         except OSError as e:
             return fail(f"cannot listen on {host}:{port}: {e}")
         results = []

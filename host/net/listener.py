@@ -138,7 +138,9 @@ class Listener:
     Parameters
     ----------
     sock : socket.socket or (host, port)
-        A listening stream socket, or the address to listen on.
+        A listening stream socket, or the address to listen on (or a NIC's listening
+        port, :class:`rnic.host.net.nic_tcp.NicListening`: the connections are the NIC's
+        own, negotiated through its stream port; ``wrap`` does not apply).
     params : rnic.host.net.cm.ConnParams
         The responder's parameters; ``timeout`` bounds each negotiation.
     handler : callable
@@ -171,7 +173,8 @@ class Listener:
                                           or max_half_open < 1):
             raise ValueError(f"max_half_open must be a positive int or None, not {max_half_open!r}")
         self.params = cm.ConnParams() if params is None else params
-        self.sock = sock if isinstance(sock, socket.socket) else socket.create_server(sock)
+        self.sock = (sock if isinstance(sock, socket.socket) or hasattr(sock, "accept")
+                     else socket.create_server(sock))
         self.handler = handler
         self.reject = reject
         self.max_half_open = max_half_open
@@ -258,19 +261,27 @@ class Listener:
         acc = Accepted(peer, index)
         no_context = False
 
+        nic = getattr(raw, "mpa_accept", None)   # a NIC's own connection (nic_tcp)
+        slot = None                               # the context pool's id it holds
+
         def decide(request):
             # Called by cm.accept once a valid Request is in: the context is taken
             # here so that sockets that never send one hold none.
-            nonlocal no_context
+            nonlocal no_context, slot
             if self.reject(request) if callable(self.reject) else self.reject:
                 return True
-            acc.conn = self.contexts.acquire()
-            no_context = acc.conn is None
+            slot = self.contexts.acquire()
+            no_context = slot is None
+            # (a NIC's connection id is its context's: the pool only counts it)
+            acc.conn = slot if nic is None or no_context else raw.conn
             return no_context
 
         try:
-            sock = raw if self.wrap is None else self.wrap(raw, index)
-            acc.neg = cm.accept(sock, self.params, reject=decide)
+            if nic is not None:
+                acc.neg = nic(self.params, reject=decide)
+            else:
+                sock = raw if self.wrap is None else self.wrap(raw, index)
+                acc.neg = cm.accept(sock, self.params, reject=decide)
         except cm.MpaSetupError as e:
             acc.error = e
         except Exception as e:          # e.g. the pcap file cannot be written
@@ -278,9 +289,9 @@ class Listener:
             acc.error = cm.MpaSetupError(ErrorInfo.mpa(MpaError.LOCAL_CATASTROPHIC,
                                                        f"local error: {e!r}"))
         try:
-            if acc.error is not None and acc.conn is not None:
-                self.contexts.release(acc.conn)       # the Reply could not be sent
-                acc.conn = None
+            if acc.error is not None and slot is not None:
+                self.contexts.release(slot)           # the Reply could not be sent
+                acc.conn = slot = None
             with self._lock:
                 self._pending.discard(raw)
                 # After stop() (or once the first outcome is claimed) nothing more is handled.
@@ -299,8 +310,8 @@ class Listener:
         finally:
             if acc.neg is not None:
                 acc.neg.close()
-            if acc.conn is not None:
-                self.contexts.release(acc.conn)
+            if slot is not None:
+                self.contexts.release(slot)
             with self._lock:
                 self._threads.discard(threading.current_thread())
 

@@ -187,6 +187,10 @@ class NicStream:
     def close(self):
         self.shutdown(socket.SHUT_RDWR)
 
+    def mpa_accept(self, params=None, *, reject=False, rx_mulpdu=2048):
+        """:func:`nic_accept` on this connection."""
+        return nic_accept(self.device, self.conn, params, reject=reject, rx_mulpdu=rx_mulpdu)
+
     def datapath(self, neg, **kw):
         """The data path of the connection negotiated over this stream
         (:func:`rnic.host.net.transfer.make_datapath` asks for it)."""
@@ -300,11 +304,29 @@ class NicListening:
         self.device, self.port, self.slot = device, port, slot
         nic_listen(device, port, slot=slot)
 
-    def accept(self, params=None, timeout=None):
+    def accept_mpa(self, params=None, timeout=None):
         """``(Negotiated, "ip:port" of the peer)`` of the next connection."""
         conn = wait_accepted(self.device, 10 ** 9 if timeout is None else timeout)
         peer = NicStream(self.device, conn).peer()
         return nic_accept(self.device, conn, params), peer
+
+    # the part of a listening socket's API :class:`rnic.host.net.listener.Listener` uses
+    def settimeout(self, timeout):
+        self._timeout = timeout
+
+    def accept(self):
+        """``(NicStream, (ip, port))`` of the next connection the NIC accepted (its MPA
+        negotiation is the caller's: :meth:`NicStream.mpa_accept`)."""
+        try:
+            conn = wait_accepted(self.device, getattr(self, "_timeout", None) or 10 ** 9)
+        except NicTcpError:
+            raise socket.timeout("no connection accepted") from None
+        stream = NicStream(self.device, conn)
+        ip, _, port = stream.peer().rpartition(":")
+        return stream, (ip, int(port))
+
+    def getsockname(self):
+        return ("0.0.0.0", self.port)
 
     def close(self):
         with device_lock(self.device):

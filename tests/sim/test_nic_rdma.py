@@ -18,8 +18,10 @@ from rnic.host.apps.demo import _exchange
 from rnic.host.driver.device import Device
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.net import cm
-from rnic.host.net.nic_tcp import NicRnic, nic_accept, wait_accepted
+from rnic.host.net.listener import Listener
+from rnic.host.net.nic_tcp import NicListening, NicRnic, nic_accept, wait_accepted
 from rnic.host.net.rnic_sw import SoftwareRnic
+from rnic.host.net.transfer import make_datapath
 from rnic.host.spec.net import DEFAULT_NIC_IP
 from rnic.host.spec.tcp_engine import TcpState
 from rnic.host.tools.bench_tcp import PEER_IP, peer_frame
@@ -35,8 +37,9 @@ class TcpBridge(threading.Thread):
     NIC's frames in, the engine's out, its timers in wall time. The peer's FIN and the NIC's
     close pass through."""
 
-    def __init__(self, nic):
+    def __init__(self, nic, port=RDMA_PORT, local_port=45000):
         super().__init__(daemon=True, name="tcp-bridge")
+        self.port, self.local_port = port, local_port
         self.nic, self.tcp = nic, TcpEngine(ip=PEER_IP, connections=1, **PEER_TIMERS)
         self.app, self._end = socket.socketpair()
         self._end.setblocking(False)
@@ -52,8 +55,8 @@ class TcpBridge(threading.Thread):
             self.error = exc
 
     def _run(self):
-        outs = self.tcp.connect(0, remote_ip=DEFAULT_NIC_IP, remote_port=RDMA_PORT,
-                                local_port=45000, now=self.now())
+        outs = self.tcp.connect(0, remote_ip=DEFAULT_NIC_IP, remote_port=self.port,
+                                local_port=self.local_port, now=self.now())
         pending, app_eof, fin_passed = b"", False, False
         while not self.stop.is_set():
             for f in self.nic.frames(timeout=0.001):
@@ -124,3 +127,51 @@ def test_software_rnic_to_the_nic(nic):
     finally:
         bridge.stop.set()
         bridge.join(5)
+
+
+def test_listener_on_the_nic(nic):
+    """``rnic listen``'s Listener on the NIC's own listening port: the peer's connection is
+    negotiated in its own thread (its id the NIC's), served by the NIC's data path: the
+    peer's Send lands in a posted buffer and its RDMA Write in the region."""
+    device = Device(nic)
+    port, served, done = 4793, {}, threading.Event()
+
+    def handler(acc):
+        assert acc.outcome == "connected", acc.error
+        dp = make_datapath(acc.neg, device, conn=acc.conn)
+        served["conn"], served["dp"] = acc.conn, dp
+        dp.register_region(0x2000, 8192, to=0)
+        dp.post_recv(4096)
+        done.wait(TIMEOUT)
+        dp.close(timeout=10)
+
+    bridge = TcpBridge(nic, port, 46000)
+    with NicListening(device, port, slot=3) as srv:
+        listener = Listener(srv, cm.ConnParams(timeout=TIMEOUT), handler=handler,
+                            contexts=4).start()
+        bridge.start()
+        try:
+            peer = SoftwareRnic(cm.connect(bridge.app, cm.ConnParams(crc=True,
+                                                                     timeout=TIMEOUT)),
+                                linger=0.5)
+            block, msg = bytes(range(256)) * 16, b"hello NIC listener"
+            ids = [peer.write(block, stag=0x2000, to=1024), peer.send(msg)]
+            got = peer.wait(ids, timeout=TIMEOUT)
+            assert all(c.ok for c in got.values()), got
+            dp = served["dp"]
+            received = []
+            deadline = time.monotonic() + TIMEOUT
+            while not received and time.monotonic() < deadline:
+                received = [c for c in dp.poll(timeout=0.2) if c.ok]
+            assert [dp.data(c) for c in received] == [msg]
+            assert dp.read_memory(dp.region(0x2000).address(1024), len(block)) == block
+            tcb = device.regs.tcp_connection(served["conn"])
+            assert (tcb.local_port, tcb.remote_port) == (port, 46000)
+            done.set()
+            peer.close(timeout=10)
+        finally:
+            done.set()
+            listener.stop()
+            listener.join(10)
+            bridge.stop.set()
+            bridge.join(5)
