@@ -670,8 +670,9 @@ class _Run:
             return SoftwareRnic(neg, linger=0.5)
         dp = make_datapath(neg, self.device)
         if isinstance(neg.sock, nic_tcp.NicStream):
-            # a NIC's Reply waits for its data path's first use (rnic.host.net.nic_tcp): the
-            # handshakes come first here, and the peer sends nothing on the test QP before
+            # a NIC's Reply waits for its data path's first receive buffer or its start
+            # (rnic.host.net.nic_tcp): the handshakes come first here, and the peer sends
+            # nothing on the test QP before them
             dp.start()
         return dp
 

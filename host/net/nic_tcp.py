@@ -344,11 +344,11 @@ def nic_accept(device, conn, params=None, *, rx_mulpdu=2048, reject=False):
     ACCEPTED event taken): the Negotiated, the connection committed to FPDUs.
 
     The Reply waits in the stream (:meth:`NicStream.hold`) until the data path
-    (:class:`NicRnic`) is first used (a receive buffer posted and in the core, a region
-    registered, a work request posted, its thread started): the initiator may send its
-    first Send as soon as the Reply is in, and the core places it at once, so an
-    application posts its first receive buffers first (as verbs applications do before
-    ``rdma_accept``). A Reject goes out at once.
+    (:class:`NicRnic`) has its first receive buffer in the core, or its thread starts (a
+    work request posted, a poll, ``start``): the initiator may send its first Send as soon
+    as the Reply is in, and the core places it at once, so an application posts its first
+    receive buffers first (as verbs applications do before ``rdma_accept``); registering a
+    region does not send the Reply. A Reject goes out at once.
     """
     stream = NicStream(device, conn)
 
@@ -383,8 +383,8 @@ class NicRnic(OffloadRnic):
         pass                                    # (the core's Terminate goes out through TCP)
 
     def _release_reply(self):
-        """A responder's Reply goes out (held until the data path's first use: a receive
-        buffer posted, a region registered, a work request posted, or its thread started)."""
+        """A responder's Reply goes out (held until the data path's first receive buffer is
+        in the core, or its thread starts: a work request posted, a poll, ``start``)."""
         with self._lock:
             self.neg.sock.release()
 
@@ -397,15 +397,6 @@ class NicRnic(OffloadRnic):
         self._release_reply()
         return wr_id
 
-    def register_region(self, *args, **kw):
-        region = super().register_region(*args, **kw)
-        self._release_reply()
-        return region
-
-    def post_send(self, *args, **kw):
-        wr_id = super().post_send(*args, **kw)
-        self._release_reply()
-        return wr_id
 
     def __repr__(self):
         return f"<NicRnic {self.neg.role} conn={self.conn} state={self._state} device={self.device.spec}>"
