@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-/* Map version 0.12. 32-bit registers at byte offsets inside
+/* Map version 0.13. 32-bit registers at byte offsets inside
  * a 0x1000-byte window. For each register: <REG>_ADDR, <REG>_RESET and
  * <REG>_RW_MASK (bits a read-modify-write may write back: RW fields only;
  * writing 1 to a W1C or PULSE bit clears or fires it). For each field:
@@ -35,13 +35,13 @@
 
 /* VERSION (0x004, ro): Register map version and datapath width of this build. */
 #define RNIC_VERSION_ADDR 0x00000004u
-#define RNIC_VERSION_RESET 0x0000000cu
+#define RNIC_VERSION_RESET 0x0000000du
 #define RNIC_VERSION_RW_MASK 0x00000000u
 /*   MINOR [7:0] ro const: Map minor version (registers or fields added). */
 #define RNIC_VERSION_MINOR_SHIFT 0u
 #define RNIC_VERSION_MINOR_WIDTH 8u
 #define RNIC_VERSION_MINOR_MASK 0x000000ffu
-#define RNIC_VERSION_MINOR_RESET 0x0000000cu
+#define RNIC_VERSION_MINOR_RESET 0x0000000du
 /*   MAJOR [15:8] ro const: Map major version (incompatible change); a driver refuses another major. */
 #define RNIC_VERSION_MAJOR_SHIFT 8u
 #define RNIC_VERSION_MAJOR_WIDTH 8u
@@ -67,6 +67,21 @@
 #define RNIC_CAPS_STAGS_WIDTH 16u
 #define RNIC_CAPS_STAGS_MASK 0xffff0000u
 #define RNIC_CAPS_STAGS_RESET 0x00000000u
+
+/* QUEUE_CAPS (0x00c, ro): RDMA Read depths of this build: the IRD and ORD a connection may negotiate at most (RFC 6581); 0: not reported. */
+#define RNIC_QUEUE_CAPS_ADDR 0x0000000cu
+#define RNIC_QUEUE_CAPS_RESET 0x00000000u
+#define RNIC_QUEUE_CAPS_RW_MASK 0x00000000u
+/*   IRD [15:0] ro param ird_depth: Inbound RDMA Read Requests the core holds per connection (build parameter). */
+#define RNIC_QUEUE_CAPS_IRD_SHIFT 0u
+#define RNIC_QUEUE_CAPS_IRD_WIDTH 16u
+#define RNIC_QUEUE_CAPS_IRD_MASK 0x0000ffffu
+#define RNIC_QUEUE_CAPS_IRD_RESET 0x00000000u
+/*   ORD [31:16] ro param ord_depth: Outbound RDMA Reads the core tracks per connection (build parameter). */
+#define RNIC_QUEUE_CAPS_ORD_SHIFT 16u
+#define RNIC_QUEUE_CAPS_ORD_WIDTH 16u
+#define RNIC_QUEUE_CAPS_ORD_MASK 0xffff0000u
+#define RNIC_QUEUE_CAPS_ORD_RESET 0x00000000u
 
 /* CTRL (0x010, rw/pulse): Global control. */
 #define RNIC_CTRL_ADDR 0x00000010u
@@ -2567,8 +2582,9 @@
 /* Every register: X(name, addr, reset, rw_mask, w1c_mask, pulse_mask, ro_mask). */
 #define RNIC_REGISTERS(X) \
     X(ID, 0x00000000u, 0x69575250u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
-    X(VERSION, 0x00000004u, 0x0000000cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
+    X(VERSION, 0x00000004u, 0x0000000du, 0x00000000u, 0x00000000u, 0x00000000u, 0x00ffffffu) \
     X(CAPS, 0x00000008u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
+    X(QUEUE_CAPS, 0x0000000cu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0xffffffffu) \
     X(CTRL, 0x00000010u, 0x00000000u, 0x00000001u, 0x00000000u, 0x00000006u, 0x00000000u) \
     X(STATUS, 0x00000014u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000001u) \
     X(INT_ENABLE, 0x00000018u, 0x00000000u, 0x00000007u, 0x00000000u, 0x00000000u, 0x00000000u) \

@@ -81,6 +81,9 @@ class RegisterBank(wiring.Component):
         (no storage, no ports: :meth:`rnic.host.spec.regmap.RegisterMap.decoded`).
     arp_entries : int
         ARP cache slots (0 .. 64, default 0), reported in NET_CAPS.ARP_ENTRIES.
+    ird_depth, ord_depth : int
+        RDMA Read Requests the core holds per connection inbound and outbound (0 .. 65535,
+        default 0: not reported), in QUEUE_CAPS.IRD and .ORD.
     regmap : RegisterMap
         The map (default :data:`rnic.host.spec.regmap.REGMAP`).
 
@@ -133,11 +136,13 @@ class RegisterBank(wiring.Component):
     master's ready/valid are always high.
     """
 
-    def __init__(self, *, width, connections, stags=256, network=0, arp_entries=0, regmap=REGMAP):
+    def __init__(self, *, width, connections, stags=256, network=0, arp_entries=0,
+                 ird_depth=0, ord_depth=0, regmap=REGMAP):
         if not isinstance(regmap, RegisterMap):
             raise TypeError(f"regmap must be a RegisterMap, not {regmap!r}")
         self.params = {"width": width, "connections": connections, "stags": stags,
-                       "network": network, "arp_entries": arp_entries}
+                       "network": network, "arp_entries": arp_entries,
+                       "ird_depth": ird_depth, "ord_depth": ord_depth}
         regmap.check_params(self.params)
         # a build without the network layer decodes its registers as constants (read 0)
         regmap = regmap.decoded(self.params)

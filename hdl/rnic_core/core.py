@@ -371,8 +371,9 @@ class RnicCore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W, N = self.width, self.connections
-        m.submodules.bank = bank = RegisterBank(width=W, connections=N, stags=self.stags,
-                                                network=int(self.network), arp_entries=self.arp_entries)
+        m.submodules.bank = bank = RegisterBank(
+            width=W, connections=N, stags=self.stags, network=int(self.network),
+            arp_entries=self.arp_entries, ird_depth=self.ird_depth, ord_depth=self.ord_depth)
         wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
         r = bank.regs
         if self.network:

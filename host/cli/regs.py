@@ -201,7 +201,9 @@ def status(device, as_json):
     ident = info["identity"]
     click.echo(f"device {info['device']}: RNIC map {ident['version']}, W={ident['width']}, "
                f"{ident['connections']} connections, {ident['stags']} STags, "
-               f"{'enabled' if info['enabled'] else 'disabled'}, "
+               + (f"IRD/ORD at most {ident['ird_depth']}/{ident['ord_depth']}, "
+                  if ident.get("ird_depth") else "")
+               + f"{'enabled' if info['enabled'] else 'disabled'}, "
                f"{'ready' if info['ready'] else 'not ready'}")
     if not info["connections"]:
         click.echo("connections: none active")

@@ -51,10 +51,15 @@ class Identity:
     width: int
     connections: int
     stags: int
+    #: Inbound and outbound RDMA Reads the core holds per connection (QUEUE_CAPS; None:
+    #: not reported).
+    ird_depth: int | None = None
+    ord_depth: int | None = None
 
     def to_json(self):
         return {"magic": f"{self.magic:#010x}", "version": f"{self.major}.{self.minor}",
-                "width": self.width, "connections": self.connections, "stags": self.stags}
+                "width": self.width, "connections": self.connections, "stags": self.stags,
+                "ird_depth": self.ird_depth, "ord_depth": self.ord_depth}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,8 +119,9 @@ class Device:
     #: the software RNIC moves the data and the device is kept in step
     #: (:mod:`rnic.host.net.transfer`).
     datapath_factory = None
-    #: Set with ``datapath_factory`` when that data path holds at most this many inbound
-    #: RDMA Read Requests per connection: the IRD to negotiate at most (None: no limit).
+    #: The IRD to negotiate at most: the inbound RDMA Read Requests the device holds per
+    #: connection (QUEUE_CAPS.IRD, read by :meth:`identify`, or set by a device kind whose
+    #: data path holds fewer; None: no limit).
     read_limit = None
 
     def __init__(self, transport, *, polls=1000, spec=None):
@@ -142,10 +148,13 @@ class Device:
             raise DeviceMismatch(
                 f"{self.spec}: register map version {v['major']}.{v['minor']} on the device, this "
                 f"driver knows major version {major} (update the driver or the bitstream)")
-        self.regs.probe()
-        caps = self.regs.fields("CAPS")
-        self.identity = Identity(magic, v["major"], v["minor"], v["width"], caps["connections"],
-                                 caps["stags"])
+        info = self.regs.probe()
+        self.identity = Identity(magic, v["major"], v["minor"], v["width"], info.connections,
+                                 info.stags, info.ird_depth, info.ord_depth)
+        if info.ird_depth is not None:
+            # the core holds that many inbound Read Requests per connection
+            self.read_limit = info.ird_depth if self.read_limit is None \
+                else min(self.read_limit, info.ird_depth)
         return self.identity
 
     def _ident(self):

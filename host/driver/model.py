@@ -258,16 +258,18 @@ class ModelTransport(Transport):
     Parameters are the bank's build parameters (``width``, ``connections``,
     ``stags``; ``network``/``arp_entries`` for a device with the network layer, whose ARP
     cache is emulated: NET_ARP_CMD.WRITE and the lookup window; its counters are RO
-    inputs a test sets on ``bank``) and the core's queue depths.
+    inputs a test sets on ``bank``; ``ird_depth``/``ord_depth`` reported in QUEUE_CAPS) and
+    the core's queue depths.
     """
 
     name = "model"
 
     def __init__(self, *, width=8, connections=16, stags=256, rq_depth=64, sq_depth=64,
-                 cq_depth=256, network=0, arp_entries=0):
+                 cq_depth=256, network=0, arp_entries=0, ird_depth=0, ord_depth=0):
         self.core = ModelCore(rq_depth=rq_depth, sq_depth=sq_depth, cq_depth=cq_depth)
         self.bank = regs.BankModel(width=width, connections=connections, stags=stags,
                                    network=network, arp_entries=arp_entries,
+                                   ird_depth=ird_depth, ord_depth=ord_depth,
                                    on_pulse=self.core.on_pulse)
         self.core.bank = self.bank
         self._lock = threading.RLock()

@@ -116,11 +116,15 @@ class DeviceMismatch(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class DeviceInfo:
+    """The build parameters :meth:`Registers.probe` read; ``ird_depth`` and ``ord_depth``
+    (QUEUE_CAPS) are None where the device does not report them."""
     major: int
     minor: int
     width: int
     connections: int
     stags: int
+    ird_depth: int | None = None
+    ord_depth: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,7 +325,10 @@ class Registers(TcpAccess):
             raise DeviceMismatch(f"register map {v['major']}.{v['minor']} on the device, "
                                  f"this driver knows major {major}")
         caps = self.fields("CAPS")
-        self.info = DeviceInfo(v["major"], v["minor"], v["width"], caps["connections"], caps["stags"])
+        # (QUEUE_CAPS since map 0.13; it reads 0 on a build without RDMA Reads)
+        depths = self.fields("QUEUE_CAPS") if v["minor"] >= 13 else {"ird": 0, "ord": 0}
+        self.info = DeviceInfo(v["major"], v["minor"], v["width"], caps["connections"],
+                               caps["stags"], depths["ird"] or None, depths["ord"] or None)
         return self.info
 
     def soft_reset(self):

@@ -93,7 +93,7 @@ MAGIC = 0x69575250
 #: (moved or removed registers, changed field meanings); MINOR when registers or fields are added.
 #: While MAJOR is 0 (before the first release) a changed meaning moves MINOR too.
 VERSION_MAJOR = 0
-VERSION_MINOR = 12
+VERSION_MINOR = 13
 #: Address bits decoded by the bank: a 4 KiB window.
 ADDR_WIDTH = 12
 DATA_BITS = 32
@@ -106,10 +106,13 @@ PARAMS = {
     "stags":       range(1, 1 << 16),        # rows of the STag table
     "network":     (0, 1),                   # 1: the network layer (MAC, ARP, IPv4, ICMP) is present
     "arp_entries": range(0, 65),             # ARP cache slots (0 without a network layer)
+    "ird_depth":   range(0, 1 << 16),        # inbound RDMA Read Requests held per connection
+    "ord_depth":   range(0, 1 << 16),        # outbound RDMA Reads tracked per connection
 }
 #: Build parameters a design may leave out, with the value they then report: a design without
-#: a network layer reports NET_CAPS.NETWORK 0 without naming it.
-PARAM_DEFAULTS = {"network": 0, "arp_entries": 0}
+#: a network layer reports NET_CAPS.NETWORK 0 without naming it, one without RDMA Reads
+#: QUEUE_CAPS 0.
+PARAM_DEFAULTS = {"network": 0, "arp_entries": 0, "ird_depth": 0, "ord_depth": 0}
 
 
 class RegMapError(ValueError):
@@ -901,6 +904,12 @@ BLOCKS = (
                 param="connections"),
              _f("STAGS", 16, 16, "Rows of the STag table: STAG_INDEX 0 .. STAGS-1 (build parameter).",
                 param="stags")),
+        _reg("QUEUE_CAPS", 0x00C, RO, "RDMA Read depths of this build: the IRD and ORD a "
+             "connection may negotiate at most (RFC 6581); 0: not reported.",
+             _f("IRD", 0, 16, "Inbound RDMA Read Requests the core holds per connection "
+                              "(build parameter).", param="ird_depth"),
+             _f("ORD", 16, 16, "Outbound RDMA Reads the core tracks per connection "
+                               "(build parameter).", param="ord_depth")),
         _reg("CTRL", 0x010, RW, "Global control.",
              _f("ENABLE", 0, 1, "Data path enabled; when 0 no octet is sent or accepted."),
              _f("SOFT_RESET", 1, 1, "Reset the data path: every context to IDLE, queues emptied, counters "

@@ -85,7 +85,8 @@ class BankTB(TB):
 
 @cocotb.test()
 async def id_version_caps(dut):
-    """ID magic, VERSION (map version, W) and CAPS (connections, STags) from the build parameters."""
+    """ID magic, VERSION (map version, W), CAPS (connections, STags) and QUEUE_CAPS (IRD, ORD)
+    from the build parameters."""
     tb = BankTB(dut)
     await tb.start()
     p = tb.params
@@ -95,6 +96,8 @@ async def id_version_caps(dut):
     assert regs.decode("VERSION", v) == {"minor": VERSION_MINOR, "major": VERSION_MAJOR, "width": p["width"]}
     caps, _ = await tb.read(regs.CAPS_ADDR)
     assert regs.decode("CAPS", caps) == {"connections": p["connections"], "stags": p["stags"]}
+    depths, _ = await tb.read(regs.QUEUE_CAPS_ADDR)
+    assert regs.decode("QUEUE_CAPS", depths) == {"ird": p["ird_depth"], "ord": p["ord_depth"]}
     # constants ignore writes
     assert await tb.write(regs.ID_ADDR, 0) == AxiResp.OKAY
     assert (await tb.read(regs.ID_ADDR))[0] == MAGIC
@@ -230,7 +233,7 @@ async def unmapped_addresses(dut):
     tb = BankTB(dut)
     await tb.start()
     holes = [a for a in range(0, REGMAP.size, 4) if REGMAP.at(a) is None]
-    for addr in (0x00C, 0x020, 0x03C, 0x0FC, 0x25C, 0x800, REGMAP.size - 4):
+    for addr in (0x020, 0x024, 0x03C, 0x0FC, 0x25C, 0x800, REGMAP.size - 4):
         assert addr in holes
         assert await tb.read(addr) == (0, AxiResp.SLVERR), hex(addr)
         assert await tb.write(addr, 0xFFFFFFFF) == AxiResp.SLVERR, hex(addr)
@@ -265,7 +268,7 @@ async def random_against_model(dut):
     ro_fields = [(r, f) for r in REGMAP for f in r.fields if f.access is RO and f.core_facing]
     w1c_fields = [(r, f) for r in REGMAP for f in r.fields if f.access is W1C]
     outs = [(r, f) for r in REGMAP for f in r.fields if f.access in (RW, W1C)]
-    addrs = [r.addr for r in REGMAP] + [0x00C, 0x0F0, 0x300, 0xFFC]
+    addrs = [r.addr for r in REGMAP] + [0x024, 0x0F0, 0x300, 0xFFC]
     addrs += [r.addr for r in REGMAP if r.mask(PULSE, W1C)] * 4     # more strobes and clears
     tb.pulse_log.clear()
     for step in range(400):

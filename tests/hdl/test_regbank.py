@@ -18,7 +18,8 @@ from rnic.host.spec.regmap import MAGIC, REGMAP, VERSION_MAJOR, VERSION_MINOR
 from rnic.sim.runner import run, verilog
 
 #: The whole map, Network block included (``network=0`` below: a core without one).
-PARAMS = {"width": 8, "connections": 16, "stags": 64, "network": 1, "arp_entries": 8}
+PARAMS = {"width": 8, "connections": 16, "stags": 64, "network": 1, "arp_entries": 8,
+          "ird_depth": 16, "ord_depth": 8}
 
 
 # -- (a) ---------------------------------------------------------------------------
@@ -125,6 +126,7 @@ def test_amaranth_sim_quick():
         assert await bus.read(0x000) == (MAGIC, RESP_OKAY)
         assert await bus.read(0x004) == (8 << 16 | VERSION_MAJOR << 8 | VERSION_MINOR, RESP_OKAY)
         assert await bus.read(0x008) == (64 << 16 | 16, RESP_OKAY)
+        assert await bus.read(regs.QUEUE_CAPS_ADDR) == (8 << 16 | 16, RESP_OKAY)
         # RW with strobes; bvalid is high in the third cycle after the handshake (waited 2
         # more edges after the first)
         resp, waited = await bus.write(regs.SCRATCH_ADDR, 0x11223344)
@@ -156,7 +158,7 @@ def test_amaranth_sim_quick():
         assert (await bus.read(regs.ERR_STATUS_ADDR))[0] == 0
         # unmapped
         assert await bus.read(0xFFC) == (0, RESP_SLVERR)
-        assert (await bus.write(0x00C, 0xFFFFFFFF))[0] == RESP_SLVERR
+        assert (await bus.write(0x020, 0xFFFFFFFF))[0] == RESP_SLVERR
 
     async def count_pulses(ctx):
         seen["soft_reset"] = 0

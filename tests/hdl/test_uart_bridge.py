@@ -271,7 +271,7 @@ def test_bridge_errors_and_status():
         with pytest.raises(TransportError, match="SLVERR"):
             t.read32(0xFFC)
         with pytest.raises(TransportError, match="SLVERR"):
-            t.write32(0x00C, 1)
+            t.write32(0x020, 1)
         with pytest.raises(TransportError, match="DECERR"):
             t.read32(0x1000)
         # raw frames: answer layout

@@ -186,6 +186,27 @@ def test_identify_mismatch_is_clear():
     assert issubclass(DeviceMismatch, regs.DeviceMismatch)
 
 
+def test_identify_reads_the_rdma_read_depths():
+    """QUEUE_CAPS bounds the IRD a connection negotiates (Device.read_limit); a device with
+    an older map, or one that reports none, sets no bound."""
+    dev = Device(ModelTransport(ird_depth=8, ord_depth=4))
+    ident = dev.identify()
+    assert (ident.ird_depth, ident.ord_depth) == (8, 4)
+    assert ident.to_json()["ird_depth"] == 8 and dev.read_limit == 8
+    assert Device(ModelTransport()).identify().ird_depth is None
+    assert Device(ModelTransport()).read_limit is None
+
+    class OldMap(ModelTransport):
+        def read32(self, addr):
+            if addr == regs.QUEUE_CAPS_ADDR:
+                raise TransportError("SLVERR")
+            v = super().read32(addr)
+            return (v & ~0xFF) | 12 if addr == regs.VERSION_ADDR else v
+
+    old = Device(OldMap(ird_depth=8))
+    assert old.identify().ird_depth is None and old.read_limit is None
+
+
 def test_socket_transport_errors():
     t = ModelTransport()
     with TransportServer(t, 0).start() as server:

@@ -24,7 +24,8 @@ def test_map_is_valid_and_sane():
         assert r.reset == sum(f.reset << f.offset for f in r.fields)
         assert REGMAP.at(r.addr + 3) is r
     assert REGMAP.at(0xFFC) is None
-    assert set(REGMAP.params_used()) == {"width", "connections", "stags", "network", "arp_entries"}
+    assert set(REGMAP.params_used()) == {"width", "connections", "stags", "network", "arp_entries",
+                                         "ird_depth", "ord_depth"}
 
 
 def test_map_has_what_the_rnic_needs():
@@ -124,10 +125,12 @@ def test_check_params():
         REGMAP.check_params({"width": 8, "connections": 4, "stags": 1, "arp_entries": 65})
 
 
-def test_network_parameters_default_to_no_network_layer():
-    assert rm.PARAM_DEFAULTS == {"network": 0, "arp_entries": 0}
+def test_optional_parameters_default_to_absent():
+    """A design without a network layer or RDMA Reads reports them as 0."""
+    assert rm.PARAM_DEFAULTS == {"network": 0, "arp_entries": 0, "ird_depth": 0, "ord_depth": 0}
     full = REGMAP.complete_params({"width": 8, "connections": 4, "stags": 2})
-    assert full == {"width": 8, "connections": 4, "stags": 2, "network": 0, "arp_entries": 0}
+    assert full == {"width": 8, "connections": 4, "stags": 2, "network": 0, "arp_entries": 0,
+                    "ird_depth": 0, "ord_depth": 0}
     assert REGMAP.complete_params({"width": 8, "connections": 4, "stags": 2, "network": 1,
                                    "arp_entries": 8})["network"] == 1
 
