@@ -259,6 +259,8 @@ class NicTop(wiring.Component):
         wiring.connect(m, core.tx_wire, join.core_tx)
         wiring.connect(m, core.tx_started, join.core_started)
         wiring.connect(m, tcp.opened, regs.opened)
+        m.d.comb += [join.opened.valid.eq(tcp.opened.valid),
+                     join.opened.payload.eq(tcp.opened.payload)]
         bus = self.s_axil
         m.d.comb += [
             join.push.valid.eq(bus.awvalid & bus.awready & bus.wvalid & bus.wready

@@ -26,7 +26,8 @@ class WireJoin(wiring.Component):
       by :class:`~rnic.hdl.rnic_core.dp_tx.DataPortTx` from its own FIFO) take turns into
       TCP a whole run at a time, the stream port's first. TCP_STREAM_TX_CMD.CANCEL drops a
       stream run that waits for its connection's permission (a connection closed or reset
-      never gets it again).
+      never gets it again); so does the opening of a connection on the id the run waits
+      for (``opened``): the run was meant for the connection that had the id before.
     * Permission: TCP's ``may_send`` bit of a connection means its ring has room for one
       more run. A run is under way from the moment its source chose it (the core's
       ``started``, the stream port's turn) until TCP takes its first beat, when TCP's own bit
@@ -62,6 +63,8 @@ class WireJoin(wiring.Component):
         The core's ``may_send``: TCP's, less the connections with a run under way.
     core_started : In(stream.Signature(range(connections), always_ready=True))
         The core's ``tx_started``.
+    opened : In(stream.Signature(range(connections), always_ready=True))
+        TCP's ``opened``: a connection id taken by a new connection.
     regs : In(stream_signature())
         The TCP block's TCP_STREAM_* registers.
     push : In(stream.Signature(32, always_ready=True))
@@ -86,6 +89,7 @@ class WireJoin(wiring.Component):
             "may_send": In(connections), "fpdu": In(connections),
             "core_may_send": Out(connections),
             "core_started": In(stream.Signature(conn_bits(connections), always_ready=True)),
+            "opened": In(stream.Signature(conn_bits(connections), always_ready=True)),
             "regs": In(stream_signature()),
             "push": In(stream.Signature(unsigned(32), always_ready=True)),
         })
@@ -151,11 +155,15 @@ class WireJoin(wiring.Component):
         busy = stream_tx.regs.dp_tx_status.busy
         with m.If(~busy):
             m.d.sync += cancel.eq(0)
-        with m.If(self.regs.tcp_stream_tx_cmd.cancel & busy):
+        # a run waiting for an id that a new connection takes was the previous one's
+        # (reset or closed before the host knew): it never goes out on the new one
+        stale = Signal()
+        m.d.comb += stale.eq(self.opened.valid & port.valid & (self.opened.payload == port_conn))
+        with m.If((self.regs.tcp_stream_tx_cmd.cancel & busy) | stale):
             m.d.sync += cancel.eq(1)
         with m.FSM(name="runs"):
             with m.State("CHOOSE"):
-                with m.If(port.valid & cancel):
+                with m.If(port.valid & (cancel | stale)):
                     m.next = "DROP"
                 with m.Elif(port.valid & port_may):
                     m.d.comb += chosen.eq(1 << port_conn)

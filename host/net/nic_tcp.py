@@ -43,7 +43,7 @@ from rnic.host.spec.tcp_engine import TcpEventKind
 
 __all__ = ["TcpMux", "NicStream", "NicRnic", "NicListening", "nic_connect", "nic_connect_retry",
            "nic_accept", "nic_listen", "wait_accepted", "commit", "has_tcp", "ephemeral_port",
-           "NicTcpError"]
+           "NicTcpError", "tcp_mux"]
 
 #: Events after which a connection receives nothing more.
 _ENDS = {TcpEventKind.PEER_CLOSED, TcpEventKind.CLOSED, TcpEventKind.RESET,
@@ -77,6 +77,28 @@ class TcpMux:
         for event in self.regs.tcp_events():
             self.events[event.conn].append(event.kind)
 
+    def ended(self, conn):
+        """Whether the last connection on id ``conn`` is over for sending (reset, lost,
+        refused or closed)."""
+        for kind in reversed(self.events[conn]):
+            if kind in _FAILS or kind is TcpEventKind.CLOSED:
+                return True
+            if kind in (TcpEventKind.ACCEPTED, TcpEventKind.CONNECTED):
+                return False
+        return False
+
+    def cancel_stale_send(self):
+        """Drop a stream send that waits for a connection that is over: it would hold the
+        port, and every other connection's negotiation, for ever (a peer may reset a
+        connection while the host answers it). True when one was dropped."""
+        regs = self.regs
+        if not regs.field("TCP_STREAM_TX_STATUS", "BUSY"):
+            return False
+        self.poll()
+        if not self.ended(regs.field("TCP_STREAM_TX_CONN", "CONN")):
+            return False
+        return regs.tcp_stream_cancel()
+
     def forget(self, conn):
         """A connection id is reused: drop what is kept for its previous connection."""
         self.events.pop(conn, None)
@@ -84,7 +106,8 @@ class TcpMux:
         self.broken.discard(conn)
 
 
-def _mux(device):
+def tcp_mux(device):
+    """The device's :class:`TcpMux` (one per device)."""
     sh = shared_state(device)
     if sh.tcp is None:
         sh.tcp = TcpMux(device)
@@ -94,14 +117,16 @@ def _mux(device):
 class NicStream:
     """One NIC connection's byte stream as a blocking socket (the part of the socket API MPA
     setup uses). ``recv`` returns b"" after the peer's FIN and raises
-    :class:`NicTcpError` after a reset, a lost connection or dropped octets."""
+    :class:`NicTcpError` after a reset, a lost connection or dropped octets; ``sendall``
+    raises it on a connection that is over, and first drops a stream send still waiting
+    for another connection that is over (:meth:`TcpMux.cancel_stale_send`)."""
 
     family = socket.AF_INET
 
     def __init__(self, device, conn):
         self.device, self.conn = device, conn
         self._lock = device_lock(device)
-        self._mux = _mux(device)
+        self._mux = tcp_mux(device)
         self._timeout = None
         self._shut = False
         self._held = None           # octets sent while held (None: not held)
@@ -171,6 +196,11 @@ class NicStream:
             return
         for pos in range(0, len(data), STREAM_SEND_MAX):
             with self._lock:
+                self._mux.poll()
+                ended = self._events()
+                if ended in _FAILS or ended is TcpEventKind.CLOSED:
+                    raise NicTcpError(f"connection {self.conn}: {ended.name.lower()}")
+                self._mux.cancel_stale_send()
                 self.device.regs.tcp_stream_send(self.conn, data[pos:pos + STREAM_SEND_MAX])
 
     def send(self, data):
@@ -217,7 +247,7 @@ def commit(device, conn, neg, *, rx_mulpdu):
 
 def _wait_open(device, conn, kind, timeout):
     """Wait for ``kind`` (CONNECTED, ACCEPTED) on ``conn``; NicTcpError on its failure."""
-    lock, mux = device_lock(device), _mux(device)
+    lock, mux = device_lock(device), tcp_mux(device)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with lock:
@@ -256,7 +286,7 @@ def nic_listen(device, port, *, slot=0):
 def wait_accepted(device, timeout):
     """The id of the next connection the NIC accepted on a listening port (its ACCEPTED
     event taken); NicTcpError after ``timeout`` seconds."""
-    lock, mux = device_lock(device), _mux(device)
+    lock, mux = device_lock(device), tcp_mux(device)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with lock:
@@ -276,7 +306,7 @@ def nic_connect(device, address, port, params=None, *, local_port=None, rx_mulpd
     params = cm.ConnParams() if params is None else params
     with device_lock(device):
         conn = device.regs.tcp_connect(address, port, local_port or ephemeral_port())
-        _mux(device).forget(conn)
+        tcp_mux(device).forget(conn)
     _wait_open(device, conn, TcpEventKind.CONNECTED, params.timeout or 30.0)
     neg = cm.connect(NicStream(device, conn), params, send_rtr=False)
     commit(device, conn, neg, rx_mulpdu=rx_mulpdu)

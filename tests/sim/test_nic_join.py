@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from rnic.host.driver.device import Device
 from rnic.host.driver.regs import MpaDirection, Registers
 from rnic.host.driver.tcp_regs import STREAM_SEND_MAX, TcpEvent
 from rnic.host.model import ddp
@@ -22,6 +23,7 @@ from rnic.host.model.rdmap import Opcode
 from rnic.host.model.segment import TxStream
 from rnic.host.model.tcp import TcpSegment, seq_diff, seq_geq
 from rnic.host.model.tcp_engine import TcpEngine
+from rnic.host.net.nic_tcp import NicStream, NicTcpError, tcp_mux
 from rnic.host.spec.net import DEFAULT_NIC_IP
 from rnic.host.spec.regmap import ConnState, CqQueue, CqStatus, DpCrc, DpError, SqOpcode
 from rnic.host.spec.tcp_engine import TcpEventKind, TcpStat, TcpState
@@ -49,8 +51,9 @@ class Peer:
     duplicates and holds back frames at ``rate`` each way; the NIC's data segments that
     arrive kept as ``(seq, payload)``."""
 
-    def __init__(self, nic, rate, seed):
-        self.nic, self.tcp = nic, TcpEngine(ip=PEER_IP, connections=1, **PEER_TIMERS)
+    def __init__(self, nic, rate, seed, connections=1):
+        self.nic = nic
+        self.tcp = TcpEngine(ip=PEER_IP, connections=connections, **PEER_TIMERS)
         rng = random.Random(seed)
         self.to_nic, self.to_peer = LossyLink(rng, rate), LossyLink(rng, rate)
         self.t0, self.segments, self.received = time.monotonic(), [], bytearray()
@@ -287,3 +290,63 @@ def test_rdma_over_nic_tcp(nic):
     peer.until(lambda: sq.extend(iter(regs.poll_cq, None)) or len(sq) == 2, "completions")
     assert [(c.wr_id, c.queue, c.status) for c in sq] == [(1, CqQueue.SQ, CqStatus.SUCCESS),
                                                           (2, CqQueue.SQ, CqStatus.SUCCESS)]
+
+
+def test_a_reset_connection_does_not_hold_the_stream_port(nic):
+    """A peer resets its connection while the host answers it: the host's stream send on it
+    waits for ever (the connection may never send again). The next stream send on another
+    connection drops it (TCP_STREAM_TX_CMD.CANCEL) instead of waiting behind it, and a send
+    on the reset connection is an error. A run still waiting when a new connection takes
+    the id is dropped by the NIC: it never reaches the new connection's peer."""
+    device = Device(nic)
+    regs = device.regs
+    for c in range(regs.fields("CAPS")["connections"]):      # ids from 0 (the lowest free)
+        if regs.tcp_connection(c).state is not TcpState.CLOSED:
+            regs.tcp_abort(c)
+    regs.tcp_events()
+    peer = Peer(nic, 0.0, seed=14, connections=2)
+    mux, conns, got = tcp_mux(device), [], bytearray()     # (the peer's slot 1; 0: received)
+
+    def accepted(index, local_port):
+        peer.step(peer.tcp.connect(index, remote_ip=DEFAULT_NIC_IP, remote_port=RDMA_PORT,
+                                   local_port=local_port, now=peer.now()))
+
+        def new():
+            mux.poll()
+            return [c for c, kinds in list(mux.events.items())
+                    if kinds and kinds[-1] is TcpEventKind.ACCEPTED and c not in conns]
+        peer.until(new, "ACCEPTED")
+        conns.append(new()[0])
+        return conns[-1]
+
+    def steps(n=20):
+        for _ in range(n):
+            peer.step()
+            got.extend(peer.tcp.read(1))
+
+    first, second = accepted(0, 45000), accepted(1, 45001)
+    peer.step(peer.tcp.abort(0, peer.now()))
+    peer.until(lambda: mux.poll() or mux.ended(first), "the NIC's RESET")
+    regs.tcp_stream_send(first, b"a Reply the peer will never see")
+    steps()
+    assert regs.field("TCP_STREAM_TX_STATUS", "BUSY")           # waits for ever
+    NicStream(device, second).sendall(b"the second Reply")
+    peer.until(lambda: steps(1) or got == b"the second Reply", "the second Reply")
+    assert not regs.field("TCP_STREAM_TX_STATUS", "BUSY")
+    with pytest.raises(NicTcpError, match="reset"):
+        NicStream(device, first).sendall(b"more")
+
+    # the host does not learn of the reset in time; a new connection takes the id
+    regs.tcp_stream_send(first, b"a stale Reply")
+    steps()
+    assert regs.field("TCP_STREAM_TX_STATUS", "BUSY")
+    conns.remove(first)
+    mux.forget(first)
+    assert accepted(0, 45002) == first
+    peer.until(lambda: not regs.field("TCP_STREAM_TX_STATUS", "BUSY"), "the stale run dropped")
+    regs.tcp_stream_send(first, b"the new connection's Reply")
+    peer.until(lambda: len(peer.received) >= 26, "the new connection's Reply")
+    assert peer.received == b"the new connection's Reply"
+    assert [p for _, p in peer.segments].count(b"a stale Reply") == 0
+    regs.tcp_abort(first)
+    regs.tcp_abort(second)
