@@ -1,5 +1,6 @@
-"""``rnic bench mpa``, ``rnic bench ddp`` and ``rnic bench nic``: the gateware in simulation
-(Verilator): throughput, and the simulated NIC on its virtual cable."""
+"""``rnic bench mpa``, ``ddp``, ``nic``, ``tcp`` and ``rdma``: the gateware in simulation
+(Verilator): throughput, the simulated NIC on its virtual cable, its TCP and its RDMA
+Writes over that TCP."""
 
 import sys
 
@@ -212,3 +213,54 @@ def bench_tcp(octets, loss, step, seed, as_json):
     except (TcpBenchMismatch, DeviceError, TransportError, OSError) as exc:
         return fail(str(exc))
     return _report(report, as_json, tcp_text_report)
+
+
+@bench.command("rdma")
+@click.option("--octets", type=click.IntRange(1, 1 << 22), default=None,
+              help="Octets written in all, a multiple of --size (default 1 MiB).")
+@click.option("--size", type=click.IntRange(1, 1 << 22), default=None,
+              help="Octets of each RDMA Write (default 65536).")
+@click.option("--loss", type=click.FloatRange(0.0, 0.1), default=0.0, show_default=True,
+              help="Share of the frames the cable loses, and again duplicates and reorders, "
+                   "each way.")
+@click.option("--step", type=click.IntRange(16, 100_000), default=None,
+              help="Cycles between two turns of the peer, its reaction time (default 256).")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Random seed of the data and the cable.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the report).")
+def bench_rdma(octets, size, loss, step, seed, as_json):
+    """RDMA Writes of the simulated NIC's core over its TCP: octets per cycle against the
+    1 Gb/s line.
+
+    Starts the Verilated NIC top (W = 4: MAC, network layer, TCP, the RNIC core) and
+    is the peer (the model's TCP engine and MPA decoder) in lock-step with the
+    simulation: the NIC connects and negotiates MPA through its stream port, then
+    its core sends --octets of RDMA Writes of --size octets from the simulated host
+    memory; every FPDU's CRC and every octet's place are checked, every Write must
+    complete. Reports the payload octets per cycle, the share of the line (an octet
+    per cycle) and of what RDMA Writes can carry on it with full segments, and the
+    retransmissions; with --loss, over a cable that drops, duplicates and reorders
+    frames. A transfer that differs or stops exits 1. Progress goes to stderr on a
+    terminal.
+
+    \b
+    Examples:
+      rnic bench rdma
+      rnic bench rdma --size 4096 --json
+      rnic bench rdma --loss 0.01 --octets 262144
+    """
+    from rnic.host.driver.transport import DeviceError, TransportError
+    from rnic.host.tools.bench_rdma import (DEFAULT_OCTETS, DEFAULT_SIZE, RdmaBenchMismatch,
+                                            rdma_text_report, run_rdma_bench)
+    from rnic.host.tools.bench_tcp import DEFAULT_STEP
+    octets, size = octets or DEFAULT_OCTETS, size or DEFAULT_SIZE
+    if size > octets or octets % size:
+        raise click.UsageError(f"--octets ({octets}) must be a multiple of --size ({size})")
+    try:
+        with sim_build_progress() as view:
+            report = run_rdma_bench(octets=octets, size=size, loss=loss,
+                                    step=step or DEFAULT_STEP, seed=seed,
+                                    say=view.say if view.live else None)
+    except (RdmaBenchMismatch, DeviceError, TransportError, OSError) as exc:
+        return fail(str(exc))
+    return _report(report, as_json, rdma_text_report)

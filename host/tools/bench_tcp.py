@@ -43,8 +43,9 @@ from rnic.host.spec.net import (DEFAULT_NIC_IP, DEFAULT_NIC_MAC, ETH_HEADER_LEN,
 from rnic.host.spec.tcp import TCP_HEADER_LEN
 from rnic.host.spec.tcp_engine import ENGINE_MSS, TcpDrop, TcpStat, TcpState
 
-__all__ = ["run_tcp_bench", "tcp_text_report", "LossyLink", "peer_frame", "TcpBenchMismatch",
-           "PAYLOAD_LIMIT", "TICK_CYCLES", "DEFAULT_OCTETS", "DEFAULT_STEP", "ECHO_PORT"]
+__all__ = ["run_tcp_bench", "tcp_text_report", "LossyLink", "peer_frame", "nic_segment",
+           "set_up_nic", "TcpBenchMismatch", "PAYLOAD_LIMIT", "TICK_CYCLES", "DEFAULT_OCTETS",
+           "DEFAULT_STEP", "ECHO_PORT"]
 
 #: Cycles of a millisecond of the 1 Gb/s line's 125 MHz octet clock: a tick of both ends.
 TICK_CYCLES = 125_000
@@ -110,7 +111,8 @@ def peer_frame(segment):
     return ethernet.build(eth, ipv4.build(header, segment.octets), pad_short=False)
 
 
-def _segment(frame):
+def nic_segment(frame):
+    """The TCP segment of a frame the NIC sent."""
     _, packet = ethernet.parse(frame)
     header, payload = ipv4.parse(packet)
     if header.proto != IpProto.TCP:
@@ -118,14 +120,19 @@ def _segment(frame):
     return payload
 
 
-def _set_up(dev, seed):
-    regs = Registers(dev)
+def set_up_nic(regs, seed):
+    """The NIC's address, the peer's ARP entry, TCP's timers in line time."""
     regs.set_ip(DEFAULT_NIC_IP, 24)
     regs.write_arp(0, PEER_IP, PEER_MAC)
     caps = regs.tcp_caps()
     # (the secret from the seed: the cookies, hence the sequence numbers, repeat run to run)
     regs.tcp_configure(secret=random.Random(seed).getrandbits(32), ring_log2=caps.ring_log2,
                        tick_cycles=TICK_CYCLES, **TIMERS)
+
+
+def _set_up(dev, seed):
+    regs = Registers(dev)
+    set_up_nic(regs, seed)
     regs.tcp_listen(0, ECHO_PORT, echo=True)
     dev.manual(True)
     return regs
@@ -158,7 +165,7 @@ class _Run:
         peer, outs = self.peer, []
         frames = self.dev.frames(timeout=0)
         for frame in self.to_peer.carry(frames):
-            outs += peer.receive(DEFAULT_NIC_IP, _segment(frame), self.now())
+            outs += peer.receive(DEFAULT_NIC_IP, nic_segment(frame), self.now())
         if peer.state(0) is TcpState.ESTABLISHED and self.written < len(self.data):
             if self.first is None:
                 self.first = self.cycle

@@ -1,0 +1,237 @@
+"""``rnic bench rdma``: RDMA Writes of the simulated NIC's core over its own TCP, cycle for
+cycle.
+
+The Verilated NIC top (what ``rnic nic-sim`` runs, W = 4: MAC, network layer, TCP, the RNIC
+core joined to it) and a peer made of the models, in lock-step with the simulation as in
+:mod:`rnic.host.tools.bench_tcp` (the harness clocks only when told, ``step`` cycles a turn;
+both time bases count line time). The NIC opens the TCP connection to the peer's port and
+is the MPA initiator through the stream port (revision 1, CRC, no markers); the host
+commits the connection to FPDUs and posts ``octets`` of RDMA Writes of ``size`` octets each
+from the simulated host memory. The peer's TCP (the model's engine) acknowledges, its MPA
+decoder checks every FPDU's CRC, and every octet must arrive at the tagged offset it was
+written from (a benchmark that answers wrongly fast is worthless). The host takes the
+core's completions meanwhile; every Write must complete successfully.
+
+Figures
+-------
+``octets_per_cycle``
+    RDMA payload octets per cycle from the cycle the first Write was posted to the cycle
+    its last octet reached the peer. The simulated line carries an octet per cycle (GMII:
+    all clocks are one in simulation), the W = 4 datapath four.
+``line_share``
+    That over the line's octet per cycle: the share of a 1 Gb/s line.
+``limit_share``
+    That over the most RDMA Writes can carry on the line with full segments
+    (``limit``: one FPDU per segment of the NIC's MSS, its ULPDU of MULPDU octets with
+    the 14-octet tagged DDP header, in the segment's octets of line with Ethernet, IPv4
+    and TCP headers, preamble, FCS and gap).
+``nic_segments``, ``nic_retransmits``, ``peer_retransmits``
+    The NIC's segments and those sent again, the peer's retransmissions.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from rnic.host.driver.regs import MpaDirection, Registers
+from rnic.host.model import ddp
+from rnic.host.model.fpdu import FpduDecoder, FpduRecord, mulpdu
+from rnic.host.model.mpa_frames import FrameReader, MpaFrame, build
+from rnic.host.model.tcp_engine import TcpEngine
+from rnic.host.spec.protocol import TAGGED_HEADER_LEN
+from rnic.host.spec.net import (DEFAULT_NIC_IP, ETH_HEADER_LEN, FCS_LEN, IFG_LEN,
+                                IPV4_HEADER_LEN, PREAMBLE_LEN)
+from rnic.host.spec.regmap import ConnState, CqQueue, CqStatus, SqOpcode
+from rnic.host.spec.tcp import TCP_HEADER_LEN
+from rnic.host.spec.tcp_engine import TcpEventKind, TcpStat, TcpState
+from rnic.host.tools.bench_tcp import (DEFAULT_STEP, IDLE_STEPS, PEER_IP, STALL_CYCLES,
+                                       TICK_CYCLES, TIMERS, LossyLink, nic_segment,
+                                       peer_frame, set_up_nic)
+
+__all__ = ["run_rdma_bench", "rdma_text_report", "RdmaBenchMismatch", "DEFAULT_OCTETS",
+           "DEFAULT_SIZE", "RDMA_PORT"]
+
+DEFAULT_OCTETS = 1 << 20
+DEFAULT_SIZE = 1 << 16
+RDMA_PORT = 4791
+#: The peer's region: its STag and the tagged offset of the first Write.
+STAG, BASE_TO = 0x5A17, 0x1_0000_0000
+#: Where the Writes' octets are in the NIC's host memory.
+LOCAL_ADDR = 0x10_0000
+#: Line octets of a segment besides its TCP payload.
+SEGMENT_OVERHEAD = (TCP_HEADER_LEN + IPV4_HEADER_LEN + ETH_HEADER_LEN + PREAMBLE_LEN + 1
+                    + FCS_LEN + IFG_LEN)
+
+
+class RdmaBenchMismatch(AssertionError):
+    """What reached the peer differs from what was written, or the transfer stopped."""
+
+
+class _Run:
+    """The peer's side and the host's, stepped with the simulation."""
+
+    def __init__(self, dev, regs, data, *, size, loss, seed, step):
+        self.dev, self.regs, self.data, self.size, self.step = dev, regs, data, size, step
+        rng = random.Random(seed)
+        self.to_nic, self.to_peer = LossyLink(rng, loss), LossyLink(rng, loss)
+        self.peer = TcpEngine(ip=PEER_IP, connections=1, **TIMERS)
+        self.peer.listen(RDMA_PORT)
+        self.idle = 1
+        self.cycle = self.start = dev.run(0)
+        self.received = bytearray()     # the peer's TCP octets not yet decoded
+        self.placed = bytearray(len(data))
+        self.arrived = 0
+        self.first = self.last = None
+        self.decoder = None
+
+    def now(self):
+        return (self.cycle - self.start) // TICK_CYCLES + 1
+
+    def turn(self):
+        """The NIC's frames to the peer, its answers to the NIC, ``step`` cycles."""
+        peer, outs = self.peer, []
+        frames = self.dev.frames(timeout=0)
+        for frame in self.to_peer.carry(frames):
+            outs += peer.receive(DEFAULT_NIC_IP, nic_segment(frame), self.now())
+        if peer.state(0) is not TcpState.CLOSED:
+            self.received += peer.read(0)
+        outs += peer.poll(self.now())
+        for frame in self.to_nic.carry([peer_frame(s) for s in outs]):
+            self.dev.send_frame(frame)
+        self.idle = 1 if frames or outs else min(2 * self.idle, IDLE_STEPS)
+        self.cycle = self.dev.run(self.step * self.idle)
+
+    def until(self, done, what):
+        since = self.cycle
+        while not done():
+            if self.cycle - since > STALL_CYCLES:
+                raise RdmaBenchMismatch(f"{what} did not come")
+            self.turn()
+
+    def negotiate(self):
+        """TCP from the NIC, MPA through the stream port; the connection committed."""
+        regs = self.regs
+        regs.tcp_events()
+        conn = regs.tcp_connect(PEER_IP, RDMA_PORT, 40001)
+        events = []
+        self.until(lambda: events.extend(regs.tcp_events()) or events, "the connection")
+        if [(e.conn, e.kind) for e in events] != [(conn, TcpEventKind.CONNECTED)]:
+            raise RdmaBenchMismatch(f"the NIC's connection ended in {events}")
+        request = build(MpaFrame(kind="request", crc=True, private_data=b"rnic bench rdma"))
+        reply = build(MpaFrame(kind="reply", crc=True))
+        regs.tcp_stream_send(conn, request)
+        self.until(lambda: len(self.received) >= len(request), "the MPA Request")
+        if FrameReader(expect="request").feed(bytes(self.received))[1] != b"":
+            raise RdmaBenchMismatch("the peer got more than the MPA Request")
+        self.received.clear()
+        self.peer.write(0, reply)
+        got = bytearray()
+        self.until(lambda: got.extend(b"".join(d for _, d, _ in regs.tcp_stream_runs()))
+                   or len(got) >= len(reply), "the MPA Reply")
+        mss = regs.tcp_connection(conn).mss
+        regs.tcp_set_mode(conn, fpdu=True)
+        regs.program_connection(conn, tx=MpaDirection(False, True, 0, mulpdu(mss, markers=False)),
+                                rx=MpaDirection(False, True, 0, 64768), state=ConnState.RTS)
+        self.decoder = FpduDecoder(markers=False, crc=True)
+        return conn, mss
+
+    def decode(self):
+        """The FPDUs the peer has, placed; how many octets arrived."""
+        for record in self.decoder.feed(bytes(self.received)):
+            if not isinstance(record, FpduRecord) or record.crc != "ok":
+                raise RdmaBenchMismatch(f"the peer decoded {record}")
+            header, payload = ddp.parse(record.ulpdu)
+            if not isinstance(header, ddp.TaggedHeader) or header.stag != STAG:
+                raise RdmaBenchMismatch(f"an FPDU that is no Write to the region: {header}")
+            at = header.to - BASE_TO
+            if not 0 <= at <= len(self.data) - len(payload) \
+                    or self.data[at:at + len(payload)] != payload:
+                raise RdmaBenchMismatch(f"the octets at offset {at} differ from those written")
+            self.placed[at:at + len(payload)] = payload
+            self.arrived += len(payload)
+            self.last = self.cycle
+        self.received.clear()
+
+    def transfer(self, conn, say=None):
+        """Post the Writes as the send queue takes them; until every octet arrived and
+        every Write completed (``say``: a progress line every twentieth)."""
+        regs, count = self.regs, len(self.data) // self.size
+        posted, done, shown = 0, [], 0
+        self.first = moved = self.cycle
+        while self.arrived < len(self.data) or len(done) < count:
+            before = (self.arrived, len(done))
+            while posted < count and regs.post_send(
+                    conn, SqOpcode.RDMA_WRITE, laddr=LOCAL_ADDR + posted * self.size,
+                    length=self.size, rstag=STAG, rto=BASE_TO + posted * self.size,
+                    wr_id=posted):
+                posted += 1
+            done.extend(iter(regs.poll_cq, None))
+            self.turn()
+            self.decode()
+            if (self.arrived, len(done)) != before:
+                moved = self.cycle
+                if say is not None and self.arrived - shown >= len(self.data) // 20:
+                    shown = self.arrived
+                    say(f"placed {shown} of {len(self.data)} octets")
+            elif self.cycle - moved > STALL_CYCLES:
+                raise RdmaBenchMismatch(f"the transfer stopped after {self.arrived} of "
+                                        f"{len(self.data)} octets")
+        bad = [c for c in done if (c.queue, c.status, c.opcode) != (CqQueue.SQ,
+               CqStatus.SUCCESS, SqOpcode.RDMA_WRITE)]
+        if bad or sorted(c.wr_id for c in done) != list(range(count)):
+            raise RdmaBenchMismatch(f"completions {bad or done} are not the Writes' successes")
+        if self.placed != self.data:
+            raise RdmaBenchMismatch("the region differs from what was written")
+
+
+def run_rdma_bench(*, octets=DEFAULT_OCTETS, size=DEFAULT_SIZE, loss=0.0, step=DEFAULT_STEP,
+                   seed=1, say=None, device_factory=None):
+    """The benchmark (see the module docstring); returns the report (a dict)."""
+    if not 1 <= size <= octets or octets % size:
+        raise ValueError(f"octets ({octets}) must be a multiple of the Write size ({size})")
+    if device_factory is None:
+        from rnic.sim.nic_device import NicSimDevice
+        device_factory = NicSimDevice
+    data = random.Random(seed).randbytes(octets)
+    t0 = time.monotonic()
+    with device_factory() as dev:
+        regs = Registers(dev)
+        dev.mem_write(LOCAL_ADDR, data)
+        regs.dp_configure()                     # received ULPDUs to the DDP/RDMAP path
+        regs.enable()
+        set_up_nic(regs, seed)
+        dev.manual(True)
+        before = regs.tcp_counters()
+        run = _Run(dev, regs, data, size=size, loss=loss, seed=seed, step=step)
+        conn, mss = run.negotiate()
+        run.transfer(conn, say)
+        after = regs.tcp_counters()
+    cycles = run.last - run.first
+    per_cycle = octets / cycles
+    limit = (mulpdu(mss, markers=False) - TAGGED_HEADER_LEN) / (mss + SEGMENT_OVERHEAD)
+    return {
+        "octets": octets, "size": size, "writes": octets // size, "loss": loss, "step": step,
+        "width": 4, "mss": mss, "cycles": cycles, "octets_per_cycle": per_cycle,
+        "line_share": per_cycle, "limit": limit, "limit_share": per_cycle / limit,
+        "nic_segments": after["tx_segments"] - before["tx_segments"],
+        "nic_retransmits": after["retransmits"] - before["retransmits"],
+        "peer_retransmits": run.peer.stats[TcpStat.RETRANSMITS],
+        "link": {"to_nic": run.to_nic.counts, "to_peer": run.to_peer.counts},
+        "wall_s": time.monotonic() - t0, "verified": True,
+    }
+
+
+def rdma_text_report(report):
+    """The report as lines of text."""
+    r = report
+    return "\n".join([
+        f"{r['writes']} RDMA Writes of {r['size']} octets from the NIC's core over its TCP "
+        f"(W = {r['width']}, MSS {r['mss']}, peer step {r['step']} cycles, cable loss "
+        f"{r['loss']:.1%}): every octet placed and every Write completed",
+        f"  {r['octets_per_cycle']:.3f} octets per cycle over {r['cycles']} cycles: "
+        f"{r['line_share']:.3f} of the 1 Gb/s line, {r['limit_share']:.3f} of what RDMA "
+        f"Writes can carry on it ({r['limit']:.3f} octets per cycle)",
+        f"  NIC segments sent {r['nic_segments']} ({r['nic_retransmits']} again); peer "
+        f"retransmits {r['peer_retransmits']}; {r['wall_s']:.1f} s in all",
+    ])
