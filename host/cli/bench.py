@@ -173,17 +173,28 @@ def bench_nic(sizes, pings, window, seed, as_json):
         f"the NIC sent {report['bad_out']} frames with a bad FCS or preamble")
 
 
+def _lockstep_peer_options(f):
+    """The options of the benchmarks with the models as a lock-step peer (tcp, rdma)."""
+    for option in reversed((
+            click.option("--loss", type=click.FloatRange(0.0, 0.1), default=0.0,
+                         show_default=True,
+                         help="Share of the frames the cable loses, and again duplicates and "
+                              "reorders, each way."),
+            click.option("--step", type=click.IntRange(16, 100_000), default=None,
+                         help="Cycles between two turns of the peer, its reaction time "
+                              "(default 256)."),
+            click.option("--seed", type=int, default=1, show_default=True,
+                         help="Random seed of the data and the cable."),
+            click.option("--json", "as_json", is_flag=True,
+                         help="Print one JSON object (the report)."))):
+        f = option(f)
+    return f
+
+
 @bench.command("tcp")
 @click.option("--octets", type=click.IntRange(1, 1 << 30), default=None,
               help="Octets echoed (default 1 MiB).")
-@click.option("--loss", type=click.FloatRange(0.0, 0.1), default=0.0, show_default=True,
-              help="Share of the frames the cable loses, and again duplicates and reorders, "
-                   "each way.")
-@click.option("--step", type=click.IntRange(16, 100_000), default=None,
-              help="Cycles between two turns of the peer, its reaction time (default 256).")
-@click.option("--seed", type=int, default=1, show_default=True,
-              help="Random seed of the data and the cable.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the report).")
+@_lockstep_peer_options
 def bench_tcp(octets, loss, step, seed, as_json):
     """TCP goodput of the simulated NIC: octets per cycle against the 1 Gb/s line.
 
@@ -220,14 +231,7 @@ def bench_tcp(octets, loss, step, seed, as_json):
               help="Octets written in all, a multiple of --size (default 1 MiB).")
 @click.option("--size", type=click.IntRange(1, 1 << 22), default=None,
               help="Octets of each RDMA Write (default 65536).")
-@click.option("--loss", type=click.FloatRange(0.0, 0.1), default=0.0, show_default=True,
-              help="Share of the frames the cable loses, and again duplicates and reorders, "
-                   "each way.")
-@click.option("--step", type=click.IntRange(16, 100_000), default=None,
-              help="Cycles between two turns of the peer, its reaction time (default 256).")
-@click.option("--seed", type=int, default=1, show_default=True,
-              help="Random seed of the data and the cable.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the report).")
+@_lockstep_peer_options
 def bench_rdma(octets, size, loss, step, seed, as_json):
     """RDMA Writes of the simulated NIC's core over its TCP: octets per cycle against the
     1 Gb/s line.
