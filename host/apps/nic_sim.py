@@ -173,6 +173,9 @@ class NicSim:
         Build parameters of the simulated NIC (defaults 4, 16).
     echo_ports : iterable of int
         TCP ports of the echo service (RFC 862, in gateware; at most TCP_CAPS.LISTENERS).
+    pcap : str, path, file or None
+        Where to write every frame of the cable, both ways, as it passes (a pcap file:
+        :class:`rnic.host.net.pcap.FrameWriter`).
     device_factory : callable or None
         ``factory(on_frame=..., on_bad=..., width=..., connections=...)`` returning the
         device (default :class:`rnic.sim.nic_device.NicSimDevice`).
@@ -180,14 +183,17 @@ class NicSim:
 
     def __init__(self, *, listen_port, peer_port, ip=DEFAULT_NIC_IP, prefix=DEFAULT_PREFIX,
                  mac=DEFAULT_NIC_MAC, control_port=0, width=4, connections=16,
-                 echo_ports=(), device_factory=None):
+                 echo_ports=(), pcap=None, device_factory=None):
         self.listen_port, self.peer_port = listen_port, peer_port
         self.ip, self.prefix, self.mac = ipaddress.IPv4Address(ip), prefix, bytes(mac)
         self.stats = NicSimStats()
         self._stop = threading.Event()
         self._late = _LateTransport()
-        self.device = self.server = self._udp = self._rx_thread = None
+        self.device = self.server = self._udp = self._rx_thread = self.capture = None
         try:
+            if pcap is not None:
+                from rnic.host.net.pcap import FrameWriter
+                self.capture = FrameWriter(pcap)
             self._udp = self._bind_udp(listen_port)
             self.listen_port = self._udp.getsockname()[1]      # (0 binds a free port)
             try:
@@ -273,8 +279,12 @@ class NicSim:
                 self.stats.dropped_in += 1
                 continue
             self.stats.frames_in += 1
+            if self.capture is not None:
+                self.capture.write(data)
 
     def _to_peer(self, frame):
+        if self.capture is not None:
+            self.capture.write(frame)
         try:
             self._udp.sendto(frame, (HOST, self.peer_port))
         except OSError:                 # nobody on the other end yet: a cable without a peer
@@ -318,6 +328,8 @@ class NicSim:
             self._udp.close()
         if self.device is not None:
             self.device.close()
+        if self.capture is not None:
+            self.capture.close()
 
     def __enter__(self):
         return self.start()

@@ -7,7 +7,7 @@ import textwrap
 
 import click
 
-from rnic.host.cli.common import EXIT_OK, fail
+from rnic.host.cli.common import EXIT_OK, OutputPath, fail
 
 __all__ = ["nic_sim"]
 
@@ -48,6 +48,7 @@ def _checked_echo(ctx, param, value):
     127.0.0.1:LISTEN_PORT and sends its frames as UDP datagrams to 127.0.0.1:PEER_PORT,
     one frame per datagram, destination MAC first, no preamble, no FCS. Its registers are
     served on 127.0.0.1:--control, for every rnic command's --device tcp:127.0.0.1:PORT.
+    --pcap FILE writes every frame of the cable, both ways, as it passes.
 
     Prints one line when ready (with --json: one JSON object, "event": "ready"), and one
     when it stops; SIGINT (Ctrl-C) or SIGTERM stop it cleanly (exit 0). Progress of a
@@ -60,6 +61,7 @@ def _checked_echo(ctx, param, value):
       rnic regs read NET_RX_GOOD --device tcp:127.0.0.1:7200
       rnic regs dump --device tcp:127.0.0.1:7200
       rnic nic-sim --wire 17702:17701 --ip 10.1.2.3/16 --mac 02:00:00:00:00:42 --json
+      rnic nic-sim --wire 17702:17701 --pcap cable.pcap &   # the cable's frames, for Wireshark
       rnic nic-sim --wire 17702:17701 --echo 7 &
       siw-vm run --wire 17701:17702 -- 'head -c 1M /dev/urandom | nc -q 5 169.254.7.2 7 | wc -c'
       rnic tcp status --device tcp:127.0.0.1:7200
@@ -82,9 +84,12 @@ def _checked_echo(ctx, param, value):
               metavar="PORT", callback=_checked_echo,
               help="Serve the echo service on this TCP port (repeatable, up to 4 ports: the "
                    "NIC's listening slots).")
+@click.option("--pcap", "pcap_file", type=OutputPath(), default=None,
+              help="Write every frame of the cable, both ways, to this pcap file as it "
+                   "passes (Wireshark's iWARP dissectors decode the NIC's RDMA).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the ready and stopped lines as JSON objects.")
-def nic_sim(wire, ip, mac, control, echo_ports, as_json):
+def nic_sim(wire, ip, mac, control, echo_ports, pcap_file, as_json):
     """``rnic nic-sim`` (help above)."""
     from rnic.host.apps.nic_sim import NicSim, PortInUse, format_mac
     from rnic.host.cli.progress import sim_build_progress
@@ -95,7 +100,7 @@ def nic_sim(wire, ip, mac, control, echo_ports, as_json):
     try:
         with sim_build_progress():
             sim = NicSim(listen_port=listen, peer_port=peer, ip=address, prefix=prefix, mac=mac,
-                         control_port=control, echo_ports=echo_ports)
+                         control_port=control, echo_ports=echo_ports, pcap=pcap_file)
     except PortInUse as e:
         raise click.UsageError(str(e)) from None
     except (DeviceError, OSError) as e:
@@ -109,11 +114,12 @@ def nic_sim(wire, ip, mac, control, echo_ports, as_json):
                                                 "peer": f"udp:127.0.0.1:{peer}"},
                      "ip": str(address), "prefix": prefix, "mac": format_mac(mac),
                      "control": sim.control_port, "device": sim.control_address,
-                     "echo": list(sim.echo_ports)}
+                     "echo": list(sim.echo_ports), "pcap": pcap_file}
             if as_json:
                 click.echo(json.dumps(ready))
             else:
                 echo = "".join(f", echo on tcp {port}" for port in sim.echo_ports)
+                echo += f", frames to {pcap_file}" if pcap_file else ""
                 click.echo(f"nic-sim ready: {address}/{prefix} {format_mac(mac)}, frames in on "
                            f"udp 127.0.0.1:{listen}, out to udp 127.0.0.1:{peer}, registers "
                            f"--device {sim.control_address}{echo}")

@@ -24,7 +24,8 @@ side) and 10.0.0.2 (the peer).
 
 :func:`read_pcap`, :func:`parse_frame` and :func:`streams` read such a file
 back (tests, tools): the frames, the decoded headers with checksum
-verdicts, and the reassembled byte stream of each direction.
+verdicts, and the reassembled byte stream of each direction. :class:`FrameWriter` writes
+real frames as they pass a cable (the simulated NIC's, whose TCP is in gateware).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import threading
 import time
 
 __all__ = [
-    "LINKTYPE_ETHERNET", "LINKTYPE_RAW", "MAX_SEGMENT", "TcpRecorder", "RecordingSocket",
+    "LINKTYPE_ETHERNET", "LINKTYPE_RAW", "MAX_SEGMENT", "FrameWriter", "TcpRecorder",
+    "RecordingSocket",
     "record", "read_pcap", "parse_frame", "streams", "checksum",
 ]
 
@@ -138,6 +140,51 @@ class _MpaCutter:
         return out
 
 
+def _write_header(f, linktype):
+    f.write(struct.pack("<IHHiIII", _PCAP_MAGIC, 2, 4, 0, 0, _SNAPLEN, linktype))
+
+
+def _write_record(f, t, frame):
+    sec = int(t)
+    usec = min(int(round((t - sec) * 1e6)), 999999)
+    f.write(struct.pack("<IIII", sec, usec, len(frame), len(frame)) + bytes(frame))
+
+
+class FrameWriter:
+    """Whole Ethernet frames to a pcap file (linktype 1) as they pass a cable, each with
+    the time it passed; written and flushed at once, from any thread (``rnic nic-sim
+    --pcap``). ``file``: a path (truncated) or a binary file object."""
+
+    def __init__(self, file, *, clock=time.time):
+        self._own = not hasattr(file, "write")
+        self._f = open(file, "wb") if self._own else file
+        self.clock = clock
+        self.frames = 0
+        self._lock = threading.Lock()
+        _write_header(self._f, LINKTYPE_ETHERNET)
+        self._f.flush()
+
+    def write(self, frame):
+        with self._lock:
+            if self._f is None:
+                return
+            _write_record(self._f, self.clock(), frame)
+            self._f.flush()
+            self.frames += 1
+
+    def close(self):
+        with self._lock:
+            if self._f is not None and self._own:
+                self._f.close()
+            self._f = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class TcpRecorder:
     """Writes the packets of one TCP connection to a pcap file as it happens.
 
@@ -179,7 +226,7 @@ class TcpRecorder:
         if not cut_mpa:
             for c in self._cut.values():
                 c.enabled = False
-        self._f.write(struct.pack("<IHHiIII", _PCAP_MAGIC, 2, 4, 0, 0, _SNAPLEN, linktype))
+        _write_header(self._f, linktype)
         # three-way handshake (ISNs consume one sequence number each)
         if active:
             self._packet(True, SYN, seq=self.tx_next - 1, ack=0)
@@ -207,10 +254,7 @@ class TcpRecorder:
         if self.linktype == LINKTYPE_ETHERNET:
             macs = (_MAC_REMOTE + _MAC_LOCAL) if outbound else (_MAC_LOCAL + _MAC_REMOTE)
             frame = macs + b"\x08\x00" + frame
-        t = self.clock()
-        sec = int(t)
-        usec = min(int(round((t - sec) * 1e6)), 999999)
-        self._f.write(struct.pack("<IIII", sec, usec, len(frame), len(frame)) + frame)
+        _write_record(self._f, self.clock(), frame)
         self.packets += 1
 
     def _data(self, outbound, data):

@@ -9,8 +9,9 @@ virtual cable, driven as a user does.
     another MAC (no reply, each counted), a burst of pings (frames per second printed); the
     counters through ``rnic regs read ... --device tcp:127.0.0.1:C`` and the driver;
     SIGTERM -> exit 0, the stopped line, the ports free again;
-(c) ``--ip 10.1.2.3/16 --mac 02:00:00:00:00:42``: the registers, ARP and ping with the new
-    addresses, the old address no longer answered; SIGINT -> exit 0;
+(c) ``--ip 10.1.2.3/16 --mac 02:00:00:00:00:42 --pcap FILE``: the registers, ARP and ping
+    with the new addresses, the old address no longer answered; SIGINT -> exit 0; the
+    capture holds the cable's frames both ways, in order;
 (d) ``--echo 7``, and ``rnic tcp`` on its register server: a SYN to the echo port answered
     with a SYN-ACK, one to a closed port with a RST, another port opened with
     ``rnic tcp listen``; ``rnic tcp status``/``events``, ``rnic status``'s TCP part, and
@@ -37,6 +38,7 @@ from rnic.host.apps.nic_sim import parse_ip, parse_mac, parse_wire
 from rnic.host.driver.regs import Registers
 from rnic.host.driver.transport import SocketTransport
 from rnic.host.model.network_layer import NicNetModel
+from rnic.host.net.pcap import LINKTYPE_ETHERNET, read_pcap
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, RxDrop, TxDrop
 
 PEER_MAC = "52:54:00:00:07:01"          # the siw VM guest's
@@ -281,11 +283,13 @@ def test_cable_default(cable):
         pass
 
 
-def test_cable_options(cable):
+def test_cable_options(cable, tmp_path):
     import ipaddress
     rng = random.Random(23)
     mac = bytes.fromhex("020000000042")
-    c = cable("--ip", "10.1.2.3/16", "--mac", "02:00:00:00:00:42")
+    capture = tmp_path / "cable.pcap"
+    c = cable("--ip", "10.1.2.3/16", "--mac", "02:00:00:00:00:42", "--pcap", capture)
+    assert c.ready["pcap"] == str(capture)
     assert (c.ready["ip"], c.ready["prefix"], c.ready["mac"]) == ("10.1.2.3", 16,
                                                                   "02:00:00:00:00:42")
     regs = c.regs()
@@ -303,6 +307,13 @@ def test_cable_options(cable):
     code, out, err = c.stop(signal.SIGINT)
     assert code == 0, err
     assert json.loads(out.splitlines()[-1])["event"] == "stopped"
+    # --pcap: every frame of the cable both ways, in order, as it passed
+    linktype, frames = read_pcap(capture)
+    sent = [arp_request(DEFAULT_NIC_IP), arp_request("10.1.2.3", src_ip="10.1.0.1")]
+    assert linktype == LINKTYPE_ETHERNET and len(frames) == 5
+    assert [f for _, f in frames[:2]] == sent
+    assert Ether(frames[2][1])[ARP].op == 2 and Ether(frames[4][1])[ICMP].type == 0
+    assert [t for t, _ in frames] == sorted(t for t, _ in frames)
 
 
 # -- (d): TCP ------------------------------------------------------------------------------------
