@@ -176,22 +176,37 @@ def regs_write(name, value, device, as_json):
 
     {LIVE}
 
+    With --watch SECONDS it shows the counters and their rates per second every
+    SECONDS, redrawn in place on a terminal (the addresses and open connections
+    above them), one line per refresh when piped (one JSON object with --json),
+    until Ctrl-C or --count refreshes.
+
     \b
     Examples:
       rnic status                                   # a fresh model, from reset
       rnic status --device tcp:127.0.0.1:7100 --json
       rnic status --device uart:/dev/ttyUSB1        # a board
+      rnic status --device tcp:127.0.0.1:7200 --watch 1   # a running NIC, live
     """).replace("{LIVE}", _LIVE))
 @_reg_device_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def status(device, as_json):
+@click.option("--watch", "interval", type=click.FloatRange(0.05, 3600), default=None,
+              metavar="SECONDS", help="Refresh every SECONDS with rates, until Ctrl-C.")
+@click.option("--count", type=click.IntRange(1), default=None,
+              help="With --watch: stop after this many refreshes.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object (with --watch: one per refresh).")
+def status(device, interval, count, as_json):
     """``rnic status`` (help above: it shares a paragraph with ``rnic regs``)."""
     from rnic.host.driver.device import DeviceError, describe_layer
+    if count is not None and interval is None:
+        raise click.UsageError("--count needs --watch")
     dev, st = open_device_or_fail(device)
     if st is not None:
         return st
     with dev:
         try:
+            if interval is not None:
+                return _watch(dev, interval, count, as_json)
             info = dev.status()
         except (DeviceError, OSError) as e:
             return fail(str(e))
@@ -213,19 +228,39 @@ def status(device, as_json):
             f", error {describe_layer(err['layer'])} type {err['etype']} code {err['ecode']:#04x}"
             if err else ""))
     click.echo("counters: " + ", ".join(f"{k} {v}" for k, v in info["counters"].items()))
+    net = info["network"]
+    if net is not None:
+        click.echo(f"network: {net['ip']}/{net['prefix']}, mac {net['mac']}, gateway "
+                   f"{net['gateway'] or 'none'}; frames in {net['rx_good']} ({net['rx_tcp']} "
+                   "TCP), dropped " + (", ".join(f"{k} {v}" for k, v in net["rx_drops"].items())
+                                       or "none")
+                   + f"; frames out {net['tx_frames']}, dropped {net['tx_dropped']}")
     tcp = info["tcp"]
     if tcp is not None:
+        core = {c["conn"]: c["state"] for c in info["connections"]}
         click.echo(f"tcp: {len(tcp['connections'])} open, {tcp['tx_segments']} segments sent "
                    f"({tcp['retransmits']} again), drops " + (", ".join(
                        f"{k} {v}" for k, v in tcp["drops"].items()) or "none"))
         for c in tcp["connections"]:
             click.echo(f"tcp connection {c['conn']}: {c['state']}{' (echo)' if c['echo'] else ''}"
-                       f" {c['local_port']} <- {c['remote_ip']}:{c['remote_port']}")
+                       f" {c['local_port']} <- {c['remote_ip']}:{c['remote_port']}, rnic "
+                       f"{core.get(c['conn'], 'IDLE')}")
     e = info["last_error"]
     click.echo("last error: " + ("none" if e is None else
                f"connection {e['conn']} ({'tx' if e['tx'] else 'rx'}): "
                f"{describe_layer(e['layer'])} type {e['etype']} code {e['ecode']:#04x}"
                + (" (more were lost)" if e["overflow"] else "")))
+    return EXIT_OK
+
+
+def _watch(dev, interval, count, as_json):
+    """``rnic status --watch``: until Ctrl-C (exit 0) or ``count`` refreshes."""
+    from rnic.host.cli.watch import watch
+    try:
+        watch(dev, interval=interval, count=count, as_json=as_json, out=sys.stdout,
+              live=sys.stdout.isatty() and not as_json)
+    except KeyboardInterrupt:
+        pass
     return EXIT_OK
 
 

@@ -29,6 +29,7 @@ from rnic.host.driver import regs
 from rnic.host.driver.transport import (DeviceError, DeviceMismatch, DeviceUnavailable, QueueFull,
                                         Transport, TransportError)
 from rnic.host.spec.errors import Layer
+from rnic.host.spec.net import RxDrop, TxDrop
 from rnic.host.spec.regmap import PULSE, REGMAP, RO, ConnState, SqOpcode
 
 __all__ = [
@@ -281,8 +282,9 @@ class Device:
         return out
 
     def status(self, *, max_connections=1024):
-        """Identity, enable/ready, non-idle connections, counters, the captured error, and
-        the TCP engine's open connections and counters (``tcp``; None without one)."""
+        """Identity, enable/ready, non-idle connections, counters, the captured error, the
+        network layer's addresses and counters (``network``) and the TCP engine's open
+        connections and counters (``tcp``; each None on a device without it)."""
         ident = self._ident()
         conns = []
         for conn in range(min(ident.connections, max_connections)):
@@ -293,7 +295,26 @@ class Device:
                 "enabled": bool(self.regs.field("CTRL", "ENABLE")),
                 "ready": bool(self.regs.field("STATUS", "READY")),
                 "connections": conns, "counters": self.counters(),
-                "last_error": self.last_error(), "tcp": self.tcp_status(max_connections)}
+                "last_error": self.last_error(), "network": self.network_status(),
+                "tcp": self.tcp_status(max_connections)}
+
+    def network_status(self):
+        """The network layer's addresses and frame counters (drops by reason, the non-zero
+        ones), or None on a device without one."""
+        if not self.regs.net_caps().network:
+            return None
+        regs = self.regs
+        counters = regs.net_counters()
+        gateway = regs.get_gateway()
+        mac = regs.get_mac()
+        return {"mac": ":".join(f"{b:02x}" for b in mac), "ip": str(regs.get_ip()),
+                "prefix": regs.get_prefix(), "gateway": None if gateway is None else str(gateway),
+                "rx_good": counters["rx"][RxDrop.NONE], "rx_tcp": counters["rx_tcp"],
+                "rx_drops": {r.name: n for r, n in counters["rx"].items()
+                             if n and r is not RxDrop.NONE},
+                "tx_frames": counters["tx_frames"], "tx_dropped": counters["tx_dropped"],
+                "tx_drops": {r.name: n for r, n in counters["tx_drops"].items()
+                             if n and r is not TxDrop.NONE}}
 
     def tcp_status(self, max_connections=1024):
         """The TCP engine's open connections (:meth:`~rnic.host.driver.tcp_regs.TcpConnection.
