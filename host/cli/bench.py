@@ -231,8 +231,12 @@ def bench_tcp(octets, loss, step, seed, as_json):
               help="Octets written in all, a multiple of --size (default 1 MiB).")
 @click.option("--size", type=click.IntRange(1, 1 << 22), default=None,
               help="Octets of each RDMA Write (default 65536).")
+@click.option("--direction", type=click.Choice(["out", "in"]), default="out",
+              show_default=True,
+              help="out: the NIC's core writes to the peer; in: the peer writes into the "
+                   "NIC's memory.")
 @_lockstep_peer_options
-def bench_rdma(octets, size, loss, step, seed, as_json):
+def bench_rdma(octets, size, direction, loss, step, seed, as_json):
     """RDMA Writes of the simulated NIC's core over its TCP: octets per cycle against the
     1 Gb/s line.
 
@@ -241,7 +245,9 @@ def bench_rdma(octets, size, loss, step, seed, as_json):
     simulation: the NIC connects and negotiates MPA through its stream port, then
     its core sends --octets of RDMA Writes of --size octets from the simulated host
     memory; every FPDU's CRC and every octet's place are checked, every Write must
-    complete. Reports the payload octets per cycle, the share of the line (an octet
+    complete. With --direction in the peer writes into a region of the NIC's memory
+    and ends with a Send, whose completion ends the run; the region is checked.
+    Reports the payload octets per cycle, the share of the line (an octet
     per cycle) and of what RDMA Writes can carry on it with full segments, and the
     retransmissions; with --loss, over a cable that drops, duplicates and reorders
     frames. A transfer that differs or stops exits 1. Progress goes to stderr on a
@@ -251,6 +257,7 @@ def bench_rdma(octets, size, loss, step, seed, as_json):
     Examples:
       rnic bench rdma
       rnic bench rdma --size 4096 --json
+      rnic bench rdma --direction in
       rnic bench rdma --loss 0.01 --octets 262144
     """
     from rnic.host.driver.transport import DeviceError, TransportError
@@ -262,7 +269,7 @@ def bench_rdma(octets, size, loss, step, seed, as_json):
         raise click.UsageError(f"--octets ({octets}) must be a multiple of --size ({size})")
     try:
         with sim_build_progress() as view:
-            report = run_rdma_bench(octets=octets, size=size, loss=loss,
+            report = run_rdma_bench(octets=octets, size=size, direction=direction, loss=loss,
                                     step=step or DEFAULT_STEP, seed=seed,
                                     say=view.say if view.live else None)
     except (RdmaBenchMismatch, DeviceError, TransportError, OSError) as exc:

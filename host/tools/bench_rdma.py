@@ -5,24 +5,31 @@ The Verilated NIC top (what ``rnic nic-sim`` runs, W = 4: MAC, network layer, TC
 core joined to it) and a peer made of the models, in lock-step with the simulation as in
 :mod:`rnic.host.tools.bench_tcp` (the harness clocks only when told, ``step`` cycles a turn;
 both time bases count line time). The NIC opens the TCP connection to the peer's port and
-is the MPA initiator through the stream port (revision 1, CRC, no markers); the host
-commits the connection to FPDUs and posts ``octets`` of RDMA Writes of ``size`` octets each
-from the simulated host memory. The peer's TCP (the model's engine) acknowledges, its MPA
-decoder checks every FPDU's CRC, and every octet must arrive at the tagged offset it was
-written from (a benchmark that answers wrongly fast is worthless). The host takes the
-core's completions meanwhile; every Write must complete successfully.
+is the MPA initiator through the stream port (revision 1, CRC, no markers), and the host
+commits the connection to FPDUs. Then, ``direction``:
+
+* ``out``: the host posts ``octets`` of RDMA Writes of ``size`` octets each from the
+  simulated host memory. The peer's TCP (the model's engine) acknowledges, its MPA decoder
+  checks every FPDU's CRC, and every octet must arrive at the tagged offset it was written
+  from (a benchmark that answers wrongly fast is worthless). The host takes the core's
+  completions meanwhile; every Write must complete successfully.
+* ``in``: the host registers a region and posts a receive buffer; the peer (the model's
+  RDMAP/DDP segmentation and MPA framing over its TCP) sends the RDMA Writes into the
+  region, then a Send. The Send's completion (after every Write is placed, RDMA's
+  ordering) ends the run, and the region must hold every octet the peer wrote.
 
 Figures
 -------
 ``octets_per_cycle``
-    RDMA payload octets per cycle from the cycle the first Write was posted to the cycle
-    its last octet reached the peer. The simulated line carries an octet per cycle (GMII:
-    all clocks are one in simulation), the W = 4 datapath four.
+    RDMA payload octets per cycle: out, from the cycle the first Write was posted to the
+    cycle its last octet reached the peer; in, from the cycle the peer's TCP took the first
+    octet to the cycle the host saw the Send's completion. The simulated line carries an
+    octet per cycle (GMII: all clocks are one in simulation), the W = 4 datapath four.
 ``line_share``
     That over the line's octet per cycle: the share of a 1 Gb/s line.
 ``limit_share``
     That over the most RDMA Writes can carry on the line with full segments
-    (``limit``: one FPDU per segment of the NIC's MSS, its ULPDU of MULPDU octets with
+    (``limit``: one FPDU per segment of the sender's MSS, its ULPDU of MULPDU octets with
     the 14-octet tagged DDP header, in the segment's octets of line with Ethernet, IPv4
     and TCP headers, preamble, FCS and gap).
 ``nic_segments``, ``nic_retransmits``, ``peer_retransmits``
@@ -37,28 +44,34 @@ import time
 from rnic.host.driver.regs import MpaDirection, Registers
 from rnic.host.model import ddp
 from rnic.host.model.fpdu import FpduDecoder, FpduRecord, mulpdu
+from rnic.host.model.fpdu import FpduEncoder
 from rnic.host.model.mpa_frames import FrameReader, MpaFrame, build
+from rnic.host.model.segment import TxStream
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.protocol import TAGGED_HEADER_LEN
 from rnic.host.spec.net import (DEFAULT_NIC_IP, ETH_HEADER_LEN, FCS_LEN, IFG_LEN,
                                 IPV4_HEADER_LEN, PREAMBLE_LEN)
 from rnic.host.spec.regmap import ConnState, CqQueue, CqStatus, SqOpcode
 from rnic.host.spec.tcp import TCP_HEADER_LEN
-from rnic.host.spec.tcp_engine import TcpEventKind, TcpStat, TcpState
+from rnic.host.spec.tcp_engine import ENGINE_MSS, TcpEventKind, TcpStat, TcpState
 from rnic.host.tools.bench_tcp import (DEFAULT_STEP, IDLE_STEPS, PEER_IP, STALL_CYCLES,
                                        TICK_CYCLES, TIMERS, LossyLink, nic_segment,
                                        peer_frame, set_up_nic)
 
 __all__ = ["run_rdma_bench", "rdma_text_report", "RdmaBenchMismatch", "DEFAULT_OCTETS",
-           "DEFAULT_SIZE", "RDMA_PORT"]
+           "DEFAULT_SIZE", "RDMA_PORT", "DIRECTIONS"]
 
 DEFAULT_OCTETS = 1 << 20
 DEFAULT_SIZE = 1 << 16
+#: ``out``: the NIC's core writes to the peer; ``in``: the peer writes into the NIC.
+DIRECTIONS = ("out", "in")
 RDMA_PORT = 4791
 #: The peer's region: its STag and the tagged offset of the first Write.
 STAG, BASE_TO = 0x5A17, 0x1_0000_0000
-#: Where the Writes' octets are in the NIC's host memory.
+#: Where the Writes' octets are in the NIC's host memory (out: read from; in: the region).
 LOCAL_ADDR = 0x10_0000
+#: The receive buffer of the peer's closing Send (in).
+RECV_ADDR, RECV_LENGTH = 0x8_0000, 256
 #: Line octets of a segment besides its TCP payload.
 SEGMENT_OVERHEAD = (TCP_HEADER_LEN + IPV4_HEADER_LEN + ETH_HEADER_LEN + PREAMBLE_LEN + 1
                     + FCS_LEN + IFG_LEN)
@@ -185,11 +198,51 @@ class _Run:
             raise RdmaBenchMismatch("the region differs from what was written")
 
 
-def run_rdma_bench(*, octets=DEFAULT_OCTETS, size=DEFAULT_SIZE, loss=0.0, step=DEFAULT_STEP,
-                   seed=1, say=None, device_factory=None):
+def _receive(run, conn, mss, say=None):
+    """The peer's Writes into a region of the NIC, then its Send; until the Send's
+    completion, the region then checked."""
+    regs, data, size = run.regs, run.data, run.size
+    stags = regs.fields("CAPS")["stags"]
+    regs.write_stag(STAG % stags, stag=STAG, base=BASE_TO, length=len(data), conn=conn,
+                    addr=LOCAL_ADDR, remote_write=True)
+    if not regs.post_recv(conn, RECV_ADDR, RECV_LENGTH, 1):
+        raise RdmaBenchMismatch("the NIC took no receive buffer")
+    tx = TxStream(mulpdu=mulpdu(mss, markers=False))
+    encoder = FpduEncoder(markers=False, crc=True)
+    ulpdus = [u for k in range(len(data) // size)
+              for u in tx.write(data[k * size:(k + 1) * size], stag=STAG, to=BASE_TO + k * size)]
+    stream = b"".join(encoder.encode(u) for u in ulpdus + tx.send(b"the Writes are done"))
+    written, done, shown = 0, [], 0
+    run.first = moved = run.cycle
+    while not done:
+        if written < len(stream):
+            written += run.peer.write(0, stream[written:])
+        done.extend(c for c in iter(regs.poll_cq, None))
+        before = written
+        run.turn()
+        if written != before or done:
+            moved = run.cycle
+        elif run.cycle - moved > STALL_CYCLES:
+            raise RdmaBenchMismatch(f"the transfer stopped after {written} of {len(stream)} "
+                                    "octets of FPDUs")
+        if say is not None and written - shown >= len(stream) // 20:
+            shown = written
+            say(f"sent {shown} of {len(stream)} octets of FPDUs")
+    run.last = run.cycle
+    (c,) = done
+    if (c.wr_id, c.queue, c.status) != (1, CqQueue.RQ, CqStatus.SUCCESS):
+        raise RdmaBenchMismatch(f"the Send completed as {c}")
+    if run.dev.mem_read(LOCAL_ADDR, len(data)) != data:
+        raise RdmaBenchMismatch("the region differs from what the peer wrote")
+
+
+def run_rdma_bench(*, octets=DEFAULT_OCTETS, size=DEFAULT_SIZE, direction="out", loss=0.0,
+                   step=DEFAULT_STEP, seed=1, say=None, device_factory=None):
     """The benchmark (see the module docstring); returns the report (a dict)."""
     if not 1 <= size <= octets or octets % size:
         raise ValueError(f"octets ({octets}) must be a multiple of the Write size ({size})")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, not {direction!r}")
     if device_factory is None:
         from rnic.sim.nic_device import NicSimDevice
         device_factory = NicSimDevice
@@ -205,13 +258,18 @@ def run_rdma_bench(*, octets=DEFAULT_OCTETS, size=DEFAULT_SIZE, loss=0.0, step=D
         before = regs.tcp_counters()
         run = _Run(dev, regs, data, size=size, loss=loss, seed=seed, step=step)
         conn, mss = run.negotiate()
-        run.transfer(conn, say)
+        if direction == "out":
+            run.transfer(conn, say)
+        else:
+            mss = ENGINE_MSS                    # the NIC's MSS, which the peer honours
+            _receive(run, conn, mss, say)
         after = regs.tcp_counters()
     cycles = run.last - run.first
     per_cycle = octets / cycles
     limit = (mulpdu(mss, markers=False) - TAGGED_HEADER_LEN) / (mss + SEGMENT_OVERHEAD)
     return {
-        "octets": octets, "size": size, "writes": octets // size, "loss": loss, "step": step,
+        "octets": octets, "size": size, "writes": octets // size, "direction": direction,
+        "loss": loss, "step": step,
         "width": 4, "mss": mss, "cycles": cycles, "octets_per_cycle": per_cycle,
         "line_share": per_cycle, "limit": limit, "limit_share": per_cycle / limit,
         "nic_segments": after["tx_segments"] - before["tx_segments"],
@@ -226,9 +284,13 @@ def rdma_text_report(report):
     """The report as lines of text."""
     r = report
     return "\n".join([
-        f"{r['writes']} RDMA Writes of {r['size']} octets from the NIC's core over its TCP "
-        f"(W = {r['width']}, MSS {r['mss']}, peer step {r['step']} cycles, cable loss "
-        f"{r['loss']:.1%}): every octet placed and every Write completed",
+        f"{r['writes']} RDMA Writes of {r['size']} octets "
+        + ("from the NIC's core over its TCP" if r["direction"] == "out"
+           else "from the peer into the NIC's core over its TCP")
+        + f" (W = {r['width']}, MSS {r['mss']}, peer step {r['step']} cycles, cable loss "
+        f"{r['loss']:.1%}): every octet placed"
+        + (" and every Write completed" if r["direction"] == "out" else
+           " before the closing Send completed"),
         f"  {r['octets_per_cycle']:.3f} octets per cycle over {r['cycles']} cycles: "
         f"{r['line_share']:.3f} of the 1 Gb/s line, {r['limit_share']:.3f} of what RDMA "
         f"Writes can carry on it ({r['limit']:.3f} octets per cycle)",
