@@ -1,8 +1,9 @@
 """Linux siw's perftest against ``rnic perftest`` on the simulated NIC, whose TCP and core
-move every payload octet: ``ib_send_bw`` / ``ib_write_bw -R`` in the guest over its virtual
-cable to ``rnic perftest --device tcp:`` of ``rnic nic-sim`` (both connections, perftest's
-exchange and the test QP, are the NIC's own; tests/interop/test_nic_rping.py starts the
-NIC). Checked: both exit statuses, the numbers perftest printed, the traffic our side saw,
+move every payload octet: ``ib_send_bw`` / ``ib_write_bw -R`` / ``ib_read_bw -R`` in the
+guest over its virtual cable to ``rnic perftest --device tcp:`` of ``rnic nic-sim``, and
+the NIC as the client of the guest's ``ib_send_bw`` / ``ib_read_bw`` server (both
+connections, perftest's exchange and the test QP, are the NIC's own;
+tests/interop/test_nic_rping.py starts the NIC). Checked: both exit statuses, the numbers perftest printed, the traffic our side saw,
 the NIC's counters. Prints the bandwidth perftest measured (the simulated NIC runs at about
 1/370 of a 1 Gb/s NIC's speed). Skips, with the reason, when the siw VM is not prepared.
 """
@@ -18,7 +19,8 @@ from tests.interop.test_perftest import _finish, _first_line, _guest_cmd, _ours
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("test,size,iters", [("send", 4096, 20), ("write", 16384, 20)])
+@pytest.mark.parametrize("test,size,iters", [("send", 4096, 20), ("write", 16384, 20),
+                                            ("read", 16384, 20)])
 def test_siw_perftest_client_to_the_nic(siw_vm, rnic, free_port, free_udp_port, test, size,
                                         iters):
     nic, control, device, wire = start_nic(siw_vm, rnic, free_port, free_udp_port)
@@ -45,4 +47,34 @@ def test_siw_perftest_client_to_the_nic(siw_vm, rnic, free_port, free_udp_port, 
         assert result["remote_report"] == ours
     print(f"\nib_{test}_bw -s {size} -n {iters} from siw to the simulated NIC: "
           f"{printed[0].bw_avg:.2f} MB/s average")
+    check_nic(nic, control)
+
+
+@pytest.mark.parametrize("test,size,iters", [("send", 4096, 20), ("read", 16384, 20)])
+def test_the_nic_to_a_siw_perftest_server(siw_vm, rnic, free_port, free_udp_port, test, size,
+                                          iters):
+    """``rnic perftest`` on the NIC as the client: the NIC opens both connections to siw's
+    ``ib_send_bw`` / ``ib_read_bw -R`` server in the guest; the Reads' IRD is the NIC's
+    (QUEUE_CAPS)."""
+    nic, control, device, wire = start_nic(siw_vm, rnic, free_port, free_udp_port)
+    vm = siw_vm.start("default", _guest_cmd(test, size, iters, "")
+                      .replace("-d siw0", "-d siw1").format(port=18515), wire=wire,
+                      timeout=300)
+    proc = _ours([test, "169.254.7.1", "-p", 18515, "-s", size, "-n", iters, "--retry", 120,
+                  "--timeout", 120, "--json", "--device", device])
+    rc, result, err = _finish(proc, timeout=300)
+    vm_rc, vm_out = vm.wait(timeout=330)
+    assert rc == 0, f"rnic perftest failed: {err}\nguest:\n{vm_out}"
+    assert result["ok"] and result["test"] == test, result
+    assert "PERFTEST_EXIT 0" in vm_out and vm_rc == 0, vm_out
+    printed = pt.parse_report_lines(vm_out)
+    assert [(r.size, r.iters) for r in printed] == [(size, iters)], vm_out
+    ours = result["results"][0]
+    assert (ours["bytes"], ours["iterations"]) == (size, iters) and ours["bw_average"] > 0
+    assert result["traffic"]["messages"] == iters
+    assert result["traffic"]["octets"] == iters * size
+    if test == "read":
+        assert result["traffic"]["nonzero"]            # siw's (random) buffer, read
+    print(f"\nib_{test}_bw -s {size} -n {iters} from the simulated NIC to siw: "
+          f"{ours['bw_average']:.2f} MB/s average")
     check_nic(nic, control)
