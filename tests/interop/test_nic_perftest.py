@@ -3,9 +3,10 @@ move every payload octet: ``ib_send_bw`` / ``ib_write_bw -R`` / ``ib_read_bw -R`
 guest over its virtual cable to ``rnic perftest --device tcp:`` of ``rnic nic-sim``, and
 the NIC as the client of the guest's ``ib_send_bw`` / ``ib_read_bw`` server (both
 connections, perftest's exchange and the test QP, are the NIC's own;
-tests/interop/test_nic_rping.py starts the NIC). Checked: both exit statuses, the numbers perftest printed, the traffic our side saw,
-the NIC's counters. Prints the bandwidth perftest measured (the simulated NIC runs at about
-1/370 of a 1 Gb/s NIC's speed). Skips, with the reason, when the siw VM is not prepared.
+tests/interop/test_nic_rping.py starts the NIC). Checked: both exit statuses, the numbers
+perftest printed, the traffic our side saw, the NIC's counters. Prints the bandwidth
+measured (the simulated NIC runs at about 1/370 of a 1 Gb/s NIC's speed). Skips, with the
+reason, when the siw VM is not prepared.
 """
 
 from __future__ import annotations
@@ -17,6 +18,17 @@ from tests.interop.test_nic_rping import check_nic, start_nic
 from tests.interop.test_perftest import _finish, _first_line, _guest_cmd, _ours
 
 pytestmark = pytest.mark.slow
+
+
+def _checked(rc, result, err, vm_rc, vm_out, test, size, iters):
+    """Both sides ended well and perftest printed one result of ``size`` x ``iters``: that
+    result and ours."""
+    assert rc == 0, f"rnic perftest failed: {err}\nguest:\n{vm_out}"
+    assert result["ok"] and result["test"] == test, result
+    assert "PERFTEST_EXIT 0" in vm_out and vm_rc == 0, vm_out
+    printed = pt.parse_report_lines(vm_out)
+    assert [(r.size, r.iters) for r in printed] == [(size, iters)], vm_out
+    return printed[0], result["results"][0]
 
 
 @pytest.mark.parametrize("test,size,iters", [("send", 4096, 20), ("write", 16384, 20),
@@ -33,12 +45,7 @@ def test_siw_perftest_client_to_the_nic(siw_vm, rnic, free_port, free_udp_port, 
                       timeout=300)
     vm_rc, vm_out = vm.wait(timeout=330)
     rc, result, err = _finish(proc, timeout=60)
-    assert rc == 0, f"rnic perftest failed: {err}\nguest:\n{vm_out}"
-    assert result["ok"] and result["test"] == test, result
-    assert "PERFTEST_EXIT 0" in vm_out and vm_rc == 0, vm_out
-    printed = pt.parse_report_lines(vm_out)
-    assert [(r.size, r.iters) for r in printed] == [(size, iters)], vm_out
-    ours = result["results"][0]
+    printed, ours = _checked(rc, result, err, vm_rc, vm_out, test, size, iters)
     assert (ours["bytes"], ours["iterations"]) == (size, iters)
     if test == "send":
         assert result["traffic"]["messages"] == iters
@@ -46,7 +53,7 @@ def test_siw_perftest_client_to_the_nic(siw_vm, rnic, free_port, free_udp_port, 
     else:
         assert result["remote_report"] == ours
     print(f"\nib_{test}_bw -s {size} -n {iters} from siw to the simulated NIC: "
-          f"{printed[0].bw_avg:.2f} MB/s average")
+          f"{printed.bw_avg:.2f} MB/s average")
     check_nic(nic, control)
 
 
@@ -64,12 +71,7 @@ def test_the_nic_to_a_siw_perftest_server(siw_vm, rnic, free_port, free_udp_port
                   "--timeout", 120, "--json", "--device", device])
     rc, result, err = _finish(proc, timeout=300)
     vm_rc, vm_out = vm.wait(timeout=330)
-    assert rc == 0, f"rnic perftest failed: {err}\nguest:\n{vm_out}"
-    assert result["ok"] and result["test"] == test, result
-    assert "PERFTEST_EXIT 0" in vm_out and vm_rc == 0, vm_out
-    printed = pt.parse_report_lines(vm_out)
-    assert [(r.size, r.iters) for r in printed] == [(size, iters)], vm_out
-    ours = result["results"][0]
+    _, ours = _checked(rc, result, err, vm_rc, vm_out, test, size, iters)
     assert (ours["bytes"], ours["iterations"]) == (size, iters) and ours["bw_average"] > 0
     assert result["traffic"]["messages"] == iters
     assert result["traffic"]["octets"] == iters * size
