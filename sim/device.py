@@ -352,7 +352,6 @@ class SimDevice(HarnessMemory, HarnessTransport):
     # -- host memory (m_axi)
     mem_size = MEM_SIZE
     ddp_slot_bytes = DDP_SLOT_BYTES
-    ird_depth = QUEUE_DEPTHS["ird_depth"]
 
     def receive(self, conn, segment):
         """Push one TCP segment of ``conn``, clock until idle, return its :class:`RxUlpdu` list."""
@@ -392,8 +391,6 @@ def open_sim(arg=None, **kw):
         raise DeviceError(f"sim: cannot build or start the simulated device: {e}") from e
     dev = Device(transport, spec="sim" + (f":{arg}" if arg else ""))
     dev.datapath_factory = offload_datapath if offload else hardware_datapath
-    if offload:
-        dev.read_limit = QUEUE_DEPTHS["ird_depth"]
     return dev
 
 

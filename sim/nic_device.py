@@ -186,10 +186,8 @@ class NicSimDevice(HarnessMemory, HarnessTransport):
     noun = "the simulated NIC"
     #: Octets of host memory behind the core's AXI4 masters (``mem_read``, ``mem_write``).
     mem_size = MEM_SIZE
-    #: The largest ULPDU the NIC top's core takes (a DDP slot, RnicCore's default) and the
-    #: inbound RDMA Read Requests it holds per connection.
+    #: The largest ULPDU the NIC top's core takes (a DDP slot, RnicCore's default).
     ddp_slot_bytes = 2048
-    ird_depth = QUEUE_DEPTHS["ird_depth"]
 
     def __init__(self, *, width=4, connections=16, on_frame=None, on_bad=None, build_dir=None,
                  timeout=30.0):

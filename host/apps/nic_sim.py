@@ -38,7 +38,7 @@ from rnic.host.driver.transport import Transport, TransportError, TransportServe
 from rnic.host.spec.net import DEFAULT_NIC_IP, DEFAULT_NIC_MAC, DEFAULT_PREFIX
 
 __all__ = ["NicSim", "NicSimStats", "PortInUse", "parse_wire", "parse_ip", "parse_mac",
-           "format_mac", "HOST"]
+           "HOST"]
 
 #: The cable and the register server are on the loopback interface only (the register
 #: protocol has no access control).
@@ -105,10 +105,6 @@ def parse_mac(text):
     if mac == bytes(6):
         raise ValueError(f"{text} is the null MAC address")
     return mac
-
-
-def format_mac(mac):
-    return ":".join(f"{b:02x}" for b in mac)
 
 
 @dataclasses.dataclass

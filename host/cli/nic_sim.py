@@ -91,7 +91,8 @@ def _checked_echo(ctx, param, value):
               help="Print the ready and stopped lines as JSON objects.")
 def nic_sim(wire, ip, mac, control, echo_ports, pcap_file, as_json):
     """``rnic nic-sim`` (help above)."""
-    from rnic.host.apps.nic_sim import NicSim, PortInUse, format_mac
+    from rnic.host.apps.nic_sim import NicSim, PortInUse
+    from rnic.host.model.ethernet import format_mac
     from rnic.host.cli.progress import sim_build_progress
     from rnic.host.driver.transport import DeviceError
 

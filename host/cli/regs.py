@@ -237,14 +237,12 @@ def status(device, interval, count, as_json):
                    + f"; frames out {net['tx_frames']}, dropped {net['tx_dropped']}")
     tcp = info["tcp"]
     if tcp is not None:
-        core = {c["conn"]: c["state"] for c in info["connections"]}
+        from rnic.host.cli.watch import tcp_connection_texts
         click.echo(f"tcp: {len(tcp['connections'])} open, {tcp['tx_segments']} segments sent "
                    f"({tcp['retransmits']} again), drops " + (", ".join(
                        f"{k} {v}" for k, v in tcp["drops"].items()) or "none"))
-        for c in tcp["connections"]:
-            click.echo(f"tcp connection {c['conn']}: {c['state']}{' (echo)' if c['echo'] else ''}"
-                       f" {c['local_port']} <- {c['remote_ip']}:{c['remote_port']}, rnic "
-                       f"{core.get(c['conn'], 'IDLE')}")
+        for conn, text in tcp_connection_texts(info).items():
+            click.echo(f"tcp connection {conn}: {text}")
     e = info["last_error"]
     click.echo("last error: " + ("none" if e is None else
                f"connection {e['conn']} ({'tx' if e['tx'] else 'rx'}): "

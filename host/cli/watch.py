@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 
-__all__ = ["flat_counters", "snapshot", "watch"]
+__all__ = ["flat_counters", "snapshot", "watch", "tcp_connection_texts"]
 
 
 def flat_counters(info):
@@ -41,15 +41,20 @@ def snapshot(info, before, seconds):
     return {"counters": counters, "rates": rates}
 
 
-def _connection_lines(info):
+def tcp_connection_texts(info):
+    """``{conn: text}`` of a status's open TCP connections: state, ports, peer and the
+    RNIC core's state of the same id."""
     core = {c["conn"]: c["state"] for c in info["connections"]}
-    lines = []
-    for c in (info.get("tcp") or {}).get("connections", []):
-        lines.append(f"connection {c['conn']}: tcp {c['state']}"
-                     f"{' (echo)' if c['echo'] else ''} {c['local_port']} <- "
-                     f"{c['remote_ip']}:{c['remote_port']}, rnic {core.pop(c['conn'], 'IDLE')}")
-    lines += [f"connection {conn}: rnic {state}" for conn, state in core.items()]
-    return lines
+    return {c["conn"]: f"{c['state']}{' (echo)' if c['echo'] else ''} {c['local_port']} <- "
+                       f"{c['remote_ip']}:{c['remote_port']}, rnic {core.get(c['conn'], 'IDLE')}"
+            for c in (info.get("tcp") or {}).get("connections", [])}
+
+
+def _connection_lines(info):
+    tcp = tcp_connection_texts(info)
+    return ([f"connection {conn}: tcp {text}" for conn, text in tcp.items()]
+            + [f"connection {c['conn']}: rnic {c['state']}" for c in info["connections"]
+               if c["conn"] not in tcp])
 
 
 def _table(info, snap, interval):

@@ -28,6 +28,7 @@ import dataclasses
 from rnic.host.driver import regs
 from rnic.host.driver.transport import (DeviceError, DeviceMismatch, DeviceUnavailable, QueueFull,
                                         Transport, TransportError)
+from rnic.host.model.ethernet import format_mac
 from rnic.host.spec.errors import Layer
 from rnic.host.spec.net import RxDrop, TxDrop
 from rnic.host.spec.regmap import PULSE, REGMAP, RO, ConnState, SqOpcode
@@ -120,10 +121,11 @@ class Device:
     #: the software RNIC moves the data and the device is kept in step
     #: (:mod:`rnic.host.net.transfer`).
     datapath_factory = None
-    #: The IRD to negotiate at most: the inbound RDMA Read Requests the device holds per
-    #: connection (QUEUE_CAPS.IRD, read by :meth:`identify`, or set by a device kind whose
-    #: data path holds fewer; None: no limit).
-    read_limit = None
+    @property
+    def read_limit(self):
+        """The IRD to negotiate at most: the inbound RDMA Read Requests the device's core
+        holds per connection (QUEUE_CAPS.IRD of its identity); None: no limit reported."""
+        return self._ident().ird_depth
 
     def __init__(self, transport, *, polls=1000, spec=None):
         self.transport = transport
@@ -152,10 +154,6 @@ class Device:
         info = self.regs.probe()
         self.identity = Identity(magic, v["major"], v["minor"], v["width"], info.connections,
                                  info.stags, info.ird_depth, info.ord_depth)
-        if info.ird_depth is not None:
-            # the core holds that many inbound Read Requests per connection
-            self.read_limit = info.ird_depth if self.read_limit is None \
-                else min(self.read_limit, info.ird_depth)
         return self.identity
 
     def _ident(self):
@@ -306,8 +304,7 @@ class Device:
         regs = self.regs
         counters = regs.net_counters()
         gateway = regs.get_gateway()
-        mac = regs.get_mac()
-        return {"mac": ":".join(f"{b:02x}" for b in mac), "ip": str(regs.get_ip()),
+        return {"mac": format_mac(regs.get_mac()), "ip": str(regs.get_ip()),
                 "prefix": regs.get_prefix(), "gateway": None if gateway is None else str(gateway),
                 "rx_good": counters["rx"][RxDrop.NONE], "rx_tcp": counters["rx_tcp"],
                 "rx_drops": {r.name: n for r, n in counters["rx"].items()

@@ -50,6 +50,8 @@ _ENDS = {TcpEventKind.PEER_CLOSED, TcpEventKind.CLOSED, TcpEventKind.RESET,
          TcpEventKind.LOST, TcpEventKind.REFUSED}
 #: Events that end a connection abnormally.
 _FAILS = {TcpEventKind.RESET, TcpEventKind.LOST, TcpEventKind.REFUSED}
+#: Events after which a connection sends nothing more.
+_SEND_ENDS = _FAILS | {TcpEventKind.CLOSED}
 #: Seconds between looks at the registers while waiting.
 _POLL = 0.002
 
@@ -81,20 +83,20 @@ class TcpMux:
         """Whether the last connection on id ``conn`` is over for sending (reset, lost,
         refused or closed)."""
         for kind in reversed(self.events[conn]):
-            if kind in _FAILS or kind is TcpEventKind.CLOSED:
+            if kind in _SEND_ENDS:
                 return True
             if kind in (TcpEventKind.ACCEPTED, TcpEventKind.CONNECTED):
                 return False
         return False
 
     def cancel_stale_send(self):
-        """Drop a stream send that waits for a connection that is over: it would hold the
-        port, and every other connection's negotiation, for ever (a peer may reset a
-        connection while the host answers it). True when one was dropped."""
+        """Drop a stream send that waits for a connection that is over, by the events
+        :meth:`poll` took: it would hold the port, and every other connection's
+        negotiation, for ever (a peer may reset a connection while the host answers it).
+        True when one was dropped."""
         regs = self.regs
         if not regs.field("TCP_STREAM_TX_STATUS", "BUSY"):
             return False
-        self.poll()
         if not self.ended(regs.field("TCP_STREAM_TX_CONN", "CONN")):
             return False
         return regs.tcp_stream_cancel()
@@ -198,7 +200,7 @@ class NicStream:
             with self._lock:
                 self._mux.poll()
                 ended = self._events()
-                if ended in _FAILS or ended is TcpEventKind.CLOSED:
+                if ended in _SEND_ENDS:
                     raise NicTcpError(f"connection {self.conn}: {ended.name.lower()}")
                 self._mux.cancel_stale_send()
                 self.device.regs.tcp_stream_send(self.conn, data[pos:pos + STREAM_SEND_MAX])

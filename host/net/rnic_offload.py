@@ -132,9 +132,7 @@ class OffloadRnic(QueuedDataPath):
         self.tick = tick
         self.first_fpdu_timeout = first_fpdu_timeout
         self.ird, self.ord = neg.ird, neg.ord
-        depth = getattr(dev, "ird_depth", None)
-        if depth is None:
-            depth = (device.identity or device.identify()).ird_depth
+        depth = device.read_limit
         if depth is not None and (neg.ird is None or neg.ird > depth):
             # the core holds ird_depth Read Requests per connection; a peer allowed more
             # would overrun it (negotiate with ConnParams(ird_max=Device.read_limit))

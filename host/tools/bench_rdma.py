@@ -81,6 +81,26 @@ class RdmaBenchMismatch(AssertionError):
     """What reached the peer differs from what was written, or the transfer stopped."""
 
 
+class _Progress:
+    """A transfer's progress: a line for ``say`` every twentieth of ``total``, and a stall
+    (nothing moved for STALL_CYCLES) raised as a mismatch."""
+
+    def __init__(self, run, total, what, say):
+        self.run, self.total, self.what, self.say = run, total, what, say
+        self.moved, self.shown = run.cycle, 0
+
+    def update(self, done, moved):
+        """``done`` of ``total`` so far; ``moved``: something moved on in this turn."""
+        if moved:
+            self.moved = self.run.cycle
+        elif self.run.cycle - self.moved > STALL_CYCLES:
+            raise RdmaBenchMismatch(f"the transfer stopped after {done} of {self.total} "
+                                    f"{self.what}")
+        if self.say is not None and done - self.shown >= self.total // 20:
+            self.shown = done
+            self.say(f"{done} of {self.total} {self.what}")
+
+
 class _Run:
     """The peer's side and the host's, stepped with the simulation."""
 
@@ -150,7 +170,7 @@ class _Run:
         return conn, mss
 
     def decode(self):
-        """The FPDUs the peer has, placed; how many octets arrived."""
+        """The FPDUs the peer has, checked and placed (``placed``, ``arrived``)."""
         for record in self.decoder.feed(bytes(self.received)):
             if not isinstance(record, FpduRecord) or record.crc != "ok":
                 raise RdmaBenchMismatch(f"the peer decoded {record}")
@@ -170,8 +190,9 @@ class _Run:
         """Post the Writes as the send queue takes them; until every octet arrived and
         every Write completed (``say``: a progress line every twentieth)."""
         regs, count = self.regs, len(self.data) // self.size
-        posted, done, shown = 0, [], 0
-        self.first = moved = self.cycle
+        posted, done = 0, []
+        self.first = self.cycle
+        progress = _Progress(self, len(self.data), "octets placed", say)
         while self.arrived < len(self.data) or len(done) < count:
             before = (self.arrived, len(done))
             while posted < count and regs.post_send(
@@ -182,14 +203,7 @@ class _Run:
             done.extend(iter(regs.poll_cq, None))
             self.turn()
             self.decode()
-            if (self.arrived, len(done)) != before:
-                moved = self.cycle
-                if say is not None and self.arrived - shown >= len(self.data) // 20:
-                    shown = self.arrived
-                    say(f"placed {shown} of {len(self.data)} octets")
-            elif self.cycle - moved > STALL_CYCLES:
-                raise RdmaBenchMismatch(f"the transfer stopped after {self.arrived} of "
-                                        f"{len(self.data)} octets")
+            progress.update(self.arrived, (self.arrived, len(done)) != before)
         bad = [c for c in done if (c.queue, c.status, c.opcode) != (CqQueue.SQ,
                CqStatus.SUCCESS, SqOpcode.RDMA_WRITE)]
         if bad or sorted(c.wr_id for c in done) != list(range(count)):
@@ -198,43 +212,38 @@ class _Run:
             raise RdmaBenchMismatch("the region differs from what was written")
 
 
-def _receive(run, conn, mss, say=None):
-    """The peer's Writes into a region of the NIC, then its Send; until the Send's
-    completion, the region then checked."""
-    regs, data, size = run.regs, run.data, run.size
-    stags = regs.fields("CAPS")["stags"]
-    regs.write_stag(STAG % stags, stag=STAG, base=BASE_TO, length=len(data), conn=conn,
-                    addr=LOCAL_ADDR, remote_write=True)
-    if not regs.post_recv(conn, RECV_ADDR, RECV_LENGTH, 1):
-        raise RdmaBenchMismatch("the NIC took no receive buffer")
-    tx = TxStream(mulpdu=mulpdu(mss, markers=False))
-    encoder = FpduEncoder(markers=False, crc=True)
-    ulpdus = [u for k in range(len(data) // size)
-              for u in tx.write(data[k * size:(k + 1) * size], stag=STAG, to=BASE_TO + k * size)]
-    stream = b"".join(encoder.encode(u) for u in ulpdus + tx.send(b"the Writes are done"))
-    written, done, shown = 0, [], 0
-    run.first = moved = run.cycle
-    while not done:
-        if written < len(stream):
-            written += run.peer.write(0, stream[written:])
-        done.extend(c for c in iter(regs.poll_cq, None))
-        before = written
-        run.turn()
-        if written != before or done:
-            moved = run.cycle
-        elif run.cycle - moved > STALL_CYCLES:
-            raise RdmaBenchMismatch(f"the transfer stopped after {written} of {len(stream)} "
-                                    "octets of FPDUs")
-        if say is not None and written - shown >= len(stream) // 20:
-            shown = written
-            say(f"sent {shown} of {len(stream)} octets of FPDUs")
-    run.last = run.cycle
-    (c,) = done
-    if (c.wr_id, c.queue, c.status) != (1, CqQueue.RQ, CqStatus.SUCCESS):
-        raise RdmaBenchMismatch(f"the Send completed as {c}")
-    if run.dev.mem_read(LOCAL_ADDR, len(data)) != data:
-        raise RdmaBenchMismatch("the region differs from what the peer wrote")
-
+    def receive(self, conn, mss, say=None):
+        """The peer's Writes into a region of the NIC (its octets cleared first), then its
+        Send; until the Send's completion, the region then checked."""
+        regs, data, size = self.regs, self.data, self.size
+        self.dev.mem_write(LOCAL_ADDR, bytes(len(data)))
+        stags = regs.fields("CAPS")["stags"]
+        regs.write_stag(STAG % stags, stag=STAG, base=BASE_TO, length=len(data), conn=conn,
+                        addr=LOCAL_ADDR, remote_write=True)
+        if not regs.post_recv(conn, RECV_ADDR, RECV_LENGTH, 1):
+            raise RdmaBenchMismatch("the NIC took no receive buffer")
+        tx = TxStream(mulpdu=mulpdu(mss, markers=False))
+        encoder = FpduEncoder(markers=False, crc=True)
+        ulpdus = [u for k in range(len(data) // size)
+                  for u in tx.write(data[k * size:(k + 1) * size], stag=STAG,
+                                    to=BASE_TO + k * size)]
+        stream = b"".join(encoder.encode(u) for u in ulpdus + tx.send(b"the Writes are done"))
+        written, done = 0, []
+        self.first = self.cycle
+        progress = _Progress(self, len(stream), "octets of FPDUs sent", say)
+        while not done:
+            before = written
+            if written < len(stream):
+                written += self.peer.write(0, stream[written:])
+            done.extend(iter(regs.poll_cq, None))
+            self.turn()
+            progress.update(written, written != before or bool(done))
+        self.last = self.cycle
+        (c,) = done
+        if (c.wr_id, c.queue, c.status) != (1, CqQueue.RQ, CqStatus.SUCCESS):
+            raise RdmaBenchMismatch(f"the Send completed as {c}")
+        if self.dev.mem_read(LOCAL_ADDR, len(data)) != data:
+            raise RdmaBenchMismatch("the region differs from what the peer wrote")
 
 def run_rdma_bench(*, octets=DEFAULT_OCTETS, size=DEFAULT_SIZE, direction="out", loss=0.0,
                    step=DEFAULT_STEP, seed=1, say=None, device_factory=None):
@@ -250,7 +259,6 @@ def run_rdma_bench(*, octets=DEFAULT_OCTETS, size=DEFAULT_SIZE, direction="out",
     t0 = time.monotonic()
     with device_factory() as dev:
         regs = Registers(dev)
-        dev.mem_write(LOCAL_ADDR, data)
         regs.dp_configure()                     # received ULPDUs to the DDP/RDMAP path
         regs.enable()
         set_up_nic(regs, seed)
@@ -259,10 +267,11 @@ def run_rdma_bench(*, octets=DEFAULT_OCTETS, size=DEFAULT_SIZE, direction="out",
         run = _Run(dev, regs, data, size=size, loss=loss, seed=seed, step=step)
         conn, mss = run.negotiate()
         if direction == "out":
+            dev.mem_write(LOCAL_ADDR, data)
             run.transfer(conn, say)
         else:
             mss = ENGINE_MSS                    # the NIC's MSS, which the peer honours
-            _receive(run, conn, mss, say)
+            run.receive(conn, mss, say)
         after = regs.tcp_counters()
     cycles = run.last - run.first
     per_cycle = octets / cycles
