@@ -73,11 +73,12 @@ class TcpBenchMismatch(AssertionError):
 
 class LossyLink:
     """Frames one way: each lost, duplicated or held back (sent after the next ones) at
-    ``rate``; ``counts`` of each."""
+    ``rate``; ``counts`` of each, and the frames lost in ``lost`` with ``keep_lost``."""
 
-    def __init__(self, rng, rate):
+    def __init__(self, rng, rate, *, keep_lost=False):
         self.rng, self.rate, self.held = rng, rate, []
         self.counts = dict.fromkeys(("lost", "duplicated", "reordered"), 0)
+        self.keep_lost, self.lost = keep_lost, []
 
     def carry(self, frames):
         """The frames that arrive of ``frames`` (and of those held before)."""
@@ -86,6 +87,8 @@ class LossyLink:
             roll = self.rng.random()
             if roll < self.rate:
                 self.counts["lost"] += 1
+                if self.keep_lost:
+                    self.lost.append(frame)
             elif roll < 2 * self.rate:
                 self.counts["duplicated"] += 1
                 out += [frame, frame]
