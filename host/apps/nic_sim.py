@@ -267,6 +267,8 @@ class NicSim:
             if not 1 <= len(data) <= MAX_FRAME:
                 self.stats.dropped_in += 1
                 continue
+            if self.capture is not None:        # (before the NIC can answer it)
+                self.capture.write(data)
             try:
                 self.device.send_frame(data)
             except (TransportError, ValueError):
@@ -275,8 +277,6 @@ class NicSim:
                 self.stats.dropped_in += 1
                 continue
             self.stats.frames_in += 1
-            if self.capture is not None:
-                self.capture.write(data)
 
     def _to_peer(self, frame):
         if self.capture is not None:
