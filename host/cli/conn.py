@@ -176,10 +176,9 @@ def listen(port, host, rev, ird, ord_, rtr, markers, crc, private_data, device, 
                 status = EXIT_FAILURE
             results.append(status)
 
-        wrap = None
-        if pcap_file:
-            def wrap(sock, index):
-                return pcap_wrap(_pcap_path(pcap_file, index), active=False)(sock)
+        def pcap_wrapper(sock, index):
+            return pcap_wrap(_pcap_path(pcap_file, index), active=False)(sock)
+        wrap = pcap_wrapper if pcap_file else None
         with srv:
             bound = srv.getsockname()[1]
             if as_json:

@@ -43,7 +43,6 @@ import enum
 import ipaddress
 
 from rnic.host.driver.tcp_regs import TcpAccess
-from rnic.host.spec.net import RxDrop
 from rnic.host.spec.regmap import (MAGIC, NET_RX_COUNTERS, NET_TX_DROP_COUNTERS, PULSE, REGMAP, RO,
     RW, W1C, ConnState, DpCrc, DpError, Register, constants)
 

@@ -4,7 +4,7 @@ checked against scapy."""
 import ipaddress
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 from scapy.layers.inet import IP, TCP, IPOption_RR
 
 from rnic.host.model import ipv4
