@@ -18,12 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from rnic.host.apps.demo_model import demo_result
 from rnic.host.net import cm
 from rnic.host.spec.regmap import CqQueue
-from rnic.host.net.rnic_sw import SoftwareRnic
+from rnic.host.net.rnic_sw import Access, SoftwareRnic
 
 __all__ = ["run_tcp_demo"]
 
 TIMEOUT = 10.0
 STAG = 0x1000
+SOURCE_STAG = 0x2001                 # (its own row of a device's STag table)
 
 
 def _negotiate():
@@ -54,7 +55,12 @@ def _exchange(src, dst, name, checks, moved):
     for _ in range(2):
         dst.post_recv(8192)
     msg, block = os.urandom(3000), os.urandom(6000)
-    ids = [src.send(msg), src.write(block, stag=STAG, to=8192),
+    # the Send and the Write from the sender's registered buffer (no copy)
+    src.register_region(SOURCE_STAG, len(msg) + len(block), to=0, data=msg + block,
+                        access=Access.NONE)
+    ids = [src.send(length=len(msg), local_stag=SOURCE_STAG, local_to=0),
+           src.write(length=len(block), stag=STAG, to=8192, local_stag=SOURCE_STAG,
+                     local_to=len(msg)),
            src.read(4096, stag=STAG, to=0), src.read(len(block), stag=STAG, to=8192)]
     got = src.wait(ids, timeout=TIMEOUT)
     ok = all(c.ok for c in got.values())

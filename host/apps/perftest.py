@@ -146,9 +146,13 @@ MBS = 0x100000                     # perftest's MB: 2^20 octets
 GBITS = 125000000                  # perftest's Gb: 10^9 bits
 RESULT_LINE = "-" * 87
 
-#: The STags this side exposes (the TOs are the buffers' addresses, as perftest's pointers).
+#: The STags this side exposes (the TOs are the buffers' addresses, as perftest's pointers),
+#: and the exchange connection's local send buffer (its Sends are gathered there); each in
+#: its own row of a device's STag table (row s mod 256), as they share a device.
 BUF_STAG = 0x00A1B200
-CREDIT_STAG = 0x00A1C300
+CREDIT_STAG = 0x00A1C301
+EXCHANGE_STAG = 0x00A1D402
+EXCHANGE_SEND = 4096
 #: Seconds without a received octet after which an offloaded data path is taken as done.
 QUIET = 0.3
 #: Extra receive buffers a send server posts beyond its rx_depth (the peer's may be larger).
@@ -475,6 +479,8 @@ class _Comm:
         self.sent = self.received = 0
         for _ in range(self.RECV_BUFFERS):
             dp.post_recv(EXCHANGE_RECV)
+        self.send_buf = dp.register_region(EXCHANGE_STAG, EXCHANGE_SEND, to=None,
+                                           access=Access.NONE)
         dp.start()
 
     def _fail(self, what):
@@ -500,7 +506,10 @@ class _Comm:
                 self._fail(what)
 
     def send(self, data, what):
-        wr = self.dp.post_send("send", data)
+        # (lock-step: the previous Send from the buffer has completed)
+        self.dp.write_memory(self.send_buf.addr, data)
+        wr = self.dp.post_send("send", length=len(data), local_stag=EXCHANGE_STAG,
+                               local_to=self.send_buf.base)
         deadline = time.monotonic() + self.timeout
         while wr not in self.sq:
             if self.dp.closed:
@@ -681,11 +690,17 @@ class _Run:
         p, dp = self.p, self.dp
         psn = random.getrandbits(24)
         if p.test == "send":
+            # the credit word: the client's is where the server's credit Writes land, the
+            # server's the source of those Writes
             region = dp.register_region(CREDIT_STAG, 8, to=None, access=Access.REMOTE_WRITE)
-            self.credit_addr = region.addr
+            self.credit_addr, self.credit_to = region.addr, region.base
             rkey, vaddr = CREDIT_STAG, region.base
             self.span = buffer_span(max(p.sizes), p.cache_line, p.cycle_buffer)
             self.pattern = _pattern(self.span, 0x5E)
+            if self.role == "client":                   # the Sends' source
+                region = dp.register_region(BUF_STAG, self.span, to=None, access=Access.NONE,
+                                            data=self.pattern)
+                self.buf_addr, self.buf_to = region.addr, region.base
         else:
             self.span = buffer_span(max(p.sizes), p.cache_line, p.cycle_buffer)
             access = Access.REMOTE_WRITE if p.test == "write" else Access.REMOTE_READ
@@ -725,10 +740,6 @@ class _Run:
         p, dp, rem = self.p, self.dp, self.remote
         n = p.iters
         offs = remote_offsets(size, n, p.cache_line, p.cycle_buffer)
-        payloads = {}
-        if p.test != "read":
-            for o in set(offs):
-                payloads[o] = self.pattern[o:o + size]
         if p.test == "send":
             dp.write_memory(self.credit_addr, bytes(4))
         tposted = [0.0] * n
@@ -747,10 +758,13 @@ class _Run:
                 signaled = cq == 1 or scnt % cq == cq - 1 or scnt == n - 1
                 tposted[scnt] = time.perf_counter()
                 o = offs[scnt]
+                # (every work request names its octets in the registered buffer)
                 if p.test == "send":
-                    dp.post_send("send", payloads[o], signaled=signaled)
+                    dp.post_send("send", length=size, local_stag=BUF_STAG,
+                                 local_to=self.buf_to + o, signaled=signaled)
                 elif p.test == "write":
-                    dp.post_send("write", payloads[o], stag=rem.rkey, to=rem.vaddr + o,
+                    dp.post_send("write", length=size, stag=rem.rkey, to=rem.vaddr + o,
+                                 local_stag=BUF_STAG, local_to=self.buf_to + o,
                                  signaled=signaled)
                 else:
                     dp.post_send("read", length=size, stag=rem.rkey, to=rem.vaddr + o,
@@ -842,7 +856,11 @@ class _Run:
                 if self._posted < n:
                     self._post_slot(slot, size)
                 if (rcnt % p.rx_depth) % p.credit_cnt == 0 or rcnt == n:
-                    wr = dp.post_send("write", encode_credit(rcnt), stag=rem.rkey, to=rem.vaddr)
+                    # (a newer count may overwrite one not yet sent: credits only grow)
+                    credit = encode_credit(rcnt)
+                    dp.write_memory(self.credit_addr, credit)
+                    wr = dp.post_send("write", length=len(credit), stag=rem.rkey, to=rem.vaddr,
+                                      local_stag=CREDIT_STAG, local_to=self.credit_to)
                     credit_wrs.add(wr)
             if rcnt < n:
                 self.check_dp("the send test")

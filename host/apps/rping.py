@@ -58,6 +58,21 @@ GO_AHEAD = bytes(INFO.size)
 #: STags this side exposes (client: start and rdma buffer; server: rdma buffer); the TOs are
 #: the buffers' addresses (VA-based regions, as librdmacm's rping).
 START_STAG, RDMA_STAG = 0x00C0FF01, 0x00C0FF02
+#: The local buffer of the control Sends (rping's send_buf, registered as its send_mr).
+SEND_STAG = 0x00C0FF03
+
+
+class _SendBuffer:
+    """The registered buffer each control Send is gathered from (one at a time: every Send
+    completes before the next)."""
+
+    def __init__(self, dp):
+        self.dp = dp
+        self.region = dp.register_region(SEND_STAG, INFO.size, to=None, access=Access.NONE)
+
+    def send(self, message):
+        self.dp.write_memory(self.region.addr, message)
+        return self.dp.send(length=len(message), local_stag=SEND_STAG, local_to=self.region.base)
 
 
 def ping_buffer(ping, size):
@@ -185,6 +200,7 @@ def run_client(dp, *, count=1, size=DEFAULT_SIZE, validate=False, on_ping=None, 
     start = dp.register_region(START_STAG, size, to=None, access=access)
     rdma = dp.register_region(RDMA_STAG, size, to=None, access=access)
     start_addr, rdma_addr = start.addr, rdma.addr
+    sends = _SendBuffer(dp)
     for _ in range(recv_depth):
         dp.post_recv(INFO.size)
     q = _Queues(dp, timeout)
@@ -194,9 +210,11 @@ def run_client(dp, *, count=1, size=DEFAULT_SIZE, validate=False, on_ping=None, 
         while not count or ping < count:
             buf = ping_buffer(ping, size)
             dp.write_memory(start_addr, buf)
-            q.done(dp.send(INFO.pack(start.base, START_STAG, size)), f"ping {ping}: start info Send")
+            q.done(sends.send(INFO.pack(start.base, START_STAG, size)),
+                   f"ping {ping}: start info Send")
             q.recv(f"ping {ping}: the server's go-ahead after its RDMA Read")
-            q.done(dp.send(INFO.pack(rdma.base, RDMA_STAG, size)), f"ping {ping}: rdma info Send")
+            q.done(sends.send(INFO.pack(rdma.base, RDMA_STAG, size)),
+                   f"ping {ping}: rdma info Send")
             q.recv(f"ping {ping}: the server's go-ahead after its RDMA Write")
             got = dp.read_memory(rdma_addr, size)
             if validate and got != buf:
@@ -222,6 +240,7 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
     _check_size(size)
     rdma = dp.register_region(RDMA_STAG, size, to=None, access=Access.REMOTE_READ | Access.REMOTE_WRITE)
     rdma_addr = rdma.addr
+    sends = _SendBuffer(dp)
     for _ in range(recv_depth):
         dp.post_recv(INFO.size)
     q = _Queues(dp, timeout)
@@ -253,17 +272,18 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
             pings.append(text)
             if on_ping is not None:
                 on_ping(ping, text)
-            q.done(dp.send(GO_AHEAD), f"ping {ping}: go-ahead Send after the RDMA Read")
+            q.done(sends.send(GO_AHEAD), f"ping {ping}: go-ahead Send after the RDMA Read")
             info = q.recv(f"ping {ping}: the client's rdma info")
             addr, rkey, wlen = INFO.unpack(info)
-            buf = dp.read_memory(rdma_addr, size)
             n = min(len(text) + 1, size)
             if n > wlen:
                 raise RpingError(f"ping {ping}: the client's rdma buffer of {wlen} octets is "
                                  f"smaller than the {n} octets to write")
-            q.done(dp.write(buf[:n], stag=rkey, to=addr),
+            # (the Write's source: what the Read placed in the rdma buffer)
+            q.done(dp.write(length=n, stag=rkey, to=addr, local_stag=RDMA_STAG,
+                            local_to=rdma.base),
                    f"ping {ping}: RDMA Write of {n} octets (STag {rkey:#x} TO {addr:#x})")
-            q.done(dp.send(GO_AHEAD), f"ping {ping}: go-ahead Send after the RDMA Write")
+            q.done(sends.send(GO_AHEAD), f"ping {ping}: go-ahead Send after the RDMA Write")
         except _Disconnected as d:
             raise RpingError(f"the client disconnected in the middle of ping {ping} "
                              f"(waiting for {d})") from None

@@ -53,7 +53,7 @@ from rnic.host.model.rdmap import Terminate
 from rnic.host.net import cm
 from rnic.host.net.device_memory import DeviceMemory, StagRows
 from rnic.host.net.rnic_sw import DEFAULT_ACCESS, Access, Completion, Event, QueuedDataPath, Region, \
-    check_post, error_name
+    check_post, error_name, local_address
 from rnic.host.net.transfer import device_lock, shared_state
 from rnic.host.spec.errors import ErrorInfo, Layer, MpaError, ProtocolError
 from rnic.host.spec.regmap import ConnState, CqQueue, CqStatus, SqOpcode
@@ -349,7 +349,8 @@ class OffloadRnic(QueuedDataPath):
     def post_send(self, opcode, payload=b"", *, wr_id=None, stag=0, to=0, length=None,
                   local_stag=None, local_to=0, inval_stag=None, signaled=True):
         wr = check_post(opcode, payload, wr_id=wr_id, stag=stag, to=to, length=length,
-                        inval_stag=inval_stag, signaled=signaled)
+                        inval_stag=inval_stag, signaled=signaled, local_stag=local_stag,
+                        local_to=local_to)
         op = wr.opcode
         with self._cond:
             if self._closing:
@@ -363,14 +364,14 @@ class OffloadRnic(QueuedDataPath):
                 item.sink_stag = local_stag
             else:
                 region = self.region(local_stag)
-                if region is None or not region.contains(local_to, wr.length):
-                    raise ValueError(f"local sink STag {local_stag:#x} TO {local_to:#x} + "
-                                     f"{wr.length} is not inside a registered region")
+                local_address(region, local_stag, local_to, wr.length, sink=True)
             item.addr = region.address(local_to)
             laddr, lstag = local_to, local_stag
         else:
             laddr, lstag = 0, 0
-            if wr.payload:
+            if wr.payload is None:        # from registered memory: the core reads it there
+                laddr = local_address(self.region(local_stag), local_stag, local_to, wr.length)
+            elif wr.payload:              # a copy into device memory, freed at the completion
                 laddr = item.payload_addr = self.alloc(len(wr.payload))
                 self.write_memory(laddr, wr.payload)
         item.wr = WorkRequest(op, conn=self.conn, laddr=laddr, length=wr.length, lstag=lstag,

@@ -16,7 +16,12 @@ Work requests and completions
 ``post_send(opcode, ...)``: Send kinds (``send``, ``send_se``, ``send_inv``,
 ``send_se_inv``), ``write`` (RDMA Write to the peer's ``stag``/``to``) and
 ``read`` (RDMA Read of ``length`` octets from the peer's ``stag``/``to`` into
-a local sink region; one is made when ``local_stag`` is not given). Work
+a local sink region; one is made when ``local_stag`` is not given). A Send or
+Write carries ``length`` octets of registered memory at ``local_stag``/``local_to``
+(as a verbs work request's scatter/gather entry: the data path reads them there,
+the application leaves them alone until the completion), or a ``payload`` the
+data path copies (a convenience for small messages: a data path whose memory
+is the device's allocates device memory for each such work request). Work
 requests run in order on one send queue. A Send or Write completes when its
 last FPDU has been handed to TCP; a Read when its last Read Response segment
 has been placed. At most ORD Reads are outstanding: a Read beyond that waits
@@ -84,7 +89,7 @@ from rnic.host.model.sink import Access, Error, Memory, Placement, ReadRequestQu
 
 __all__ = [
     "Completion", "Event", "DataPath", "SoftwareRnic", "OPCODE_NAMES", "opcode_from", "error_name",
-    "check_post", "QueuedDataPath",
+    "check_post", "local_address", "QueuedDataPath",
     "Access", "DEFAULT_ACCESS", "Memory", "Region",
 ]
 
@@ -333,10 +338,10 @@ class DataPath(abc.ABC):
         return got[wr_ids] if single else got
 
     # conveniences
-    def send(self, payload, **kw):
+    def send(self, payload=b"", **kw):
         return self.post_send("send", payload, **kw)
 
-    def write(self, payload, *, stag, to=0, **kw):
+    def write(self, payload=b"", *, stag, to=0, **kw):
         return self.post_send("write", payload, stag=stag, to=to, **kw)
 
     def read(self, length, *, stag, to=0, **kw):
@@ -430,7 +435,7 @@ class QueuedDataPath(DataPath):
 class _WR:
     wr_id: int
     opcode: SqOpcode
-    payload: bytes = b""
+    payload: bytes | None = b""     # None: ``length`` octets at ``local_stag``/``local_to``
     stag: int = 0
     to: int = 0
     length: int = 0
@@ -443,32 +448,44 @@ class _WR:
 
 
 def check_post(opcode, payload=b"", *, wr_id=None, stag=0, to=0, length=None, inval_stag=None,
-               signaled=True):
+               signaled=True, local_stag=None, local_to=0):
     """The arguments of :meth:`DataPath.post_send` checked (ValueError naming the bad one), as a
     work request record (``opcode``, ``payload``, ``length``, ``stag``/``to`` of a Write or
-    Read, ``inval_stag``, ``signaled``; ``wr_id`` as given, None included)."""
+    Read, ``inval_stag``, ``signaled``, ``local_stag``/``local_to``; ``wr_id`` as given, None
+    included). A Send or Write from registered memory (``local_stag`` given) has ``payload``
+    None: the data path gathers its ``length`` octets from the region."""
     op = opcode_from(opcode)
     payload = bytes(payload)
-    for name, v, bits in (("stag", stag, 32), ("to", to, 64)):
+    for name, v, bits in (("stag", stag, 32), ("to", to, 64), ("local_to", local_to, 64)):
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << bits:
             raise ValueError(f"{name} = {v!r} does not fit {bits} bits")
+    if local_stag is not None and (isinstance(local_stag, bool) or not isinstance(local_stag, int)
+                                   or not 0 <= local_stag <= _MASK32):
+        raise ValueError(f"local_stag = {local_stag!r} does not fit 32 bits")
     if wr_id is not None and (isinstance(wr_id, bool) or not isinstance(wr_id, int)
                               or not 0 <= wr_id <= _MASK32):
         raise ValueError(f"wr_id must be a 32-bit int, not {wr_id!r}")
     wr = _WR(wr_id, op, signaled=bool(signaled))
-    if op == SqOpcode.RDMA_READ:
+    wr.local_to = local_to
+    if op == SqOpcode.RDMA_READ or local_stag is not None:
         if payload:
-            raise ValueError("an RDMA Read carries no payload: give length=")
+            raise ValueError("an RDMA Read carries no payload: give length=" if op ==
+                             SqOpcode.RDMA_READ else "give either the payload or local_stag= "
+                             "and length= of registered memory, not both")
         if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= _MASK32:
-            raise ValueError(f"RDMA Read length must be 0..2**32-1, not {length!r}")
-        wr.length, wr.stag, wr.to = length, stag, to
-        return wr
-    if length is not None and length != len(payload):
-        raise ValueError("length= is for RDMA Reads (other kinds send the payload)")
-    wr.payload, wr.length = payload, len(payload)
+            raise ValueError(f"length must be 0..2**32-1, not {length!r}")
+        wr.length, wr.payload, wr.local_stag = length, None, local_stag
+        if op == SqOpcode.RDMA_READ:
+            wr.stag, wr.to = stag, to
+            return wr
+    else:
+        if length is not None and length != len(payload):
+            raise ValueError("length= is for RDMA Reads and data in registered memory "
+                             "(local_stag=); otherwise the payload's length is sent")
+        wr.payload, wr.length = payload, len(payload)
     if op == SqOpcode.RDMA_WRITE:
         wr.stag, wr.to = stag, to
-        if payload and to + len(payload) > 1 << 64:
+        if wr.length and to + wr.length > 1 << 64:
             raise ValueError("TO + length wraps 64 bits")
     elif op in (SqOpcode.SEND_INV, SqOpcode.SEND_SE_INV):
         if inval_stag is None:
@@ -480,6 +497,17 @@ def check_post(opcode, payload=b"", *, wr_id=None, stag=0, to=0, length=None, in
     elif inval_stag is not None:
         raise ValueError("inval_stag= is for send_inv / send_se_inv")
     return wr
+
+def local_address(region, stag, to, length, *, sink=False):
+    """The local memory address of ``length`` octets at ``stag``/``to`` of the registered
+    ``region`` (``region`` None: ``stag`` is not registered): the source of a Send or Write
+    from registered memory, or (``sink``) an RDMA Read's sink. ValueError when they are not
+    all inside it."""
+    if region is None or not region.valid or not region.contains(to, length):
+        raise ValueError(f"local {'sink' if sink else 'source'} STag {stag:#x} TO {to:#x} + "
+                         f"{length} is not inside a registered region")
+    return region.address(to)
+
 
 _RTR = object()              # buffer id / read marker of the RFC 6581 RTR
 
@@ -664,10 +692,13 @@ class SoftwareRnic(QueuedDataPath):
     def post_send(self, opcode, payload=b"", *, wr_id=None, stag=0, to=0, length=None,
                   local_stag=None, local_to=0, inval_stag=None, signaled=True):
         wr = check_post(opcode, payload, wr_id=None, stag=stag, to=to, length=length,
-                        inval_stag=inval_stag, signaled=signaled)
+                        inval_stag=inval_stag, signaled=signaled, local_stag=local_stag,
+                        local_to=local_to)
         op, length = wr.opcode, wr.length
-        if isinstance(local_to, bool) or not isinstance(local_to, int) or not 0 <= local_to < 1 << 64:
-            raise ValueError(f"local_to = {local_to!r} does not fit 64 bits")
+        if wr.payload is None and op != SqOpcode.RDMA_READ:
+            # (read now: the data must not change until the completion, as in verbs)
+            wr.payload = self.read_memory(
+                local_address(self.region(local_stag), local_stag, local_to, length), length)
         if op == SqOpcode.RDMA_READ:
             if local_stag is None:
                 addr = self.alloc(length)
@@ -678,11 +709,8 @@ class SoftwareRnic(QueuedDataPath):
                                               access=Access.REMOTE_WRITE, addr=addr)
                 wr.local_to, wr.local_addr, wr.internal_sink = 0, addr, True
             else:
-                region = self.region(local_stag)
-                if region is None or not region.contains(local_to, length):
-                    raise ValueError(f"local sink STag {local_stag:#x} TO {local_to:#x} + "
-                                     f"{length} is not inside a registered region")
-                wr.local_to, wr.local_addr = local_to, region.address(local_to)
+                wr.local_addr = local_address(self.region(local_stag), local_stag, local_to,
+                                              length, sink=True)
             wr.local_stag = local_stag
         with self._lock:
             if self._closing:

@@ -227,11 +227,13 @@ class MirroredDataPath(DataPath):
                 local_to = 0
             laddr = local_to            # SQ_LADDR of a Read: the sink TO
             n = length
-        else:
+        elif local_stag is None:
             if payload:                 # SQ_LADDR of a Send/Write: where the data is
                 laddr = self.rnic.alloc(len(payload))
                 self.rnic.write_memory(laddr, payload)
             n = len(payload)
+        else:                           # from registered memory (checked by the model's post)
+            n = length
         try:
             wr_id = self.rnic.post_send(op, payload, wr_id=wr_id, stag=stag, to=to, length=length,
                                         local_stag=local_stag, local_to=local_to,
@@ -242,9 +244,11 @@ class MirroredDataPath(DataPath):
             raise
         if made is not None:
             self._sinks[wr_id] = made
+        if op != SqOpcode.RDMA_READ and local_stag is not None:
+            laddr = self.rnic.region(local_stag).address(local_to)
         wr = WorkRequest(
             op, conn=self.conn, laddr=laddr, length=n or 0,
-            lstag=local_stag or 0, rstag=stag if op in (SqOpcode.RDMA_WRITE, SqOpcode.RDMA_READ)
+            lstag=(local_stag or 0) if op == SqOpcode.RDMA_READ else 0, rstag=stag if op in (SqOpcode.RDMA_WRITE, SqOpcode.RDMA_READ)
             else 0, rto=to if op in (SqOpcode.RDMA_WRITE, SqOpcode.RDMA_READ) else 0,
             inv_stag=inval_stag or 0, wr_id=wr_id, signaled=bool(signaled))
         with self._lock:

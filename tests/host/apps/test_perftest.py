@@ -212,6 +212,27 @@ def test_loopback_send_with_credits(size, iters, rx):
     assert cli["exchange_messages"] == {"sent": 11, "received": 11}
 
 
+@pytest.mark.parametrize("test", ["write", "send"])
+def test_full_depth_64k_from_the_device(test):
+    """The client on the simulated core at perftest's defaults (64 KiB, 128 work requests
+    outstanding: twice the device's 4 MiB were each copied into it): the work requests
+    name the registered buffer, so nothing is allocated per request and every octet
+    arrives."""
+    from rnic.host.net.rnic_offload import offload_datapath
+    from tests.host.net.loopback import sim_device
+    iters = 140
+    with sim_device(offload_datapath) as dev:
+        srv, cli = _loopback(test, size=65536, iters=iters, client_kw=dict(device=dev))
+    assert srv["ok"] and cli["ok"]
+    assert (cli["params"]["tx_depth"], cli["results"][0]["iterations"]) == (128, iters)
+    assert srv["traffic"]["messages"] == iters and srv["traffic"]["octets"] == iters * 65536
+    if test == "write":
+        want = _placed("client", 65536, iters)
+        assert srv["traffic"]["digests"] == [hashlib.sha256(want).hexdigest()]
+    else:
+        assert srv["traffic"]["distinct_payloads"] == len(set(pt.remote_offsets(65536, iters)))
+
+
 def test_loopback_run_all_sizes(monkeypatch):
     monkeypatch.setattr(pt.TestParams, "sizes", property(lambda self: [2, 64, 5000]))
     srv, cli = _loopback("send", iters=5, run_all=True)

@@ -21,7 +21,7 @@ from rnic.host.driver.device import Device
 from rnic.host.net import cm
 from rnic.host.net.rnic_offload import OffloadRnic, offload_datapath
 from rnic.host.net.rnic_sw import Access, SoftwareRnic
-from rnic.host.net.transfer import make_datapath
+from rnic.host.net.transfer import make_datapath, shared_state
 from rnic.host.spec.errors import DdpErrorType, Layer
 from rnic.host.spec.regmap import CqQueue, CqStatus, SqOpcode
 
@@ -312,3 +312,38 @@ def test_first_fpdu_terminate_with_zero_crc_field(device):
     finally:
         b.close()
         ni.close()
+
+
+def test_work_requests_from_registered_memory(device):
+    """Sends and Writes name their data by a local STag and TO: the core reads it where the
+    application registered it, so a send queue of 64 KiB Writes as deep as perftest's
+    takes no device memory beyond the regions (more than the device's memory holds, were
+    each copied), and every octet arrives."""
+    ni, nr = negotiate(*(cm.ConnParams(rev=2, timeout=T, emss=1460) for _ in range(2)))
+    a, b = endpoint(ni, device, 5), endpoint(nr, device, 6)
+    books = shared_state(device).memory
+    size, depth = 65536, 72                     # 4.5 MiB of Writes
+    try:
+        src = os.urandom(size)
+        ra = a.register_region(None, size, to=None, data=src, access=Access.NONE)
+        rb = b.register_region(None, size, to=None, access=Access.REMOTE_WRITE)
+        b.post_recv(4096)
+        for dp in (a, b):
+            dp.start()
+        assert depth * size > books.size
+        free = books.free_octets
+        ids = [a.write(length=size, stag=rb.stag, to=rb.base, local_stag=ra.stag,
+                       local_to=ra.base) for _ in range(depth)]
+        ids.append(a.send(length=1000, local_stag=ra.stag, local_to=ra.base + 5))
+        assert books.free_octets == free                  # nothing allocated per request
+        got = a.wait(ids, timeout=60)
+        assert all(c.ok for c in got.values()), got
+        assert [got[i].length for i in ids] == [size] * depth + [1000]
+        assert b.read_memory(rb.addr, size) == src
+        assert [b.data(c) for c in received(b, 1)] == [src[5:1005]]
+        with pytest.raises(ValueError, match="not inside a registered region"):
+            a.send(length=2, local_stag=ra.stag, local_to=ra.base + size - 1)
+    finally:
+        a.close()
+        b.close()
+    assert (a.state, b.state) == ("closed", "closed"), (a.error, b.error)

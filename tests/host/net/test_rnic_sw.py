@@ -151,6 +151,33 @@ def test_read_into_a_given_local_region(pair_factory):
         a.read(4, stag=0x1000, local_stag=0x2000, local_to=0x13E)
 
 
+def test_sends_and_writes_from_registered_memory(pair_factory):
+    """A Send and a Write name their data by a local STag and TO (a verbs scatter/gather
+    entry): the octets there arrive, and a range outside any valid region, or a payload
+    given as well, is refused before anything is posted."""
+    p = pair_factory()
+    a, b = p.a, p.b
+    data = os.urandom(3000)
+    a.register_region(0x2000, 4096, to=0x700, data=bytes(100) + data)
+    ids = [a.send(length=2000, local_stag=0x2000, local_to=0x700 + 100),
+           a.write(length=3000, stag=0x1000, to=64, local_stag=0x2000, local_to=0x764),
+           a.send(length=0, local_stag=0x2000, local_to=0x700)]
+    assert all(c.ok for c in a.wait(ids).values())
+    sends = rq_completions(b, 2)
+    assert [b.data(c) for c in sends] == [data[:2000], b""]
+    assert b.read_memory(p.region.address(64), 3000) == data
+    for kw, match in ((dict(local_to=0x700 + 4000, length=97), "not inside a registered region"),
+                      (dict(local_stag=0x2001), "not inside a registered region"),
+                      (dict(length=None), "length must be"),
+                      (dict(payload=b"x"), "not both")):
+        args = dict(local_stag=0x2000, local_to=0x700, length=8) | kw
+        with pytest.raises(ValueError, match=match):
+            a.post_send("send", args.pop("payload", b""), **args)
+    a.invalidate(0x2000)
+    with pytest.raises(ValueError, match="not inside a registered region"):
+        a.send(length=1, local_stag=0x2000, local_to=0x700)
+
+
 def test_send_with_invalidate(pair_factory):
     p = pair_factory()
     p.b.register_region(0x3000, 64)
@@ -333,7 +360,7 @@ def test_argument_checks(pair_factory):
         a.post_send("send", b"x", inval_stag=1)
     with pytest.raises(ValueError, match="no payload"):
         a.post_send("read", b"x", length=1, stag=1)
-    with pytest.raises(ValueError, match="RDMA Read length"):
+    with pytest.raises(ValueError, match="length must be"):
         a.post_send("read", stag=1)
     with pytest.raises(ValueError, match="does not fit"):
         a.write(b"x", stag=1 << 32)
