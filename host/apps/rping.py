@@ -55,12 +55,6 @@ DEFAULT_PORT = 7174
 #: What rping's server sends as "go ahead": its never-filled send buffer.
 GO_AHEAD = bytes(INFO.size)
 
-#: STags this side exposes (client: start and rdma buffer; server: rdma buffer); the TOs are
-#: the buffers' addresses (VA-based regions, as librdmacm's rping).
-START_STAG, RDMA_STAG = 0x00C0FF01, 0x00C0FF02
-#: The local buffer of the control Sends (rping's send_buf, registered as its send_mr).
-SEND_STAG = 0x00C0FF03
-
 
 class _SendBuffer:
     """The registered buffer each control Send is gathered from (one at a time: every Send
@@ -68,11 +62,12 @@ class _SendBuffer:
 
     def __init__(self, dp):
         self.dp = dp
-        self.region = dp.register_region(SEND_STAG, INFO.size, to=None, access=Access.NONE)
+        self.region = dp.register_region(None, INFO.size, to=None, access=Access.NONE)
 
     def send(self, message):
         self.dp.write_memory(self.region.addr, message)
-        return self.dp.send(length=len(message), local_stag=SEND_STAG, local_to=self.region.base)
+        return self.dp.send(length=len(message), local_stag=self.region.stag,
+                            local_to=self.region.base)
 
 
 def ping_buffer(ping, size):
@@ -196,9 +191,10 @@ def run_client(dp, *, count=1, size=DEFAULT_SIZE, validate=False, on_ping=None, 
     if count < 0:
         raise ValueError(f"Invalid count {count}")
     access = Access.REMOTE_READ | Access.REMOTE_WRITE
-    # VA-based regions, as librdmacm's rping: the TO advertised is the buffer's address
-    start = dp.register_region(START_STAG, size, to=None, access=access)
-    rdma = dp.register_region(RDMA_STAG, size, to=None, access=access)
+    # VA-based regions, as librdmacm's rping: the TO advertised is the buffer's address; the
+    # STags are the data path's (as an MR's keys), so rping connections can share a device
+    start = dp.register_region(None, size, to=None, access=access)
+    rdma = dp.register_region(None, size, to=None, access=access)
     start_addr, rdma_addr = start.addr, rdma.addr
     sends = _SendBuffer(dp)
     for _ in range(recv_depth):
@@ -210,10 +206,10 @@ def run_client(dp, *, count=1, size=DEFAULT_SIZE, validate=False, on_ping=None, 
         while not count or ping < count:
             buf = ping_buffer(ping, size)
             dp.write_memory(start_addr, buf)
-            q.done(sends.send(INFO.pack(start.base, START_STAG, size)),
+            q.done(sends.send(INFO.pack(start.base, start.stag, size)),
                    f"ping {ping}: start info Send")
             q.recv(f"ping {ping}: the server's go-ahead after its RDMA Read")
-            q.done(sends.send(INFO.pack(rdma.base, RDMA_STAG, size)),
+            q.done(sends.send(INFO.pack(rdma.base, rdma.stag, size)),
                    f"ping {ping}: rdma info Send")
             q.recv(f"ping {ping}: the server's go-ahead after its RDMA Write")
             got = dp.read_memory(rdma_addr, size)
@@ -238,7 +234,8 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
     data against :func:`ping_buffer`. Raises :class:`RpingError`.
     """
     _check_size(size)
-    rdma = dp.register_region(RDMA_STAG, size, to=None, access=Access.REMOTE_READ | Access.REMOTE_WRITE)
+    rdma = dp.register_region(None, size, to=None,
+                              access=Access.REMOTE_READ | Access.REMOTE_WRITE)
     rdma_addr = rdma.addr
     sends = _SendBuffer(dp)
     for _ in range(recv_depth):
@@ -260,7 +257,7 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
             if rlen > size:
                 raise RpingError(f"ping {ping}: the client's buffer of {rlen} octets exceeds "
                                  f"this side's -S {size}")
-            wr = dp.read(rlen, stag=rkey, to=addr, local_stag=RDMA_STAG, local_to=rdma.base)
+            wr = dp.read(rlen, stag=rkey, to=addr, local_stag=rdma.stag, local_to=rdma.base)
             q.done(wr, f"ping {ping}: RDMA Read of {rlen} octets (STag {rkey:#x} TO {addr:#x})")
             got = dp.read_memory(rdma_addr, rlen)
             if validate:
@@ -280,7 +277,7 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
                 raise RpingError(f"ping {ping}: the client's rdma buffer of {wlen} octets is "
                                  f"smaller than the {n} octets to write")
             # (the Write's source: what the Read placed in the rdma buffer)
-            q.done(dp.write(length=n, stag=rkey, to=addr, local_stag=RDMA_STAG,
+            q.done(dp.write(length=n, stag=rkey, to=addr, local_stag=rdma.stag,
                             local_to=rdma.base),
                    f"ping {ping}: RDMA Write of {n} octets (STag {rkey:#x} TO {addr:#x})")
             q.done(sends.send(GO_AHEAD), f"ping {ping}: go-ahead Send after the RDMA Write")
