@@ -32,7 +32,8 @@ def _checked(rc, result, err, vm_rc, vm_out, test, size, iters):
 
 
 @pytest.mark.parametrize("test,size,iters", [("send", 4096, 20), ("write", 16384, 20),
-                                            ("read", 16384, 20)])
+                                            ("read", 16384, 20), ("send", 1, 20),
+                                            ("write", 1, 20), ("write", 65536, 10)])
 def test_siw_perftest_client_to_the_nic(siw_vm, rnic, free_port, free_udp_port, test, size,
                                         iters):
     nic, control, device, wire = start_nic(siw_vm, rnic, free_port, free_udp_port)

@@ -13,6 +13,7 @@ checked on both sides. Skips, with the reason, when the siw VM is not prepared
 from __future__ import annotations
 
 import json
+import re
 import signal
 
 import pytest
@@ -28,16 +29,21 @@ RPING_PORT = 7174
 COUNT, SIZE = 3, 64
 
 
-def start_nic(siw_vm, rnic, free_port, free_udp_port):
-    """``rnic nic-sim`` on a virtual cable: ``(process, control port, its --device, the
+def start_nic(siw_vm, rnic, free_port, free_udp_port, relay=None, rate=0.0):
+    """``rnic nic-sim`` on a virtual cable (through ``relay``, losing, duplicating and
+    reordering frames at ``rate``, when given): ``(process, control port, its --device, the
     guest's --wire)``."""
     siw_vm.require("default")               # (before the NIC's build: skip early)
     nic_port, qemu_port, control = free_udp_port(), free_udp_port(), free_port()
-    nic = rnic.start(["nic-sim", "--wire", f"{nic_port}:{qemu_port}", "--control", control,
+    to_nic, to_qemu = nic_port, qemu_port
+    if relay is not None:
+        middle = relay(to_a=nic_port, to_b=qemu_port, rate=rate, seed=7)
+        to_nic, to_qemu = middle.a_port, middle.b_port
+    nic = rnic.start(["nic-sim", "--wire", f"{nic_port}:{to_qemu}", "--control", control,
                       "--json"])
     ready = rnic.first_json_line(nic, timeout=READY_TIMEOUT)
     assert ready["event"] == "ready", ready
-    return nic, control, f"tcp:127.0.0.1:{control}", (qemu_port, nic_port)
+    return nic, control, f"tcp:127.0.0.1:{control}", (qemu_port, to_nic)
 
 
 def check_nic(nic, control, count=COUNT):
@@ -68,11 +74,22 @@ def test_linux_rping_client_to_the_nic_variants(siw_vm, rnic, free_port, free_ud
     assert result["negotiated"]["crc"] is not our_args
 
 
+def test_linux_rping_client_to_the_nic_through_a_lossy_cable(siw_vm, rnic, free_port,
+                                                            free_udp_port, relay):
+    """The cable loses, duplicates and reorders 2 % of the frames each way: both TCPs
+    (Linux's and the NIC's) send again what was lost and drop what came twice, and the
+    RDMA above them sees a clean byte stream: every ping checked on both sides."""
+    result = siw_client_to_nic(siw_vm, rnic, free_port, free_udp_port, count=3, size=4000,
+                               relay=relay, rate=0.02)
+    assert result["negotiated"]["crc"]
+
+
 def siw_client_to_nic(siw_vm, rnic, free_port, free_udp_port, *, variant="default",
-                      our_args=(), count=COUNT, size=SIZE):
-    """siw's ``rping -c`` in the guest (``variant``) to ``rnic rping -s`` on the NIC; the
-    ping data checked on both sides; our JSON result."""
-    nic, control, device, wire = start_nic(siw_vm, rnic, free_port, free_udp_port)
+                      our_args=(), count=COUNT, size=SIZE, relay=None, rate=0.0):
+    """siw's ``rping -c`` in the guest (``variant``) to ``rnic rping -s`` on the NIC (through
+    ``relay`` at ``rate``); the ping data checked on both sides; our JSON result."""
+    nic, control, device, wire = start_nic(siw_vm, rnic, free_port, free_udp_port, relay,
+                                           rate)
     server = rnic.start(["rping", "-s", "-p", RPING_PORT, "-S", size, "-v", "-V", *our_args,
                          "--timeout", "60", "--json", "--device", device])
     listening = rnic.first_json_line(server, timeout=60)
@@ -126,3 +143,65 @@ def test_the_nic_rping_client_to_linux(siw_vm, rnic, free_port, free_udp_port, o
     if "--p2p" in our_args:
         assert neg["p2p"] and neg["rtr"] == our_args[-1]
     check_nic(nic, control, count)
+
+
+#: The guest's rping servers of the several-connections test: port -> ping size.
+SEVERAL = {7174: 64, 7175: 1000, 7176: 65535}
+
+
+def test_several_nic_connections_at_once(siw_vm, rnic, free_port, free_udp_port):
+    """Three rping clients of one host process on the NIC at once, to three rping servers
+    in the guest: three TCP connections of the NIC, each negotiating MPA through the stream
+    port while the others move FPDUs, each with its own core context and registered
+    buffers (STags of the data path's choice); every ping of each checked on both sides."""
+    import threading
+
+    from rnic.host.apps import rping as rp
+    from rnic.host.driver.device import open_device
+    from rnic.host.net import cm, nic_tcp
+    from rnic.host.net.transfer import make_datapath
+
+    nic, control, device, wire = start_nic(siw_vm, rnic, free_port, free_udp_port)
+    servers = "".join(f"(rping -s -a 169.254.7.1 -p {port} -S {size} -v > /tmp/{port} 2> /tmp/{port}.err; "
+                      f"echo RPING_EXIT $? >> /tmp/{port}) & " for port, size in SEVERAL.items())
+    # (stderr apart: rping's unbuffered event lines would land inside its ping data lines)
+    show = "; ".join(f"echo == {port}; cat /tmp/{port}; cat /tmp/{port}.err"
+                     for port in SEVERAL)
+    vm = siw_vm.start("default", f"{servers}sleep 0.3; echo LISTENING; wait; {show}",
+                      wire=wire)
+    vm.wait_for("LISTENING")
+    dev = open_device(device)
+    results, errors = {}, {}
+
+    def client(port, size):
+        try:
+            params = cm.ConnParams(timeout=60, first_fpdu_delay=0.1)
+            neg, _ = nic_tcp.nic_connect_retry(dev, "169.254.7.1", port, params, retry=30)
+            dp = make_datapath(neg, dev)
+            try:
+                results[port] = rp.run_client(dp, count=COUNT, size=size, validate=True,
+                                              timeout=60)
+            finally:
+                dp.close()
+        except Exception as e:              # reported by the assertion below
+            errors[port] = e
+
+    try:
+        dev.reset()
+        threads = [threading.Thread(target=client, args=item) for item in SEVERAL.items()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(180)
+    finally:
+        dev.close()
+    vm_rc, vm_out = vm.wait()
+    assert not errors, f"{errors}\nguest:\n{vm_out}"
+    parts = re.split(r"^== (\d+)\r?$", vm_out, flags=re.M)
+    sections = dict(zip(parts[1::2], parts[2::2]))
+    for port, size in SEVERAL.items():
+        assert results[port] == expected(COUNT, size), port
+        guest = sections[str(port)]
+        assert guest_lines(guest, "server ") == expected(COUNT, size), guest
+        assert "RPING_EXIT 0" in guest, guest
+    check_nic(nic, control, COUNT * len(SEVERAL))
