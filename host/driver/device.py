@@ -136,23 +136,15 @@ class Device:
 
     # -- identification and control
     def identify(self):
-        """Read ID, VERSION and CAPS; raise :class:`DeviceMismatch` with a clear text on mismatch."""
+        """Read ID, VERSION, CAPS and QUEUE_CAPS (:meth:`Registers.probe`, once each); raise
+        :class:`DeviceMismatch` with a clear text on mismatch."""
         try:
-            magic = self.regs.read("ID")
+            info = self.regs.probe()
         except OSError as e:
-            raise DeviceError(f"{self.spec}: reading the ID register failed: {e}") from None
-        if magic != regs.MAGIC:
-            raise DeviceMismatch(
-                f"{self.spec}: not an RNIC: the ID register reads {magic:#010x}, the RNIC magic "
-                f"is {regs.MAGIC:#010x} (ASCII 'iWRP')")
-        v = self.regs.fields("VERSION")
-        major = regs.CONSTANTS["VERSION_MAJOR_RESET"]
-        if v["major"] != major:
-            raise DeviceMismatch(
-                f"{self.spec}: register map version {v['major']}.{v['minor']} on the device, this "
-                f"driver knows major version {major} (update the driver or the bitstream)")
-        info = self.regs.probe()
-        self.identity = Identity(magic, v["major"], v["minor"], v["width"], info.connections,
+            raise DeviceError(f"{self.spec}: reading its identity failed: {e}") from None
+        except regs.DeviceMismatch as e:
+            raise DeviceMismatch(f"{self.spec}: {e}") from None
+        self.identity = Identity(regs.MAGIC, info.major, info.minor, info.width, info.connections,
                                  info.stags, info.ird_depth, info.ord_depth)
         return self.identity
 

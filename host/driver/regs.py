@@ -317,12 +317,14 @@ class Registers(TcpAccess):
         """Check ID and the map's major version; read the build parameters (also kept in ``.info``)."""
         magic = self.read("ID")
         if magic != MAGIC:
-            raise DeviceMismatch(f"ID reads {magic:#010x}, not the RNIC magic {MAGIC:#010x}")
+            raise DeviceMismatch(f"not an RNIC: the ID register reads {magic:#010x}, the RNIC "
+                                 f"magic is {MAGIC:#010x} (ASCII 'iWRP')")
         v = self.fields("VERSION")
         major = CONSTANTS["VERSION_MAJOR_RESET"]
         if v["major"] != major:
-            raise DeviceMismatch(f"register map {v['major']}.{v['minor']} on the device, "
-                                 f"this driver knows major {major}")
+            raise DeviceMismatch(
+                f"register map version {v['major']}.{v['minor']} on the device, this driver "
+                f"knows major version {major} (update the driver or the bitstream)")
         caps = self.fields("CAPS")
         # (QUEUE_CAPS since map 0.13; it reads 0 on a build without RDMA Reads)
         depths = self.fields("QUEUE_CAPS") if v["minor"] >= 13 else {"ird": 0, "ord": 0}
