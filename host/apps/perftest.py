@@ -109,7 +109,7 @@ import zlib
 from rnic.host.net import cm, nic_tcp
 from rnic.host.spec.errors import ErrorInfo, MpaError
 from rnic.host.spec.regmap import CqQueue, CqStatus
-from rnic.host.net.rnic_sw import Access, SoftwareRnic
+from rnic.host.net.rnic_sw import Access, SendBuffer, SoftwareRnic
 
 __all__ = [
     "VERSION", "DEST", "Dest", "BwReport", "TestParams", "PerftestError",
@@ -479,8 +479,7 @@ class _Comm:
         self.sent = self.received = 0
         for _ in range(self.RECV_BUFFERS):
             dp.post_recv(EXCHANGE_RECV)
-        self.send_buf = dp.register_region(EXCHANGE_STAG, EXCHANGE_SEND, to=None,
-                                           access=Access.NONE)
+        self.send_buf = SendBuffer(dp, EXCHANGE_SEND, stag=EXCHANGE_STAG)
         dp.start()
 
     def _fail(self, what):
@@ -506,10 +505,7 @@ class _Comm:
                 self._fail(what)
 
     def send(self, data, what):
-        # (lock-step: the previous Send from the buffer has completed)
-        self.dp.write_memory(self.send_buf.addr, data)
-        wr = self.dp.post_send("send", length=len(data), local_stag=EXCHANGE_STAG,
-                               local_to=self.send_buf.base)
+        wr = self.send_buf.post("send", data)     # (lock-step: the one before completed)
         deadline = time.monotonic() + self.timeout
         while wr not in self.sq:
             if self.dp.closed:
@@ -692,9 +688,9 @@ class _Run:
         if p.test == "send":
             # the credit word: the client's is where the server's credit Writes land, the
             # server's the source of those Writes
-            region = dp.register_region(CREDIT_STAG, 8, to=None, access=Access.REMOTE_WRITE)
-            self.credit_addr, self.credit_to = region.addr, region.base
-            rkey, vaddr = CREDIT_STAG, region.base
+            self.credit = SendBuffer(dp, 8, stag=CREDIT_STAG, access=Access.REMOTE_WRITE)
+            self.credit_addr = self.credit.region.addr
+            rkey, vaddr = CREDIT_STAG, self.credit.region.base
             self.span = buffer_span(max(p.sizes), p.cache_line, p.cycle_buffer)
             self.pattern = _pattern(self.span, 0x5E)
             if self.role == "client":                   # the Sends' source
@@ -857,10 +853,8 @@ class _Run:
                     self._post_slot(slot, size)
                 if (rcnt % p.rx_depth) % p.credit_cnt == 0 or rcnt == n:
                     # (a newer count may overwrite one not yet sent: credits only grow)
-                    credit = encode_credit(rcnt)
-                    dp.write_memory(self.credit_addr, credit)
-                    wr = dp.post_send("write", length=len(credit), stag=rem.rkey, to=rem.vaddr,
-                                      local_stag=CREDIT_STAG, local_to=self.credit_to)
+                    wr = self.credit.post("write", encode_credit(rcnt), stag=rem.rkey,
+                                          to=rem.vaddr)
                     credit_wrs.add(wr)
             if rcnt < n:
                 self.check_dp("the send test")

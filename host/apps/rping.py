@@ -39,7 +39,7 @@ import time
 from rnic.host.net import cm
 from rnic.host.spec.errors import ErrorInfo, MpaError
 from rnic.host.spec.regmap import CqQueue, CqStatus
-from rnic.host.net.rnic_sw import Access
+from rnic.host.net.rnic_sw import Access, SendBuffer
 
 __all__ = [
     "INFO", "MIN_SIZE", "MAX_SIZE", "DEFAULT_SIZE", "DEFAULT_PORT", "GO_AHEAD",
@@ -54,20 +54,6 @@ DEFAULT_SIZE = 64
 DEFAULT_PORT = 7174
 #: What rping's server sends as "go ahead": its never-filled send buffer.
 GO_AHEAD = bytes(INFO.size)
-
-
-class _SendBuffer:
-    """The registered buffer each control Send is gathered from (one at a time: every Send
-    completes before the next)."""
-
-    def __init__(self, dp):
-        self.dp = dp
-        self.region = dp.register_region(None, INFO.size, to=None, access=Access.NONE)
-
-    def send(self, message):
-        self.dp.write_memory(self.region.addr, message)
-        return self.dp.send(length=len(message), local_stag=self.region.stag,
-                            local_to=self.region.base)
 
 
 def ping_buffer(ping, size):
@@ -196,7 +182,7 @@ def run_client(dp, *, count=1, size=DEFAULT_SIZE, validate=False, on_ping=None, 
     start = dp.register_region(None, size, to=None, access=access)
     rdma = dp.register_region(None, size, to=None, access=access)
     start_addr, rdma_addr = start.addr, rdma.addr
-    sends = _SendBuffer(dp)
+    sends = SendBuffer(dp, INFO.size)       # rping's send_buf (each Send completes first)
     for _ in range(recv_depth):
         dp.post_recv(INFO.size)
     q = _Queues(dp, timeout)
@@ -206,10 +192,10 @@ def run_client(dp, *, count=1, size=DEFAULT_SIZE, validate=False, on_ping=None, 
         while not count or ping < count:
             buf = ping_buffer(ping, size)
             dp.write_memory(start_addr, buf)
-            q.done(sends.send(INFO.pack(start.base, start.stag, size)),
+            q.done(sends.post("send", INFO.pack(start.base, start.stag, size)),
                    f"ping {ping}: start info Send")
             q.recv(f"ping {ping}: the server's go-ahead after its RDMA Read")
-            q.done(sends.send(INFO.pack(rdma.base, rdma.stag, size)),
+            q.done(sends.post("send", INFO.pack(rdma.base, rdma.stag, size)),
                    f"ping {ping}: rdma info Send")
             q.recv(f"ping {ping}: the server's go-ahead after its RDMA Write")
             got = dp.read_memory(rdma_addr, size)
@@ -237,7 +223,7 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
     rdma = dp.register_region(None, size, to=None,
                               access=Access.REMOTE_READ | Access.REMOTE_WRITE)
     rdma_addr = rdma.addr
-    sends = _SendBuffer(dp)
+    sends = SendBuffer(dp, INFO.size)
     for _ in range(recv_depth):
         dp.post_recv(INFO.size)
     q = _Queues(dp, timeout)
@@ -269,7 +255,7 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
             pings.append(text)
             if on_ping is not None:
                 on_ping(ping, text)
-            q.done(sends.send(GO_AHEAD), f"ping {ping}: go-ahead Send after the RDMA Read")
+            q.done(sends.post("send", GO_AHEAD), f"ping {ping}: go-ahead Send after the RDMA Read")
             info = q.recv(f"ping {ping}: the client's rdma info")
             addr, rkey, wlen = INFO.unpack(info)
             n = min(len(text) + 1, size)
@@ -280,7 +266,7 @@ def run_server(dp, *, size=DEFAULT_SIZE, validate=False, on_ping=None, timeout=1
             q.done(dp.write(length=n, stag=rkey, to=addr, local_stag=rdma.stag,
                             local_to=rdma.base),
                    f"ping {ping}: RDMA Write of {n} octets (STag {rkey:#x} TO {addr:#x})")
-            q.done(sends.send(GO_AHEAD), f"ping {ping}: go-ahead Send after the RDMA Write")
+            q.done(sends.post("send", GO_AHEAD), f"ping {ping}: go-ahead Send after the RDMA Write")
         except _Disconnected as d:
             raise RpingError(f"the client disconnected in the middle of ping {ping} "
                              f"(waiting for {d})") from None

@@ -362,10 +362,10 @@ class OffloadRnic(QueuedDataPath):
                 region = self.register_region(None, max(wr.length, 1), access=Access.REMOTE_WRITE)
                 local_stag, local_to = region.stag, region.base
                 item.sink_stag = local_stag
+                item.addr = region.address(local_to)
             else:
-                region = self.region(local_stag)
-                local_address(region, local_stag, local_to, wr.length, sink=True)
-            item.addr = region.address(local_to)
+                item.addr = local_address(self.region(local_stag), local_stag, local_to,
+                                          wr.length, sink=True)
             laddr, lstag = local_to, local_stag
         else:
             laddr, lstag = 0, 0

@@ -89,7 +89,7 @@ from rnic.host.model.sink import Access, Error, Memory, Placement, ReadRequestQu
 
 __all__ = [
     "Completion", "Event", "DataPath", "SoftwareRnic", "OPCODE_NAMES", "opcode_from", "error_name",
-    "check_post", "local_address", "QueuedDataPath",
+    "check_post", "local_address", "SendBuffer", "QueuedDataPath",
     "Access", "DEFAULT_ACCESS", "Memory", "Region",
 ]
 
@@ -498,6 +498,7 @@ def check_post(opcode, payload=b"", *, wr_id=None, stag=0, to=0, length=None, in
         raise ValueError("inval_stag= is for send_inv / send_se_inv")
     return wr
 
+
 def local_address(region, stag, to, length, *, sink=False):
     """The local memory address of ``length`` octets at ``stag``/``to`` of the registered
     ``region`` (``region`` None: ``stag`` is not registered): the source of a Send or Write
@@ -507,6 +508,25 @@ def local_address(region, stag, to, length, *, sink=False):
         raise ValueError(f"local {'sink' if sink else 'source'} STag {stag:#x} TO {to:#x} + "
                          f"{length} is not inside a registered region")
     return region.address(to)
+
+
+class SendBuffer:
+    """A registered buffer of ``length`` octets of ``dp`` (a verbs application's send
+    buffer) that each message is written into and then posted from: for messages sent one
+    at a time, or values of which a later one may replace one not yet sent."""
+
+    def __init__(self, dp, length, *, stag=None, access=Access.NONE):
+        self.dp = dp
+        self.region = dp.register_region(stag, length, to=None, access=access)
+
+    def post(self, opcode, data, **kw):
+        """Post ``data`` as a Send or Write (``kw``: of :meth:`DataPath.post_send`); its wr_id."""
+        if len(data) > self.region.length:
+            raise ValueError(f"{len(data)} octets do not fit the {self.region.length}-octet "
+                             f"send buffer")
+        self.dp.write_memory(self.region.addr, data)
+        return self.dp.post_send(opcode, length=len(data), local_stag=self.region.stag,
+                                 local_to=self.region.base, **kw)
 
 
 _RTR = object()              # buffer id / read marker of the RFC 6581 RTR

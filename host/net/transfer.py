@@ -246,10 +246,11 @@ class MirroredDataPath(DataPath):
             self._sinks[wr_id] = made
         if op != SqOpcode.RDMA_READ and local_stag is not None:
             laddr = self.rnic.region(local_stag).address(local_to)
+        tagged = op in (SqOpcode.RDMA_WRITE, SqOpcode.RDMA_READ)
         wr = WorkRequest(
             op, conn=self.conn, laddr=laddr, length=n or 0,
-            lstag=(local_stag or 0) if op == SqOpcode.RDMA_READ else 0, rstag=stag if op in (SqOpcode.RDMA_WRITE, SqOpcode.RDMA_READ)
-            else 0, rto=to if op in (SqOpcode.RDMA_WRITE, SqOpcode.RDMA_READ) else 0,
+            lstag=(local_stag or 0) if op == SqOpcode.RDMA_READ else 0,
+            rstag=stag if tagged else 0, rto=to if tagged else 0,
             inv_stag=inval_stag or 0, wr_id=wr_id, signaled=bool(signaled))
         with self._lock:
             self.device.post_send(wr)
