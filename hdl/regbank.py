@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.regmap import PULSE, REGMAP, RO, RW, W1C, RegisterMap
 
 from .axi import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature
+from .global_buffer import GlobalBuffer
 from .synth_hints import register_copies
 
 __all__ = ["RegisterBank", "core_signature", "block_signature", "NETWORK_BLOCK", "TCP_BLOCK"]
@@ -277,7 +278,11 @@ class RegisterBank(wiring.Component):
         for copy in member.values():
             with m.If(rd_go):
                 m.d.sync += copy.eq(word[:gb])
-        groups = self._mux_level(m, rd_s1, registers, gb, lambda g: member[g], "rd_group")
+        # (the enable of every group register, which the core's inputs spread across the
+        # die: on a global network, GlobalBuffer)
+        m.submodules.rd_group_load = group_load = GlobalBuffer()
+        m.d.comb += group_load.i.eq(rd_s1)
+        groups = self._mux_level(m, group_load.o, registers, gb, lambda g: member[g], "rd_group")
         sets = self._mux_level(m, rd_s2, groups, sb, lambda t: group_sel[:sb], "rd_set")
         with m.If(rd_s3):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]

@@ -14,6 +14,7 @@ from ..axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignature
 from ..beat import OctetBeat, check_width, conn_bits
 from ..ddp_rx import DdpRx
 from ..ddp_tx import DdpTx
+from ..global_buffer import GlobalBuffer
 from ..mpa_rx import MpaRxBeat, MpaRxDeframer
 from ..mpa_tx import MpaTxBeat, MpaTxFramer
 from ..regbank import NETWORK_BLOCK, TCP_BLOCK, RegisterBank, block_signature
@@ -384,13 +385,16 @@ class RnicCore(wiring.Component):
         # Everything below is reset by rst and by CTRL.SOFT_RESET (a one-cycle pulse), through
         # one register, in the cycle after (timing: the reset fans out to every register of
         # the core; with the domain's rst ORed in, an OR gate sat behind both nets). So it
-        # runs in a domain of its own: the sync clock, no domain reset.
+        # runs in a domain of its own: the sync clock, no domain reset. The register drives
+        # a global network (on an ECP5), not the general routing of the core's every tile.
         core_rst = Signal(init=1, reset_less=True)
         m.d.sync += core_rst.eq(ResetSignal("sync") | r.ctrl.soft_reset)
+        m.submodules.core_rst_net = rst_net = GlobalBuffer()
+        m.d.comb += rst_net.i.eq(core_rst)
         m.domains.core = cd_core = ClockDomain("core", reset_less=True, local=True)
         m.d.comb += cd_core.clk.eq(ClockSignal("sync"))
         d = Module()
-        m.submodules.core = DomainRenamer("core")(ResetInserter(core_rst)(d))
+        m.submodules.core = DomainRenamer("core")(ResetInserter(rst_net.o)(d))
 
         # ---- the data-path blocks
         d.submodules.framer = framer = MpaTxFramer(width=W, connections=N)

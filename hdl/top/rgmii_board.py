@@ -9,13 +9,14 @@ and the harness (:class:`~rnic.hdl.top.harness.CoreHarness`) use too.
 
 import math
 
-from amaranth.hdl import ClockDomain, ClockSignal, Const, Elaboratable, Signal
+from amaranth.hdl import ClockDomain, ClockSignal, Const, Elaboratable, ResetSignal, Signal
 from amaranth.lib import io
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 
 from rnic.host.spec.limits import check_width
 
 from ..ecp5_pll import ECP5PLL, ecp5_pll
+from ..global_buffer import GlobalBuffer
 from ..net.rgmii import RgmiiRx, RgmiiTx, rgmii_pins
 
 __all__ = [
@@ -56,7 +57,13 @@ def board_clocks(m, platform, board, freq, *, eth_tx, reset_button=True):
     # name may not match the net name Yosys keeps.
     m.domains.sync = ClockDomain("sync")
     m.d.comb += ClockSignal("sync").eq(pll.clk_out)
-    m.submodules.sync_reset = ResetSynchronizer(held, domain="sync")
+    # sync's reset goes to most of the design's slices: the synchronizer runs in a domain
+    # of its own on the same clock, and its output reaches sync through a global network
+    m.domains.sync_reset = cd_reset = ClockDomain("sync_reset", local=True)
+    m.d.comb += cd_reset.clk.eq(pll.clk_out)
+    m.submodules.sync_reset = ResetSynchronizer(held, domain="sync_reset")
+    m.submodules.sync_reset_net = rst_net = GlobalBuffer()
+    m.d.comb += [rst_net.i.eq(cd_reset.rst), ResetSignal("sync").eq(rst_net.o)]
     if eth_tx:
         m.domains.eth_tx = ClockDomain("eth_tx")
         m.d.comb += ClockSignal("eth_tx").eq(pll.clk_aux)

@@ -977,8 +977,10 @@ def wire_by_block(placed, depth=BLOCK_DEPTH):
         module = json.loads(Path(placed).read_text())["modules"]["top"]
     except (OSError, ValueError, KeyError):
         return []
-    # the tiles each net bit touches
+    # the tiles each net bit touches; the global networks (a DCCA's output) left out
     tiles = {}
+    globals_ = {bit for cell in module.get("cells", {}).values() if cell.get("type") == "DCCA"
+                for bit in cell.get("connections", {}).get("CLKO", [])}
     for cell in module.get("cells", {}).values():
         mo = _BEL_TILE.match(cell.get("attributes", {}).get("NEXTPNR_BEL", ""))
         if mo is None:
@@ -997,7 +999,7 @@ def wire_by_block(placed, depth=BLOCK_DEPTH):
     blocks = {}
     for bit, where in tiles.items():
         name = names.get(bit, "")
-        if len(where) < 2 or name.startswith("$glbnet$"):
+        if len(where) < 2 or bit in globals_:
             continue
         xs = [t[0] for t in where]
         ys = [t[1] for t in where]

@@ -445,20 +445,26 @@ def test_placed_wirelength():
 def test_wire_by_block(tmp_path):
     """Wire length by block from a placed netlist: each net's half-perimeter over the tiles
     of the cells it connects, summed by the block of its (shortest) name; nets within one
-    tile and global clock nets add nothing."""
+    tile and the global networks (a DCCA's output: a clock, or a reset on a global) add
+    nothing."""
     def cell(tile, *bits):
         return {"type": "TRELLIS_COMB", "attributes": {"NEXTPNR_BEL": f"X{tile[0]}/Y{tile[1]}/SLICEA"},
                 "connections": {f"P{k}": [b] for k, b in enumerate(bits)}}
     netlist = {"modules": {"top": {
         "cells": {"a": cell((1, 1), 2, 3, 5), "b": cell((4, 3), 2, 4, 5), "c": cell((2, 7), 3),
-                  "d": cell((4, 3), 4), "e": cell((9, 9), 5), "unplaced": {"type": "LUT4",
-                  "connections": {"A": [2]}}},
+                  "d": cell((4, 3), 4), "e": cell((9, 9), 5, 6), "f": cell((1, 9), 6),
+                  "unplaced": {"type": "LUT4", "connections": {"A": [2]}},
+                  "gbuf": {"type": "DCCA", "attributes": {"NEXTPNR_BEL": "X0/Y5/DCC0"},
+                           "connections": {"CLKI": [7], "CLKO": [5]}},
+                  "rst_buf": {"type": "DCCA", "attributes": {"NEXTPNR_BEL": "X0/Y6/DCC1"},
+                              "connections": {"CLKI": [8], "CLKO": [6]}}},
         "netnames": {
             "logic.core.net.arp.head": {"bits": [2]},          # (1,1)-(4,3): 3 + 2
             "logic.core.net.arp.head_alias_longer": {"bits": [2]},
             "logic.core.framer.crc.state": {"bits": [3, "0"]},  # (1,1)-(2,7): 1 + 6
             "logic.core.framer.local": {"bits": [4]},          # one tile: nothing
             "$glbnet$clk": {"bits": [5]},
+            "logic.core.core_rst_net.o": {"bits": [6]},
         }}}}
     placed = tmp_path / "top.placed.json"
     placed.write_text(json.dumps(netlist))
