@@ -4,7 +4,7 @@ from amaranth.hdl import Const, Instance, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["GlobalBuffer"]
+__all__ = ["GlobalBuffer", "on_global_network"]
 
 
 class GlobalBuffer(wiring.Component):
@@ -24,7 +24,7 @@ class GlobalBuffer(wiring.Component):
     o : Out(1)
 
     Latency: none (a wire in simulation and on other platforms; on an ECP5 the clock
-    network's delay, about 3 ns, from a register to every slice).
+    network's delay, which nextpnr times).
     """
 
     i: In(1)
@@ -37,3 +37,10 @@ class GlobalBuffer(wiring.Component):
         else:
             m.d.comb += self.o.eq(self.i)
         return m
+
+
+def on_global_network(m, signal, *, name):
+    """``signal`` through a :class:`GlobalBuffer`, submodule ``name`` of ``m``: its output."""
+    m.submodules[name] = buffer = GlobalBuffer()
+    m.d.comb += buffer.i.eq(signal)
+    return buffer.o

@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.regmap import PULSE, REGMAP, RO, RW, W1C, RegisterMap
 
 from .axi import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature
-from .global_buffer import GlobalBuffer
+from .global_buffer import on_global_network
 from .synth_hints import register_copies
 
 __all__ = ["RegisterBank", "core_signature", "block_signature", "NETWORK_BLOCK", "TCP_BLOCK"]
@@ -280,9 +280,8 @@ class RegisterBank(wiring.Component):
                 m.d.sync += copy.eq(word[:gb])
         # (the enable of every group register, which the core's inputs spread across the
         # die: on a global network, GlobalBuffer)
-        m.submodules.rd_group_load = group_load = GlobalBuffer()
-        m.d.comb += group_load.i.eq(rd_s1)
-        groups = self._mux_level(m, group_load.o, registers, gb, lambda g: member[g], "rd_group")
+        group_load = on_global_network(m, rd_s1, name="rd_group_load")
+        groups = self._mux_level(m, group_load, registers, gb, lambda g: member[g], "rd_group")
         sets = self._mux_level(m, rd_s2, groups, sb, lambda t: group_sel[:sb], "rd_set")
         with m.If(rd_s3):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]

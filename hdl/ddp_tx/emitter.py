@@ -8,7 +8,7 @@ from amaranth.utils import exact_log2
 
 from ..beat import check_width, conn_bits
 from ..compare import above
-from ..global_buffer import GlobalBuffer
+from ..global_buffer import on_global_network
 from ..mpa_tx import MpaTxBeat
 from .layouts import HEADER_MAX, EmitStart
 from .word_rotation import WordRotation
@@ -213,9 +213,7 @@ class SegmentEmitter(wiring.Component):
         # is taken only while ``busy`` is 0, and written at the end of that cycle)
         m.d.sync += hdr_load.eq(load_nxt)
         # (the enable of the whole header register: on a global network, GlobalBuffer)
-        m.submodules.hdr_load_net = hdr_load_net = GlobalBuffer()
-        m.d.comb += hdr_load_net.i.eq(hdr_load)
-        with m.If(hdr_load_net.o):
+        with m.If(on_global_network(m, hdr_load, name="hdr_load_net")):
             m.d.sync += hdr.eq(nxt.header[16 * W:])
         with m.If(load_nxt):
             m.d.sync += [

@@ -14,7 +14,7 @@ from ..axi import AXI4LiteSignature, AXI4ReadSignature, AXI4WriteSignature
 from ..beat import OctetBeat, check_width, conn_bits
 from ..ddp_rx import DdpRx
 from ..ddp_tx import DdpTx
-from ..global_buffer import GlobalBuffer
+from ..global_buffer import on_global_network
 from ..mpa_rx import MpaRxBeat, MpaRxDeframer
 from ..mpa_tx import MpaTxBeat, MpaTxFramer
 from ..regbank import NETWORK_BLOCK, TCP_BLOCK, RegisterBank, block_signature
@@ -389,12 +389,11 @@ class RnicCore(wiring.Component):
         # a global network (on an ECP5), not the general routing of the core's every tile.
         core_rst = Signal(init=1, reset_less=True)
         m.d.sync += core_rst.eq(ResetSignal("sync") | r.ctrl.soft_reset)
-        m.submodules.core_rst_net = rst_net = GlobalBuffer()
-        m.d.comb += rst_net.i.eq(core_rst)
         m.domains.core = cd_core = ClockDomain("core", reset_less=True, local=True)
         m.d.comb += cd_core.clk.eq(ClockSignal("sync"))
         d = Module()
-        m.submodules.core = DomainRenamer("core")(ResetInserter(rst_net.o)(d))
+        reset = on_global_network(m, core_rst, name="core_rst_net")
+        m.submodules.core = DomainRenamer("core")(ResetInserter(reset)(d))
 
         # ---- the data-path blocks
         d.submodules.framer = framer = MpaTxFramer(width=W, connections=N)

@@ -16,7 +16,7 @@ from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from rnic.host.spec.limits import check_width
 
 from ..ecp5_pll import ECP5PLL, ecp5_pll
-from ..global_buffer import GlobalBuffer
+from ..global_buffer import on_global_network
 from ..net.rgmii import RgmiiRx, RgmiiTx, rgmii_pins
 
 __all__ = [
@@ -62,8 +62,8 @@ def board_clocks(m, platform, board, freq, *, eth_tx, reset_button=True):
     m.domains.sync_reset = cd_reset = ClockDomain("sync_reset", local=True)
     m.d.comb += cd_reset.clk.eq(pll.clk_out)
     m.submodules.sync_reset = ResetSynchronizer(held, domain="sync_reset")
-    m.submodules.sync_reset_net = rst_net = GlobalBuffer()
-    m.d.comb += [rst_net.i.eq(cd_reset.rst), ResetSignal("sync").eq(rst_net.o)]
+    reset = on_global_network(m, cd_reset.rst, name="sync_reset_net")
+    m.d.comb += ResetSignal("sync").eq(reset)
     if eth_tx:
         m.domains.eth_tx = ClockDomain("eth_tx")
         m.d.comb += ClockSignal("eth_tx").eq(pll.clk_aux)
