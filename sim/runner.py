@@ -303,7 +303,11 @@ def _runtime_cache_dir(waves):
 
 
 def _runtime_objects(directory):
-    return sorted(p for p in Path(directory).glob("verilated*") if p.suffix in (".o", ".d"))
+    # (objects only: their make dependency files name the Verilator headers by the absolute
+    # path of the environment that compiled them, which another environment sharing the
+    # cache, such as CI's temporary one, may no longer have; make's rule for a runtime
+    # object names this environment's source, older than the seeded object)
+    return sorted(p for p in Path(directory).glob("verilated*") if p.suffix == ".o")
 
 
 def _seed_runtime(build_dir, waves):
@@ -425,6 +429,9 @@ def run(component_factory, *, name, params=None, test_module, test_dir=None, tes
             with contextlib.suppress(FileNotFoundError):
                 stamp.unlink()
             build_dir.mkdir(parents=True, exist_ok=True)
+            # dependency files of an unfinished build may name another environment's headers
+            for dep in build_dir.glob("*.d"):
+                dep.unlink()
             vfile = build_dir / f"{_safe(name)}.v"
             vfile.write_text(text)
             sources = [vfile]

@@ -99,6 +99,24 @@ def test_a_cached_model_runs_after_the_environment_that_built_it_is_gone(tmp_pat
     assert not again.built and again.tests == 1 and again.failed == 0
 
 
+def test_a_new_model_builds_on_runtime_objects_of_an_environment_that_is_gone(tmp_path,
+                                                                             monkeypatch):
+    """The compiled Verilator runtime is shared as well: a new model builds on objects that an
+    environment removed since compiled, whatever their make dependency files named."""
+    from rnic.sim import runner
+    monkeypatch.setenv("RNIC_SIM_BUILD", str(tmp_path / "cache"))
+    first = run(BeatFifo, name="smoke_fifo", params=PARAMS, test_module="cocotb_runner_smoke",
+                testcase="sees_params", timeout_s=300)
+    cache = runner._runtime_cache_dir(False)
+    assert first.built and (cache / "stamp").is_file()
+    for obj in cache.glob("verilated*.o"):      # as such an environment left them
+        obj.with_suffix(".d").write_text(f"{obj.name}: /gone/verilator/include/{obj.stem}.cpp\n")
+    again = run(BeatFifo, name="smoke_fifo", params=dict(PARAMS, depth=8),
+                test_module="cocotb_runner_smoke", testcase="sees_params", timeout_s=300)
+    assert again.built and again.tests == 1 and again.failed == 0
+    assert not list(again.build_dir.glob("verilated*.d"))
+
+
 def test_failure_is_reported(tmp_path):
     with pytest.raises(SimFailure, match=r"(?s)1 of 1 cocotb tests failed.*fails_on_request.*deliberate failure"):
         run(BeatFifo, name="smoke_fifo", params=PARAMS, test_module="cocotb_runner_smoke",
