@@ -43,7 +43,8 @@ class SegmentEmitter(wiring.Component):
         (combinational; not for a segment that a waiting one follows).
     busy : Out(1)
         A started segment waits in the register (behind the one going out, or for the
-        cycle after its ``start``); a new ``start`` waits for 0.
+        cycle after its ``start``), or the segment going out has header words still to
+        take from the header register; a new ``start`` waits for 0.
 
     Latency, throughput and packet boundaries
     -----------------------------------------
@@ -78,18 +79,13 @@ class SegmentEmitter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W, LW = self.width, exact_log2(self.width)
-        # the header (+ inline payload) octets as words of W, loaded once per segment; the
-        # beat's word is selected by a counter (area and timing: a shift register would be
-        # a multiplexer per bit, enabled by every beat's handshake)
+        # the header (+ inline payload) octets as words of W, loaded straight from ``start``
+        # (area and wires: one register of the header, not a waiting copy and a working
+        # copy); the beat's word is selected by a counter (area and timing: a shift register
+        # would be a multiplexer per bit, enabled by every beat's handshake)
         n_words = -(-HEADER_MAX // W)
-        # (words 0 and 1 go from ``nxt`` straight to ``hword`` and ``hword1``; ``hdr``, words
-        # 2 on, is loaded a cycle after the segment starts, when ``hdr_load``: timing, its
-        # clock enable is a register, not the output handshake; word 2 is selected two
-        # cycles after the start at the earliest, when ``hdr`` holds it)
-        assert n_words > 2
-        hdr = Signal(8 * W * (n_words - 2))
-        hword1 = Signal(8 * W)
-        hdr_load = Signal()
+        assert n_words > 1
+        hdr = Signal(8 * W * n_words)
         # the header word of the current beat, registered (timing: the word multiplexer is
         # in front of this register, not of the output), and the index of the next beat's
         # (past the header it wraps or runs out of range: ``hmask`` is 0 from there on and
@@ -97,6 +93,9 @@ class SegmentEmitter(wiring.Component):
         hword = Signal(8 * W)
         hk = Signal(range(n_words + 1))
         next_hword = Signal(8 * W)
+        # a later beat of the segment going out takes its header word from ``hdr``
+        # (``hrem > W``): ``hdr`` is not free for the next segment's header
+        hdr_more = Signal()
         hrem = Signal(range(HEADER_MAX + 1))
         tot = Signal(17)               # octets of the ULPDU from the current beat on
         t = Signal(signed(20))         # index of the memory word that the current beat ends in
@@ -153,11 +152,9 @@ class SegmentEmitter(wiring.Component):
             m.d.comb += rdat[8 * b:8 * b + 8].eq(
                 Mux(from_prev[b], prev[8 * b:8 * b + 8], cur[8 * b:8 * b + 8]))
         with m.Switch(hk):     # (a multiplexer tree: ``word_select`` takes more LUTs here)
-            with m.Case(1):
-                m.d.comb += next_hword.eq(hword1)
-            for k in range(2, n_words):
+            for k in range(1, n_words):
                 with m.Case(k):
-                    m.d.comb += next_hword.eq(hdr[8 * W * (k - 2):8 * W * (k - 1)])
+                    m.d.comb += next_hword.eq(hdr[8 * W * k:8 * W * (k + 1)])
         outd = Signal(8 * W)
         for b in range(W):
             m.d.comb += outd[8 * b:8 * b + 8].eq(
@@ -176,6 +173,7 @@ class SegmentEmitter(wiring.Component):
             m.d.sync += [
                 hrem.eq(Mux(hrem > W, hrem - W, 0)), tot.eq(tot - W),
                 t.eq(t + 1), e_first.eq(0), hk.eq(hk + 1), hword.eq(next_hword),
+                hdr_more.eq(above(hrem, 2 * W)),
                 # the same flags for the next beat (hrem - W, tot - W, t + 1; ``t >= -1`` is
                 # "not negative, or all ones", and the compares with constants are LUTs:
                 # area, no carry chains)
@@ -190,10 +188,12 @@ class SegmentEmitter(wiring.Component):
             with m.If(last_beat):
                 m.d.sync += emitting.eq(0)
 
-        # Every start waits in ``nxt`` first, and is loaded when the emitter is idle or with
-        # the last beat of the segment going out, so that segments follow each other
-        # without a bubble. (Area and timing: the header registers have one source, and the
-        # wide start payload, a multiplexer of every kind's header, goes into ``nxt`` only.)
+        # Every start's header goes into ``hdr`` and the rest waits in ``nxt``, loaded when
+        # the emitter is idle or with the last beat of the segment going out, so that
+        # segments follow each other without a bubble. A start is taken once the segment
+        # going out has its last header word in ``hword`` (``busy``): for a payload
+        # segment a few beats into it, long before its end. (Area and timing: the header
+        # register has one source, the start's multiplexer of every kind's header.)
         fire_last = Signal()
         m.d.comb += fire_last.eq(o.valid & o.ready & last_beat)
         nxt = Signal.like(self.start.payload, name="nxt")
@@ -203,21 +203,19 @@ class SegmentEmitter(wiring.Component):
             load_nxt.eq(nxt_valid & (~emitting | fire_last)),
             # the newest segment's last beat (an older one's is followed by ``nxt``)
             self.done.eq(fire_last & ~nxt_valid),
-            self.busy.eq(nxt_valid),
+            self.busy.eq(nxt_valid | hdr_more),
         ]
         with m.If(self.start.valid):
             m.d.sync += [nxt.eq(self.start.payload), nxt_valid.eq(1)]
         with m.Elif(load_nxt):
             m.d.sync += nxt_valid.eq(0)
-        # (``nxt`` holds the segment's header in the cycle after ``load_nxt``: a new start
-        # is taken only while ``busy`` is 0, and written at the end of that cycle)
-        m.d.sync += hdr_load.eq(load_nxt)
-        # (the enable of the whole header register: on a global network, GlobalBuffer)
-        with m.If(on_global_network(m, hdr_load, name="hdr_load_net")):
-            m.d.sync += hdr.eq(nxt.header[16 * W:])
+        # (the enable of the whole header register, the start's kind flags: on a global
+        # network, GlobalBuffer)
+        with m.If(on_global_network(m, self.start.valid, name="hdr_load_net")):
+            m.d.sync += hdr.eq(self.start.payload.header)
         with m.If(load_nxt):
             m.d.sync += [
-                hword.eq(nxt.header[:8 * W]), hword1.eq(nxt.header[8 * W:16 * W]), hk.eq(1),
+                hword.eq(hdr[:8 * W]), hk.eq(1), hdr_more.eq(above(nxt.header_len, W)),
                 hrem.eq(nxt.header_len), hmask.eq(nxt.hmask),
                 e_first.eq(1), e_conn.eq(nxt.conn), e_len.eq(nxt.total), emitting.eq(1),
                 tot.eq(nxt.total), tmask.eq(nxt.tmask), last_beat.eq(nxt.last_beat),
