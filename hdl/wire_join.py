@@ -31,8 +31,8 @@ class WireJoin(wiring.Component):
     * Permission: TCP's ``may_send`` bit of a connection means its ring has room for one
       more run. A run is under way from the moment its source chose it (the core's
       ``started``, the stream port's turn) until TCP takes its first beat, when TCP's own bit
-      falls; meanwhile ``core_may_send`` holds the connection's bit at 0, so that neither
-      source begins a second run on it. A stream run begins only on a connection whose
+      falls (as the first beat is taken); meanwhile ``core_may_send`` holds the
+      connection's bit at 0, so that neither source begins a second run on it. A stream run begins only on a connection whose
       bit is set.
 
     Parameters
@@ -72,7 +72,8 @@ class WireJoin(wiring.Component):
 
     Latency: none on the receive side (a combinational split); a run of either source is
     offered to TCP in the cycle after it was chosen, and a stream run is chosen in the
-    cycle after its first beat is offered and its connection may send. Throughput: a beat
+    cycle after its first beat is offered and its connection may send; ``may_send``
+    reaches ``core_may_send`` a cycle later (a register). Throughput: a beat
     per cycle both ways; a cycle between runs on the transmit side.
     """
 
@@ -143,14 +144,21 @@ class WireJoin(wiring.Component):
         chosen = Signal(N)              # the stream run chosen in this cycle
         begun = Signal(N)               # a run's first beat taken by TCP in this cycle
         started = Signal(N)             # the core started a run in this cycle
+        # TCP's bits, registered (timing: they come from its ring room, which a run's first
+        # beat taken through this block changes, and go on to the core's choice of a
+        # connection: one path across three blocks otherwise). A run's bit has fallen in
+        # the cycle TCP took its first beat, where ``under_way`` still holds it, so the
+        # registered bit is 0 when ``under_way`` lets go.
+        may = Signal(N, name="tcp_may_send")
+        m.d.sync += may.eq(self.may_send)
         port_conn = port.payload.conn
-        port_may = (self.may_send & ~under_way).bit_select(port_conn, 1)
+        port_may = (may & ~under_way).bit_select(port_conn, 1)
         with m.If(o.valid & o.ready & o.payload.first):
             m.d.comb += begun.eq(1 << o.payload.conn)
         with m.If(self.core_started.valid):
             m.d.comb += started.eq(1 << self.core_started.payload)
         m.d.sync += under_way.eq((under_way & ~begun) | started | chosen)
-        m.d.comb += self.core_may_send.eq(self.may_send & ~under_way & ~chosen)
+        m.d.comb += self.core_may_send.eq(may & ~under_way & ~chosen)
         cancel = Signal()               # a CANCEL waits for the stream run to drop
         busy = stream_tx.regs.dp_tx_status.busy
         with m.If(~busy):

@@ -86,6 +86,7 @@ def test_permission_and_stream_sends():
 
     async def bench(ctx):
         ctx.set(dut.may_send, 0b1011)
+        assert ctx.get(dut.core_may_send) == 0, "TCP's bits reach the core at the next edge"
         await ctx.tick()
         assert ctx.get(dut.core_may_send) == 0b1011
         # the core starts a run on connection 1: its bit falls until TCP takes the first beat
