@@ -33,6 +33,7 @@ from .send_cut import CutAnswer, CutRequest, ReleaseRequest
 from .send_data import TcpSendData
 from .send_step import TcpSendStep
 from .stage import staged
+from .syn_sent import TcpSynSent
 from .tcb import Tcb
 from .timeout import TcpTimeout
 from .timer_table import TimerArm
@@ -250,7 +251,7 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
             "TIMERS": TcpArm.LATENCY + 1 + TcpTimersDue.LATENCY,
             "TIMEOUT": TcpTimeout.LATENCY,
             "CHECK": TcpRxCheck.LATENCY,
-            "SYN_SENT": TcpRttUpdate.LATENCY,
+            "SYN_SENT": max(TcpRttUpdate.LATENCY, TcpSynSent.LATENCY),
             "DECIDE": max(TcpAckUpdate.LATENCY, TcpRttUpdate.LATENCY),
             "TEXT": TcpRxText.LATENCY + 1,      # (+1: fin_acked is registered)
             "FLUSH": TcpWindowField.LATENCY,

@@ -53,7 +53,10 @@ class TcpSynSent(wiring.Component):
       65535) on), window scaling only if both SYNs had it, the send MSS (min(the peer's or
       536, ``mss``)), the unscaled window, SND.WL1/WL2, SND.UNA, IW.
 
-    Combinational. The RTT sample of the SYN is :class:`~rnic.hdl.tcp.rtt_update.TcpRttUpdate`'s.
+    The outputs are registered: they follow the inputs after :attr:`LATENCY` cycles (the
+    inputs hold still meanwhile; timing: the compares of the segment's fields stay off the
+    event engine's decision). The RTT sample of the SYN is
+    :class:`~rnic.hdl.tcp.rtt_update.TcpRttUpdate`'s.
 
     Ports
     -----
@@ -79,28 +82,36 @@ class TcpSynSent(wiring.Component):
             "connected": Out(Connected()),
         })
 
+    #: Cycles from the inputs to the outputs.
+    LATENCY = 1
+
     def elaborate(self, platform):
         m = Module()
         seg, flags = self.seg, self.seg.flags
+        verdict = Signal(SynSentVerdict)
+        reason = Signal(TcpDrop)
+        connected = Signal(Connected())
+        m.d.sync += [self.verdict.eq(verdict), self.reason.eq(reason),
+                     self.connected.eq(connected)]
         with m.If(flags.ack & (seg.ack != self.snd_nxt)):
-            m.d.comb += [self.verdict.eq(Mux(flags.rst, SynSentVerdict.DROP,
-                                             SynSentVerdict.DROP_RESET)),
-                         self.reason.eq(spec.TcpDrop.BAD_ACK)]
+            m.d.comb += [verdict.eq(Mux(flags.rst, SynSentVerdict.DROP,
+                                        SynSentVerdict.DROP_RESET)),
+                         reason.eq(spec.TcpDrop.BAD_ACK)]
         with m.Elif(flags.rst & flags.ack):
-            m.d.comb += self.verdict.eq(SynSentVerdict.REFUSED)
+            m.d.comb += verdict.eq(SynSentVerdict.REFUSED)
         with m.Elif(flags.rst | ~flags.syn):
-            m.d.comb += [self.verdict.eq(SynSentVerdict.DROP),
-                         self.reason.eq(spec.TcpDrop.NOT_ACCEPTABLE)]
+            m.d.comb += [verdict.eq(SynSentVerdict.DROP),
+                         reason.eq(spec.TcpDrop.NOT_ACCEPTABLE)]
         with m.Elif(~flags.ack):
-            m.d.comb += [self.verdict.eq(SynSentVerdict.DROP),
-                         self.reason.eq(spec.TcpDrop.SIMULTANEOUS_OPEN)]
+            m.d.comb += [verdict.eq(SynSentVerdict.DROP),
+                         reason.eq(spec.TcpDrop.SIMULTANEOUS_OPEN)]
         with m.Else():
-            m.d.comb += self.verdict.eq(SynSentVerdict.CONNECTED)
-        self._connected(m)
+            m.d.comb += verdict.eq(SynSentVerdict.CONNECTED)
+        self._connected(m, connected)
         return m
 
-    def _connected(self, m):
-        seg, c = self.seg, self.connected
+    def _connected(self, m, c):
+        seg = self.seg
         peer_mss = Mux(seg.mss == 0, DEFAULT_MSS, seg.mss)
         send_mss = Signal(16)
         m.d.comb += send_mss.eq(Mux(peer_mss < self.mss, peer_mss, self.mss))

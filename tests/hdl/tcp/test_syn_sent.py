@@ -11,7 +11,7 @@ from rnic.host.model import tcp
 from rnic.host.model.tcp_engine import TcpEngine
 from rnic.host.spec.tcp import SEQ_MOD, TcpFlag
 from rnic.host.spec.tcp_engine import TcpDrop, TcpEventKind, TcpState
-from tests.hdl.tcp.bench import flag_bits, model_tcb
+from tests.hdl.tcp.bench import flag_bits, model_tcb, settle
 
 FIELDS = ("irs", "rcv_nxt", "rcv_adv", "snd_shift", "rcv_shift", "send_mss", "snd_wnd",
           "snd_wl1", "snd_wl2", "snd_una", "cwnd")
@@ -67,11 +67,13 @@ def test_against_model():
                 "flags": flag_bits(info.flags), "window": info.window, "length": 0,
                 "mss": info.mss, "ws_present": info.window_scale is not None,
                 "ws": info.window_scale or 0, "sack_permitted": 0, "bad_options": 0})
+            await settle(ctx, dut)
             c = ctx.get(dut.connected)
             got.append((SynSentVerdict(ctx.get(dut.verdict)), int(ctx.get(dut.reason)),
                         {k: int(getattr(c, k)) for k in FIELDS}))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     seen = set()
