@@ -58,9 +58,9 @@ class SegmentEmitter(wiring.Component):
     each memory word is rotated by its segment's rotation as it is taken into ``cur``
     (:class:`.word_rotation.WordRotation` says which segment's), so that a beat's octet is
     one of the header word's, the previous memory word's and the current one's (no bubble
-    at the header/payload seam; a 2:1 choice of words behind registers). The per-beat conditions (a memory word is needed, last beat,
-    header and length masks) are registers computed one beat ahead, so that ``o.valid`` is
-    one gate of registers. One ULPDU at a time; ``first``/``last`` delimit it.
+    at the header/payload seam; a 2:1 choice of words behind registers). The per-beat
+    conditions (a memory word is needed, last beat, header and length masks) are registers
+    computed one beat ahead, so that ``o.valid`` is one gate of registers. One ULPDU at a time; ``first``/``last`` delimit it.
     """
 
     def __init__(self, *, width, connections):
