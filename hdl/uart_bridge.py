@@ -15,6 +15,7 @@ from rnic.host.spec.uart import (ANS_PING, ANS_READ, ANS_WRITE, CMD_PING, CMD_RE
                                  FRAME_TIMEOUT_S, PROTOCOL_VERSION, STATUS_DECERR, STATUS_TIMEOUT)
 
 from .axi import AXI4LiteSignature
+from .stream_slice import StreamSlice
 from .synth_hints import SyncFIFOBuffered
 from .uart import UARTRx, UARTTx, uart_divisor
 
@@ -94,11 +95,17 @@ class UARTBridge(wiring.Component):
         bus = self.m_axil
 
         m.submodules.uart_rx = urx = UARTRx(divisor=self.divisor)
-        m.submodules.uart_tx = utx = UARTTx(divisor=self.divisor)
+        m.submodules.uart_tx = uart_tx = UARTTx(divisor=self.divisor)
+        # the answer's octets pass a register on their way to the transmitter (timing: the
+        # transmitter sits by its pin, the state machine by the bus; a UART octet lasts
+        # thousands of cycles, and the register holds the next one while the transmitter
+        # sends, so octets still leave back to back)
+        m.submodules.tx_slice = utx = StreamSlice(8, full_rate=False)
+        wiring.connect(m, utx.o, uart_tx.i)
         m.submodules.rx_fifo = rxq = SyncFIFOBuffered(width=8, depth=self.fifo_depth)
         m.d.comb += [
             urx.rx.eq(self.rx),
-            self.tx.eq(utx.tx),
+            self.tx.eq(uart_tx.tx),
             rxq.w_data.eq(urx.o.payload),
             rxq.w_en.eq(urx.o.valid),
             urx.o.ready.eq(1),
