@@ -32,8 +32,8 @@ class WireJoin(wiring.Component):
       more run. A run is under way from the moment its source chose it (the core's
       ``started``, the stream port's turn) until TCP takes its first beat, when TCP's own bit
       falls (as the first beat is taken); meanwhile ``core_may_send`` holds the
-      connection's bit at 0, so that neither source begins a second run on it. A stream run begins only on a connection whose
-      bit is set.
+      connection's bit at 0, so that neither source begins a second run on it. A stream
+      run begins only on a connection whose bit is set.
 
     Parameters
     ----------

@@ -60,7 +60,8 @@ class SegmentEmitter(wiring.Component):
     one of the header word's, the previous memory word's and the current one's (no bubble
     at the header/payload seam; a 2:1 choice of words behind registers). The per-beat
     conditions (a memory word is needed, last beat, header and length masks) are registers
-    computed one beat ahead, so that ``o.valid`` is one gate of registers. One ULPDU at a time; ``first``/``last`` delimit it.
+    computed one beat ahead, so that ``o.valid`` is one gate of registers. One ULPDU at a
+    time; ``first``/``last`` delimit it.
     """
 
     def __init__(self, *, width, connections):
@@ -206,7 +207,11 @@ class SegmentEmitter(wiring.Component):
             self.busy.eq(nxt_valid | hdr_more),
         ]
         with m.If(self.start.valid):
-            m.d.sync += [nxt.eq(self.start.payload), nxt_valid.eq(1)]
+            m.d.sync += nxt_valid.eq(1)
+            # (all but the header, which goes into ``hdr``)
+            for name, _ in self.start.payload.shape():
+                if name != "header":
+                    m.d.sync += nxt[name].eq(self.start.payload[name])
         with m.Elif(load_nxt):
             m.d.sync += nxt_valid.eq(0)
         # (the enable of the whole header register, the start's kind flags: on a global

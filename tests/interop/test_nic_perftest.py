@@ -15,8 +15,7 @@ import pytest
 
 from rnic.host.apps import perftest as pt
 from tests.interop.test_nic_rping import check_nic, start_nic
-from tests.interop.test_perftest import (ATTEMPTS, CLOCK_FAILURE, _finish, _first_line,
-                                         _guest_cmd, _ours)
+from tests.interop.test_perftest import _attempts, _finish, _first_line, _guest_cmd, _ours
 
 pytestmark = pytest.mark.slow
 
@@ -32,19 +31,20 @@ def _checked(rc, result, err, vm_rc, vm_out, test, size, iters):
     return printed[0], result["results"][0]
 
 
+def _stop_nic(res):
+    nic = res[5]
+    nic.kill()
+    nic.communicate(timeout=30)
+
+
 def _on_a_fresh_nic(run):
-    """Run ``run`` against a new ``rnic nic-sim``; again (a new NIC and guest) while the
-    guest's perftest could not calibrate its clock (see CLOCK_FAILURE), stopping the NIC of
-    the failed attempt: ``(rc, result, err, vm_rc, vm_out, nic, control)``."""
-    def wrapped(siw_vm, rnic, free_port, free_udp_port, *args):
-        for attempt in range(ATTEMPTS):
-            nic, control, device, wire = start_nic(siw_vm, rnic, free_port, free_udp_port)
-            res = run(siw_vm, device, wire, *args)
-            if CLOCK_FAILURE not in res[4] or attempt == ATTEMPTS - 1:
-                return (*res, nic, control)
-            nic.kill()
-            nic.communicate(timeout=30)
-    return wrapped
+    """Run ``run`` against a new ``rnic nic-sim``, again on a new one (the failed attempt's
+    stopped) while the guest's perftest could not calibrate its clock (``_attempts``):
+    ``(rc, result, err, vm_rc, vm_out, nic, control)``."""
+    def fresh(siw_vm, rnic, free_port, free_udp_port, *args):
+        nic, control, device, wire = start_nic(siw_vm, rnic, free_port, free_udp_port)
+        return (*run(siw_vm, device, wire, *args), nic, control)
+    return _attempts(fresh, discard=_stop_nic)
 
 
 @_on_a_fresh_nic

@@ -82,12 +82,15 @@ CLOCK_FAILURE = "Can't produce a report"
 ATTEMPTS = 3
 
 
-def _attempts(run):
+def _attempts(run, discard=lambda res: None):
+    """``run`` again while the guest's perftest could not calibrate its clock (``res[4]``
+    is the guest's output); ``discard(res)`` cleans up after each failed attempt."""
     def wrapped(*args, **kw):
         for attempt in range(ATTEMPTS):
             res = run(*args, **kw)
             if CLOCK_FAILURE not in res[4] or attempt == ATTEMPTS - 1:
                 return res
+            discard(res)
         return res
     return wrapped
 
