@@ -5,6 +5,7 @@ from amaranth.hdl import Mux, Signal
 
 from rnic.host.spec import tcp_engine as spec
 
+from .engine_ack import AckKind
 from .syn_sent import SynSentVerdict, TcpSynSent
 
 __all__ = ["OpenSteps"]
@@ -49,8 +50,7 @@ class OpenSteps:
         with m.Else():
             m.d.comb += [self.drop.valid.eq(1), self.drop.reason.eq(syn_sent.reason)]
             with m.If(verdict == SynSentVerdict.DROP_RESET):
-                d = self._bare_segment(m, t)
-                m.d.sync += [d.seq.eq(seg.ack), d.flags.rst.eq(1)]
+                self._send_ack(m, AckKind.RST_AT_SEG_ACK)
             self._deliver(m, conn, seg, keep=0, skip=0)
             self._goto(m, "FLUSH")
 
@@ -71,19 +71,7 @@ class OpenSteps:
         with m.If(t.rtt.timing):
             m.d.sync += t.rtt.eq(rtt.o)
 
-    def _bare_segment(self, m, t):
-        """A segment of ``t`` on the ACK port with every field 0 but its addresses (a RST
-        or SYN without ACK); returns its descriptor for the caller's fields."""
-        d = self.ack.payload
-        m.d.sync += [self.ack.valid.eq(1), d.eq(0), d.dst_ip.eq(t.remote_ip),
-                     d.src_port.eq(t.local_port), d.dst_port.eq(t.remote_port)]
-        return d
-
-    def _resend_syn(self, m, t):
+    def _resend_syn(self, m):
         """Our SYN again (the model's ``_syn``), counted as a retransmission."""
-        d = self._bare_segment(m, t)
-        m.d.sync += [d.seq.eq(t.iss), d.flags.syn.eq(1),
-                     d.window.eq(Mux(self._syn_window > spec.MAX_UNSCALED_WINDOW,
-                                     spec.MAX_UNSCALED_WINDOW, self._syn_window)),
-                     d.syn_options.eq(1), d.mss.eq(self.mss), d.ws_present.eq(1),
-                     d.ws.eq(self.rcv_scale), self.retransmit.eq(1)]
+        self._send_ack(m, AckKind.SYN)
+        m.d.sync += self.retransmit.eq(1)

@@ -2,8 +2,9 @@
 duplicate ACK first, then what the windows let go, then an ACK still owed), one data
 segment per event."""
 
-from amaranth.hdl import Mux, Signal
+from amaranth.hdl import Mux
 
+from .engine_ack import AckKind
 from .seq import seq_before
 
 __all__ = ["SendSteps"]
@@ -44,38 +45,33 @@ class SendSteps:
             data.seq.eq(Mux(resend, t.send.snd_una, t.send.snd_nxt)), data.length.eq(length),
             data.now.eq(now),
         ]
-        self._pure_ack_seq = self._ack_seq(m, t)
-
-    @staticmethod
-    def _ack_seq(m, t):
-        """A pure ACK's SEQ: SND.MAX, but never past the peer's window (the model's
-        ``TcpEngine._ack_seq``)."""
-        edge = Signal(32, name="peer_edge")
-        m.d.comb += edge.eq(t.send.snd_una + t.send.snd_wnd)
-        return Mux(seq_before(m, edge, t.send.snd_max, "max_past_edge"), edge, t.send.snd_max)
 
     def _header(self, m, desc, t, window):
         """The fields every segment of the connection carries: addresses, ports, the ACK
-        of RCV.NXT and the window; the advertised edge moves and no ACK is owed after."""
+        of RCV.NXT and the window (:meth:`_advertise`)."""
         m.d.sync += [desc.dst_ip.eq(t.remote_ip), desc.src_port.eq(t.local_port),
                      desc.dst_port.eq(t.remote_port), desc.ack.eq(t.recv.rcv_nxt),
                      desc.window.eq(window.window), desc.payload_sum.eq(0),
-                     desc.syn_options.eq(0),
-                     t.recv.rcv_adv.eq(window.new_adv), t.recv.ack_now.eq(0),
+                     desc.syn_options.eq(0)]
+        self._advertise(m, t, window)
+
+    @staticmethod
+    def _advertise(m, t, window):
+        """A segment with our ACK and window goes: the advertised edge moves and no ACK is
+        owed after it."""
+        m.d.sync += [t.recv.rcv_adv.eq(window.new_adv), t.recv.ack_now.eq(0),
                      t.recv.dup_ack.eq(0), t.recv.delack_armed.eq(0),
                      t.recv.rcv_unacked.eq(0)]
 
     def _pure_ack(self, m, t, blocks):
-        d = self.ack.payload
-        self._header(m, d, t, blocks["window"])
-        m.d.sync += [self.ack.valid.eq(1), d.seq.eq(self._pure_ack_seq), d.flags.eq(0),
-                     d.flags.ack.eq(1), d.length.eq(0)]
+        self._advertise(m, t, blocks["window"])
+        self._send_ack(m, AckKind.PURE_ACK)
 
     def _flush(self, m, t, blocks):
         """FLUSH: the duplicate ACK owed, then the sending."""
-        with m.If(t.recv.dup_ack & ~self.ack.valid):
+        with m.If(t.recv.dup_ack & ~self._ack_busy):
             self._pure_ack(m, t, blocks)
-        with m.Elif(~self.ack.valid):
+        with m.Elif(~self._ack_busy):
             self._goto(m, "STEP")
 
     def _step(self, m, t, conn, blocks, length, resend, probe):
@@ -147,7 +143,7 @@ class SendSteps:
 
     def _ack_now(self, m, t, blocks):
         """ACK_NOW: an ACK still owed (no segment carried it)."""
-        with m.If(t.recv.ack_now & ~self.ack.valid):
+        with m.If(t.recv.ack_now & ~self._ack_busy):
             self._pure_ack(m, t, blocks)
-        with m.Elif(~self.ack.valid):
+        with m.Elif(~self._ack_busy):
             self._goto(m, "STORE")

@@ -82,7 +82,7 @@ class TimerSteps:
             m.next = "GIVE_UP"
         with m.Else():
             with m.If(timeout.resend_syn):
-                self._resend_syn(m, t)
+                self._resend_syn(m)
             s = t.send
             m.d.sync += [s.retries.eq(o.retries), t.rtt.rto.eq(o.rto),
                          t.rtt.timing.eq(o.timing), t.timers.rto_armed.eq(o.rto_armed),

@@ -16,6 +16,7 @@ from ..synth_hints import no_rw_collision
 from .ack_update import TcpAckUpdate
 from .arm import TcpArm
 from .conn_ids import lowest_set
+from .engine_ack import AckKind, AckSteps
 from .engine_open import OpenSteps
 from .engine_send import SendSteps
 from .engine_timers import TimerSteps
@@ -52,7 +53,7 @@ class _TableWrite:
         self.en = Signal(name="put")
 
 
-class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
+class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, AckSteps, wiring.Component):
     """Applies the model's receive rules (:class:`rnic.host.model.tcp_engine.TcpEngine`'s
     ``_synchronized`` and what follows) to each segment of a synchronized connection.
 
@@ -94,11 +95,13 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
         Connections whose deadline passed (:class:`~rnic.hdl.tcp.timer_table.TcpTimerTable`);
         taken before a waiting segment, up to ``connections`` of them in a row.
     arm : Out(stream.Signature(TimerArm(connections=)))
-        Each connection's next deadline, for the timer table (always ready).
+        Each connection's next deadline, for the timer table (always ready), a cycle after
+        its entry is written.
     action : Out(stream.Signature(RxAction(connections=)))
         One per segment: which of its payload octets to deliver.
     ack : Out(stream.Signature(TcpTxDesc))
-        A pure ACK owed.
+        A pure ACK owed, a RST, or the SYN of an active open again
+        (:class:`~rnic.hdl.tcp.engine_ack.AckSteps`).
     report : Out(stream.Signature(ConnEvent(connections=)))
         RESET, CLOSED, PEER_CLOSED.
     free : Out(stream.Signature(FreeConn(connections=)))
@@ -229,11 +232,16 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
         for port in outputs:
             with m.If(port.ready):
                 m.d.sync += port.valid.eq(0)
+        self._wire_ack(m, t, seg, blocks["window"])
+        # the arm is registered: the state's decode stays off the timer table's pending set
+        # (a report the table makes meanwhile from the old deadline finds nothing due)
+        m.d.sync += self.arm.valid.eq(0)
         m.d.comb += self.read_tcb.eq(rd.data)
         # the outputs were all free in the cycle before, which the engine spent in IDLE
         # (registered: the outputs' handshakes stay off the choice of the next event; in
         # IDLE the outputs are only taken, never set)
-        were_free = staged(m, ~Cat(port.valid for port in outputs).any(), "were_free")
+        were_free = staged(m, ~(Cat(port.valid for port in outputs).any() | self._ack_ask),
+                           "were_free")
         idle_before = Signal()
         m.d.sync += idle_before.eq(0)
         outputs_free = were_free & idle_before
@@ -268,10 +276,8 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
                 with m.If(self.write.valid):
                     w = self.write.payload
                     m.d.comb += [self.write.ready.eq(1), wr.addr.eq(w.conn),
-                                 wr.data.eq(w.tcb), wr.en.eq(1),
-                                 self.arm.valid.eq(1), self.arm.payload.conn.eq(w.conn),
-                                 self.arm.payload.armed.eq(w.tcb.timers.rto_armed),
-                                 self.arm.payload.deadline.eq(w.tcb.timers.rto_at)]
+                                 wr.data.eq(w.tcb), wr.en.eq(1)]
+                    self._arm(m, w.conn, w.tcb.timers.rto_armed, w.tcb.timers.rto_at)
                 with m.Elif(self.command.valid & outputs_free):
                     m.d.comb += self.command.ready.eq(1)
                     m.d.sync += [conn.eq(self.command.payload.conn), now.eq(self.now),
@@ -348,10 +354,8 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
                     r = self.release.payload
                     m.d.sync += [self.release.valid.eq(1), r.conn.eq(conn),
                                  r.una.eq(t.send.snd_una), r.reset.eq(0), acked.eq(0)]
-                m.d.comb += [wr.addr.eq(conn), wr.data.eq(armed), wr.en.eq(1),
-                             self.arm.valid.eq(1), self.arm.payload.conn.eq(conn),
-                             self.arm.payload.armed.eq(blocks["timers"].armed),
-                             self.arm.payload.deadline.eq(blocks["timers"].deadline)]
+                m.d.comb += [wr.addr.eq(conn), wr.data.eq(armed), wr.en.eq(1)]
+                self._arm(m, conn, blocks["timers"].armed, blocks["timers"].deadline)
                 self._goto(m, "IDLE")
             with m.State("CLOSE"):
                 # the key is taken here, not where the end is decided: the decision's
@@ -360,8 +364,8 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
                 # the timer table is disarmed here), so the table's write data chooses
                 # between two sources, not three
                 key = self.free.payload.key
-                m.d.comb += [wr.addr.eq(conn), wr.data.eq(armed), wr.en.eq(1),
-                             self.arm.valid.eq(1), self.arm.payload.conn.eq(conn)]
+                m.d.comb += [wr.addr.eq(conn), wr.data.eq(armed), wr.en.eq(1)]
+                self._arm(m, conn, 0, 0)
                 m.d.sync += [self.free.valid.eq(1), self.free.payload.conn.eq(conn),
                              key.remote_ip.eq(t.remote_ip), key.remote_port.eq(t.remote_port),
                              key.local_port.eq(t.local_port)]
@@ -384,6 +388,12 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
     def _mark_pending(self, m, value):
         """The event's connection is pending (``value`` 1: it may send more) or not."""
         m.d.comb += [self._pend_write.eq(1), self._pend_value.eq(value)]
+
+    def _arm(self, m, conn, armed, deadline):
+        """The connection's next deadline to the timer table, in the next cycle."""
+        a = self.arm.payload
+        m.d.sync += [self.arm.valid.eq(1), a.conn.eq(conn), a.armed.eq(armed),
+                     a.deadline.eq(deadline)]
 
     def _goto(self, m, state, wait=1):
         """To ``state``, which first waits for the rule blocks it reads (when ``wait``)."""
@@ -448,10 +458,9 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, wiring.Component):
     def _reset_and_free(self, m, t, conn, send_rst, kind):
         """A RST at SND.NXT (no ACK, window 0) when ``send_rst``, and the connection freed
         (``kind`` reported, None: not), once the ACK port is free."""
-        with m.If(~self.ack.valid):
+        with m.If(~self._ack_busy):
             with m.If(send_rst):
-                d = self._bare_segment(m, t)
-                m.d.sync += [d.seq.eq(t.send.snd_nxt), d.flags.rst.eq(1)]
+                self._send_ack(m, AckKind.RST_AT_SND_NXT)
             self._free(m, t, conn, None, kind)
 
     def _command(self, m, t, conn, command):
