@@ -41,16 +41,17 @@ class ConnectionState(wiring.Component):
     regs : In(register_signature(...))
         CONN_SEL (the view's connection), CTX_STATUS.STATE/ERROR, CTX_ERROR.
     command : In(stream.Signature(ConnCommand))
-        Taken in a cycle without ``fpdu_end``.
+        Taken in a cycle without an ``fpdu_end`` operation.
     fpdu_end : In(stream.Signature(FpduEnd, always_ready=True))
-        Never waits.
+        Never waits; registered on its way in, an operation in the next cycle.
     report : In(stream.Signature(ConnReport))
-        Taken in a cycle without ``fpdu_end`` or ``command``.
+        Taken in a cycle without an ``fpdu_end`` operation or ``command``.
     sweeping, sweep_conn : In(1), In(conn)
         The reset sweep (see :class:`~rnic.hdl.rnic_core.setup.ConnectionSetup`).
     hold : Out(1)
         Hold the deframer's output: a command or report waits, or the sweep runs. While
-        held, at most the ``fpdu_end`` of the handshake before meets a waiting operation.
+        held, at most the ``fpdu_end`` of the two handshakes before meet a waiting
+        operation.
     tx_conn : In(conn), tx_open : Out(1)
         For the transmit path (:class:`~rnic.hdl.ddp_tx.DdpTx` ``open_conn``/``open``):
         connection ``tx_conn`` may send (RTS or CLOSING), one cycle after ``tx_conn`` (a
@@ -58,9 +59,9 @@ class ConnectionState(wiring.Component):
 
     Latency and throughput
     ----------------------
-    One operation per cycle. Stage A (the cycle of the input) reads the row, stage B
-    registers it (block RAM output), stage W makes the new row and writes it: two
-    cycles after stage A. A row read in A while the previous operation on the same
+    One operation per cycle. Stage A (the cycle of the input; of ``fpdu_end``, the cycle
+    after) reads the row, stage B registers it (block RAM output), stage W makes the new
+    row and writes it: two cycles after stage A. A row read in A while the previous operation on the same
     connection is in W gets W's new row forwarded. The view (CTX_STATUS, CTX_ERROR) is
     the row of CONN_SEL through a register: it follows a write two cycles later.
     No packets pass this component.
@@ -109,25 +110,32 @@ class ConnectionState(wiring.Component):
             r.ctx_error.ecode.eq(Mux(sel_ok & view.err, view.ecode, 0)),
         ]
 
-        # ---- stage A: pick the operation, read its row
+        # ---- stage I: the end of a ULPDU, registered on its way in (the deframer's output
+        # and this pipeline are far apart in the NIC's placement: only wire between them)
         ev = self.fpdu_end
         ev_err = Signal()
         ev_good = Signal()
-        m.d.comb += [
-            ev_err.eq(ev.valid & (ev.payload.error >= DpError.CRC) & (ev.payload.error <= DpError.TOO_SHORT)),
-            ev_good.eq(ev.valid & (ev.payload.error == DpError.NONE)),
+        ev_conn = Signal(cb)
+        ev_info = Signal(ErrorInfo())
+        error = ev.payload.error
+        m.d.sync += [
+            ev_err.eq(ev.valid & (error >= DpError.CRC) & (error <= DpError.TOO_SHORT)),
+            ev_good.eq(ev.valid & (error == DpError.NONE)),
+            ev_conn.eq(ev.payload.conn), ev_info.eq(ev.payload.info),
         ]
+
+        # ---- stage A: pick the operation, read its row
         cmd, rep = self.command, self.report
         m.d.comb += [cmd.ready.eq(~ev_err & ~ev_good), rep.ready.eq(~ev_err & ~ev_good & ~cmd.valid),
                      self.hold.eq(cmd.valid | rep.valid | sweeping)]
         a_kind = Signal(CtxOp)
         a_conn = Signal(cb)
         a_info = Signal(ErrorInfo())
-        m.d.comb += a_info.eq(ev.payload.info)
+        m.d.comb += a_info.eq(ev_info)
         with m.If(ev_err):
-            m.d.comb += [a_kind.eq(CtxOp.ERROR), a_conn.eq(ev.payload.conn)]
+            m.d.comb += [a_kind.eq(CtxOp.ERROR), a_conn.eq(ev_conn)]
         with m.Elif(ev_good):
-            m.d.comb += [a_kind.eq(CtxOp.GOOD_FPDU), a_conn.eq(ev.payload.conn)]
+            m.d.comb += [a_kind.eq(CtxOp.GOOD_FPDU), a_conn.eq(ev_conn)]
         with m.Elif(cmd.valid):
             m.d.comb += [a_kind.eq(Mux(cmd.payload.commit, CtxOp.COMMIT, CtxOp.SET_STATE)),
                          a_conn.eq(cmd.payload.conn)]
