@@ -78,8 +78,8 @@ class EthernetPort(wiring.Component):
         The events those counters count, as strobes (for counters kept elsewhere, e.g.
         :class:`~rnic.hdl.counter_memory.CounterMemory`; the counters above go unused
         then, and synthesis removes them): ``rx_events`` bit ``k`` one frame of the
-        ``rx_counts[k]`` kind, ``tx_events`` bit 0 a frame sent, bit 1 a frame dropped; in
-        the cycle before the counter shows it.
+        ``rx_counts[k]`` kind (registered), ``tx_events`` bit 0 a frame sent, bit 1 a frame
+        dropped; in the cycle before the counter shows it.
 
     Latency (125 MHz GMII, 100 MHz core; approximate, as frames cross clock domains):
     store-and-forward both ways. A received frame's first beat is on ``rx`` about W + 10
@@ -140,11 +140,14 @@ class EthernetPort(wiring.Component):
 
         m.d.comb += [verdicts.w_data.eq(buffer.verdict.payload),
                      verdicts.w_en.eq(buffer.verdict.valid), verdicts.r_en.eq(1)]
+        # the verdict's decode is registered: the FIFO's read side stays off the enables
+        # of the counters (here, or wherever the strobes go)
+        m.d.sync += self.rx_events.eq(0)
         with m.If(verdicts.r_rdy):
             with m.Switch(verdicts.r_data):
                 for k in range(len(RX_COUNTERS)):
                     with m.Case(k):
-                        m.d.comb += self.rx_events[k].eq(1)
+                        m.d.sync += self.rx_events[k].eq(1)
         # (the counters count the strobes: one decode of the verdict for both)
         for k in range(len(RX_COUNTERS)):
             with m.If(self.rx_events[k]):
