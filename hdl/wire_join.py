@@ -1,6 +1,6 @@
 """The RNIC core's wire streams joined to the TCP engine's: see :class:`WireJoin`."""
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -70,7 +70,8 @@ class WireJoin(wiring.Component):
     push : In(stream.Signature(32, always_ready=True))
         A word written to TCP_STREAM_TX_DATA.
 
-    Latency: none on the receive side (a combinational split); a run of either source is
+    Latency: on the receive side none to the core (a combinational split), a cycle to the
+    stream port (a register; the port never waits); a run of either source is
     offered to TCP in the cycle after it was chosen, and a stream run is chosen in the
     cycle after its first beat is offered and its connection may send; ``may_send``
     reaches ``core_may_send`` a cycle later (a register). Throughput: a beat
@@ -132,9 +133,15 @@ class WireJoin(wiring.Component):
         """TCP's octets to the core or to the stream port, by the connection's mode."""
         i, core, port = self.tcp_rx, self.core_rx, stream_rx.i
         to_core = self.fpdu.bit_select(i.payload.conn, 1)
-        m.d.comb += [core.payload.eq(i.payload), port.payload.eq(i.payload),
-                     core.valid.eq(i.valid & to_core), port.valid.eq(i.valid & ~to_core),
-                     i.ready.eq(Mux(to_core, core.ready, port.ready))]
+        # the stream port never waits (TcpStreamRx keeps or drops): its beats pass a
+        # register, which keeps TCP's delivery and the mode bit's lookup off its FIFOs'
+        # write side
+        to_port = Signal(name="to_stream_port")
+        beat = Signal.like(i.payload, name="stream_port_beat")
+        m.d.sync += [to_port.eq(i.valid & ~to_core), beat.eq(i.payload)]
+        m.d.comb += [core.payload.eq(i.payload), port.payload.eq(beat),
+                     core.valid.eq(i.valid & to_core), port.valid.eq(to_port),
+                     i.ready.eq(~to_core | core.ready)]
 
     def _transmit(self, m, stream_tx):
         """The two sources' runs into TCP, and the permission bits."""
