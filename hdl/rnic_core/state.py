@@ -61,8 +61,8 @@ class ConnectionState(wiring.Component):
     ----------------------
     One operation per cycle. Stage A (the cycle of the input; of ``fpdu_end``, the cycle
     after) reads the row, stage B registers it (block RAM output), stage W makes the new
-    row and writes it: two cycles after stage A. A row read in A while the previous operation on the same
-    connection is in W gets W's new row forwarded. The view (CTX_STATUS, CTX_ERROR) is
+    row and writes it: two cycles after stage A. A row read in A while the previous
+    operation on the same connection is in W gets W's new row forwarded. The view (CTX_STATUS, CTX_ERROR) is
     the row of CONN_SEL through a register: it follows a write two cycles later.
     No packets pass this component.
     """
