@@ -19,6 +19,7 @@ from .ring_room import TcpRingRoom
 from .ring_write import TcpRingWrite
 from .rx_path import PARAMS, TcpRxPath, control_ports
 from .tx_frame import TcpTxFrame
+from .tx_order import TcpTxOrder
 
 __all__ = ["TcpOffload"]
 
@@ -36,7 +37,8 @@ class TcpOffload(wiring.Component):
     engine cuts it into segments at FPDU ends and sends them as the windows let go; each
     is read back from the ring (:class:`~rnic.hdl.tcp.ring_read.TcpRingRead`, the sending
     and every retransmission) and built (:class:`~rnic.hdl.tcp.tx_frame.TcpTxFrame`)
-    together with the segments without payload (ACKs, RSTs, SYN-ACKs) for ``o``. ``i`` and
+    together with the segments without payload (ACKs, RSTs, SYN-ACKs) for ``o``, in the
+    order the engine sent them (:class:`~rnic.hdl.tcp.tx_order.TcpTxOrder`). ``i`` and
     ``o`` are register slices (:class:`~rnic.hdl.stream_slice.StreamSlice`: a cycle each
     way, a beat per cycle): no handshake runs combinationally between the engine and the
     network layer.
@@ -150,7 +152,8 @@ class TcpOffload(wiring.Component):
                                                    max_segment=self._max_segment)
         m.submodules.frame = frame = TcpTxFrame(width=W)
         m.submodules.room = room = TcpRingRoom(connections=n)
-        # the segments without payload first: an ACK is owed at once, a data segment's
+        # the segments without payload first once the data segments sent before them
+        # have left the reader (TcpTxOrder): an ACK is owed at once, a data segment's
         # payload waits in the reader's store meanwhile
         m.submodules.descs = descs = StreamMerge(TcpTxDesc(), inputs=2)
 
@@ -177,7 +180,12 @@ class TcpOffload(wiring.Component):
                                                        full_rate=False)
         wiring.connect(m, path.send, requests.i)
         wiring.connect(m, requests.o, reader.req)
-        wiring.connect(m, path.tx, descs.i[0])
+        m.submodules.order = order = TcpTxOrder()
+        wiring.connect(m, path.tx, order.i)
+        wiring.connect(m, order.o, descs.i[0])
+        m.d.comb += [order.queued.eq(path.send.valid),
+                     order.sent.eq(path.send.valid & path.send.ready),
+                     order.left.eq(reader.desc.valid & reader.desc.ready)]
         wiring.connect(m, reader.desc, descs.i[1])
         wiring.connect(m, descs.o, frame.desc)
         wiring.connect(m, reader.payload, frame.payload)

@@ -59,6 +59,25 @@ class Cable:
         return out
 
 
+def sent_in_order(edges, segment):
+    """No segment the NIC sends on a connection begins past the end of what it sent on it
+    before (a pure ACK's SEQ is SND.MAX: it must not overtake the data it counts; a peer
+    checking a SYN cookie against SEG.SEQ - 1 resets the connection). ``edges``: per
+    connection, one past the last sequence number sent (RSTs are left out: one answering a
+    segment carries that segment's ACK)."""
+    if segment.flags & 0x04:
+        return
+    key = (segment.src_port, segment.dst_port)
+    if segment.flags & 0x02:
+        edges.setdefault(key, segment.seq)
+    assert key in edges, f"{key}: a segment before the SYN"
+    ahead = (segment.seq - edges[key]) % SEQ_MOD
+    assert ahead == 0 or ahead >= SEQ_MOD // 2, f"{key}: SEQ {segment.seq} past {edges[key]}"
+    end = (segment.seq + len(segment.payload) + bool(segment.flags & 0x03)) % SEQ_MOD
+    if (end - edges[key]) % SEQ_MOD < SEQ_MOD // 2:
+        edges[key] = end
+
+
 def run(width, loss, seed, *, echo=False, active=False):
     """The peer's connections to the NIC, both sending (``echo``: to the echo service,
     which sends everything back, then the peer closes them); with ``active`` the NIC opens
@@ -96,6 +115,7 @@ def run(width, loss, seed, *, echo=False, active=False):
 
     async def wire(ctx):
         packet = b""
+        edges = {}
         while True:
             ctx.set(dut.o.ready, rng.random() < 0.8)
             _, _, valid, ready, beat = await ctx.tick().sample(dut.o.valid, dut.o.ready,
@@ -109,6 +129,7 @@ def run(width, loss, seed, *, echo=False, active=False):
                     assert len(segment) == length
                     assert tcp.checksum_ok(DEFAULT_NIC_IP, DEFAULT_PEER_IP, segment)
                     got["nic"].append(tcp.TcpSegment.parse(segment))
+                    sent_in_order(edges, got["nic"][-1])
                     to_peer.put(segment)
                     packet = b""
 
