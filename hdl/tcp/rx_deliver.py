@@ -1,7 +1,7 @@
 """The receive side's delivery stage: what the engine keeps of each segment's payload, to
 the core's ``rx_wire``."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -51,16 +51,18 @@ class TcpRxDeliver(wiring.Component):
     Ports
     -----
     action : In(stream.Signature(RxAction(connections=)))
-        One per segment, in the order of ``payload``; taken with its payload's last beat
-        (at once when ``length`` is 0).
+        One per segment, in the order of ``payload``; taken when the one before it is
+        done (with its payload's last beat; a cycle after it is taken when its
+        ``length`` is 0).
     payload : In(stream.Signature(FrameBeat(width)))
         The segments' payloads (:attr:`rnic.hdl.tcp.rx_parse.TcpRxParse.payload`).
     o : Out(stream.Signature(OctetBeat(width=, connections=)))
         The delivered octets (the core's ``rx_wire``).
 
-    Latency: a delivered beat leaves 1 cycle after the payload beat that completes it.
-    Throughput: one payload beat per cycle; one cycle more for a kept part whose last beat
-    spills (as :class:`~rnic.hdl.tcp.lane_shift.LaneShift`).
+    Latency: an action is applied from the cycle after it is taken; a delivered beat leaves
+    1 cycle after the payload beat that completes it. Throughput: one payload beat per
+    cycle (the next action is taken with its predecessor's last beat); one cycle more for a
+    kept part whose last beat spills (as :class:`~rnic.hdl.tcp.lane_shift.LaneShift`).
     """
 
     def __init__(self, *, width, connections):
@@ -79,31 +81,41 @@ class TcpRxDeliver(wiring.Component):
         wiring.connect(m, shift.o, wiring.flipped(self.o))
         act = self.action.payload
         beat = self.payload.payload
-        pos = Signal(16)                    # octets of the payload before this beat
-        start = act.skip
-        end = Signal(17)                    # one past the last kept octet
-        m.d.comb += end.eq(act.skip + act.keep)
-        beat_end = Signal(17)
-        m.d.comb += beat_end.eq(pos + beat.n)
-        kept = (act.keep != 0) & (beat_end > start) & (pos < end)
-        first = pos <= start
-        last = end <= beat_end
+        # the action being applied, taken into registers: its kept part's start and end
+        # relative to the payload beat at hand (``to_start``, ``to_end``: octets from the
+        # beat's first octet, negative once passed) go down by each beat's octets, so a
+        # beat compares them with its own few-bit count, not 16-bit positions with sums
+        busy = Signal()
+        empty = Signal()                    # the action's segment has no payload
+        keep_any = Signal()
+        conn = Signal.like(act.conn, name="act_conn")
+        to_start = Signal(signed(18))
+        to_end = Signal(signed(18))
+        kept = keep_any & (to_start < beat.n) & (to_end > 0)
+        first = to_start >= 0
+        last = to_end <= beat.n
+        done = Signal()
 
-        with m.If(self.action.valid & (act.length == 0)):
-            m.d.comb += self.action.ready.eq(1)
-        with m.Elif(self.action.valid & self.payload.valid):
+        with m.If(busy & empty):
+            m.d.comb += done.eq(1)
+        with m.Elif(busy & self.payload.valid):
             m.d.comb += [shift.i.valid.eq(kept),
                          self.payload.ready.eq(~kept | shift.i.ready),
                          shift.i.payload.data.eq(beat.data),
-                         shift.i.payload.n.eq(Mux(last, end - pos, beat.n)),
+                         shift.i.payload.n.eq(Mux(last, to_end, beat.n)),
                          shift.i.payload.first.eq(first),
                          shift.i.payload.last.eq(last),
-                         shift.i.payload.skip.eq(start - pos),
-                         shift.i.payload.conn.eq(act.conn)]
+                         shift.i.payload.skip.eq(to_start),
+                         shift.i.payload.conn.eq(conn)]
             with m.If(self.payload.ready):
-                m.d.sync += pos.eq(beat_end)
-                with m.If(beat.last):
-                    m.d.comb += self.action.ready.eq(1)
-                    m.d.sync += pos.eq(0)
+                m.d.sync += [to_start.eq(to_start - beat.n), to_end.eq(to_end - beat.n)]
+                m.d.comb += done.eq(beat.last)
+        with m.If(done):
+            m.d.sync += busy.eq(0)
+        m.d.comb += self.action.ready.eq(~busy | done)
+        with m.If(self.action.valid & self.action.ready):
+            m.d.sync += [busy.eq(1), empty.eq(act.length == 0), keep_any.eq(act.keep != 0),
+                         conn.eq(act.conn), to_start.eq(act.skip),
+                         to_end.eq(act.skip + act.keep)]
         return m
 
