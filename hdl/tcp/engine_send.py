@@ -6,6 +6,7 @@ from amaranth.hdl import Mux
 
 from .engine_ack import AckKind
 from .seq import seq_before
+from .stage import staged
 
 __all__ = ["SendSteps"]
 
@@ -31,6 +32,9 @@ class SendSteps:
 
     def _wire_send(self, m, t, now, blocks, length, resend):
         step, data = blocks["step"], blocks["data"]
+        # the send port was free in the cycle before: only DATA sets it, and leaves DATA as
+        # it does (the port's handshake stays off the entry's enables)
+        self._send_free = staged(m, ~self.send.valid, "send_was_free")
         m.d.comb += [
             step.i.state.eq(t.state), step.i.snd_una.eq(t.send.snd_una),
             step.i.snd_nxt.eq(t.send.snd_nxt), step.i.snd_max.eq(t.send.snd_max),
@@ -126,7 +130,7 @@ class SendSteps:
         data = blocks["data"]
         d = self.send.payload.desc
         sent_before = seq_before(m, data.seq, t.send.snd_max, "sent_before")
-        with m.If(~self.send.valid):
+        with m.If(self._send_free):
             self._header(m, d, t, blocks["window"])
             m.d.sync += self.retransmit.eq(sent_before)
             m.d.sync += [self.send.valid.eq(1), self.send.payload.conn.eq(conn),

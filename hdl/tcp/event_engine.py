@@ -438,8 +438,7 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, AckSteps, wiring.Componen
             self._deliver(m, conn, seg, keep=0, skip=0)
             self._goto(m, "FLUSH")
         with m.Else():
-            with m.If(fin_acked & (t.state == S.FIN_WAIT_1)):
-                m.d.comb += text.i.state.eq(S.FIN_WAIT_2)
+            # (the text rules see FIN-WAIT-2 where our FIN is acknowledged: rule_wiring)
             r = text.o
             m.d.sync += [t.state.eq(r.state), t.recv.rcv_nxt.eq(r.rcv_nxt),
                          t.recv.rcv_unacked.eq(r.rcv_unacked), t.recv.ack_now.eq(r.ack_now),

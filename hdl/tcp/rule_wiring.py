@@ -1,6 +1,8 @@
 """The event engine's rule blocks wired to the entry it works on."""
 
-from amaranth.hdl import Signal
+from amaranth.hdl import Mux, Signal
+
+from rnic.host.spec.tcp_engine import TcpState
 
 from .arm import ArmState
 from .seq import seq_after
@@ -29,7 +31,10 @@ def wire_rules(m, blocks, t, seg, now, params):
         rtt.i.eq(t.rtt), rtt.ack.eq(seg.ack), rtt.now.eq(now),
         rtt.rto_min.eq(params.rto_min), rtt.rto_max.eq(params.rto_max),
         rtt.rto_initial.eq(params.rto_initial),
-        text.i.state.eq(t.state), text.i.rcv_nxt.eq(t.recv.rcv_nxt),
+        # our FIN acknowledged in FIN-WAIT-1: the text is taken in FIN-WAIT-2
+        text.i.state.eq(Mux(fin_acked & (t.state == TcpState.FIN_WAIT_1),
+                            TcpState.FIN_WAIT_2, t.state)),
+        text.i.rcv_nxt.eq(t.recv.rcv_nxt),
         text.i.rcv_adv.eq(t.recv.rcv_adv), text.i.rcv_unacked.eq(t.recv.rcv_unacked),
         text.i.send_mss.eq(t.send.send_mss), text.i.ack_now.eq(t.recv.ack_now),
         text.i.dup_ack.eq(t.recv.dup_ack), text.i.delack_armed.eq(t.recv.delack_armed),

@@ -85,46 +85,54 @@ class TcpRxText(wiring.Component):
         m = Module()
         i, o, seg = self.i, self.o, self.seg
         m.d.comb += o.eq(i)
-        receiving = ((i.state == spec.TcpState.ESTABLISHED)
-                     | (i.state == spec.TcpState.FIN_WAIT_1)
-                     | (i.state == spec.TcpState.FIN_WAIT_2))
-        # 1: the octets already delivered (RCV.NXT - SEG.SEQ), the advertised window
+        S = spec.TcpState
+        # 1: the octets already delivered (RCV.NXT - SEG.SEQ), the advertised window; the
+        # decisions on the state and the segment's flags (the outputs' enables then come
+        # from registers, not from the compares)
         behind = staged(m, i.rcv_nxt - seg.seq, "behind", 32)
         room = staged(m, window_left(m, i.rcv_adv, i.rcv_nxt, "room"), "room")
+        receiving = (i.state == S.ESTABLISHED) | (i.state == S.FIN_WAIT_1) | (
+            i.state == S.FIN_WAIT_2)
         s = dict(
             fin_nxt=staged(m, i.rcv_nxt + 1, "fin_nxt", 32),
             delack_at=staged(m, self.now + self.delack, "delack_at", 32),
             # the octets that owe an ACK at once (ACK_EVERY_SEGMENTS send MSS in all)
             short=staged(m, spec.ACK_EVERY_SEGMENTS * i.send_mss - i.rcv_unacked, "short",
                          signed(34)),
+            text=staged(m, receiving & ((seg.length != 0) | seg.flags.fin), "has_text"),
+            fin=staged(m, seg.flags.fin, "has_fin"),
+            established=staged(m, i.state == S.ESTABLISHED, "was_established"),
+            closing=staged(m, (i.state == S.FIN_WAIT_1) & ~i.fin_acked, "to_closing"),
         )
         # 2, 3: what is kept: the octets from ``behind`` on, at most ``room`` of them
         beyond = staged(m, Mux(behind < seg.length, seg.length - behind, 0), "beyond", 17)
+        s["late"] = staged(m, (behind != 0) & (seg.length != 0), "late")
         keep = staged(m, Mux(beyond < room, beyond, room), "keep", 16)
+        s["kept"] = staged(m, (beyond != 0) & (room != 0), "kept")
         # 4: the sums with it
         s.update(
             unacked=staged(m, i.rcv_unacked + keep, "unacked", 32),
             nxt=staged(m, i.rcv_nxt + keep, "nxt", 32),
             fin_nxt=staged(m, s["fin_nxt"] + keep, "fin_keep_nxt", 32),
             ack_due=staged(m, keep >= s["short"], "ack_due"),
-            fin_here=staged(m, behind + keep == seg.length, "fin_here"),
+            fin_here=staged(m, s["fin"] & (behind + keep == seg.length), "fin_here"),
         )
-        with m.If(receiving & ((seg.length != 0) | seg.flags.fin)):
+        with m.If(s["text"]):
             with m.If(behind[31]):
                 m.d.comb += [self.out_of_order.eq(1), o.dup_ack.eq(1)]
             with m.Else():
                 m.d.comb += [self.skip.eq(behind), self.keep.eq(keep)]
-                with m.If((behind != 0) & (seg.length != 0)):
+                with m.If(s["late"]):
                     m.d.comb += o.ack_now.eq(1)
-                self._delivered(m, keep, s)
-                with m.If(seg.flags.fin & s["fin_here"]):
+                self._delivered(m, s)
+                with m.If(s["fin_here"]):
                     self._fin(m, s)
         return m
 
-    def _delivered(self, m, keep, s):
-        """RCV.NXT and the ACK owed after ``keep`` octets."""
+    def _delivered(self, m, s):
+        """RCV.NXT and the ACK owed after the octets kept."""
         i, o = self.i, self.o
-        with m.If(keep != 0):
+        with m.If(s["kept"]):
             m.d.comb += [o.rcv_nxt.eq(s["nxt"]), o.rcv_unacked.eq(s["unacked"])]
             with m.If(s["ack_due"]):
                 m.d.comb += o.ack_now.eq(1)
@@ -133,11 +141,11 @@ class TcpRxText(wiring.Component):
 
     def _fin(self, m, s):
         """The peer's FIN, right after the delivered octets."""
-        i, o = self.i, self.o
+        o = self.o
         m.d.comb += [o.rcv_nxt.eq(s["fin_nxt"]), o.ack_now.eq(1), self.peer_closed.eq(1)]
-        with m.If(i.state == spec.TcpState.ESTABLISHED):
+        with m.If(s["established"]):
             m.d.comb += o.state.eq(spec.TcpState.CLOSE_WAIT)
-        with m.Elif((i.state == spec.TcpState.FIN_WAIT_1) & ~i.fin_acked):
+        with m.Elif(s["closing"]):
             m.d.comb += o.state.eq(spec.TcpState.CLOSING)
         with m.Else():
             m.d.comb += [o.state.eq(spec.TcpState.TIME_WAIT), self.time_wait.eq(1)]
