@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from rnic.host.spec.limits import check_width
 from rnic.host.spec.net import MAX_FRAME_LEN
 
+from ..stream_slice import StreamSlice
 from .arp_cache import ArpCache, check_entries
 from .arp_responder import ArpResponder
 from .icmp_echo import IcmpEcho
@@ -168,7 +169,12 @@ class NetworkLayer(wiring.Component):
             m.submodules.ipv4_tx = ipv4_tx = Ipv4Tx(width=W)
             self._requests(m, ipv4_tx.arp_request, self.arp_request, arp.request)
             self._send_path(m, ipv4_tx, cache, echo)
-            sources["ip_tx"] = ipv4_tx.o
+            # a slice: Ipv4Tx passes a packet's beats through, and the arbiter's ready
+            # depends on the other sources' valid; joined, TCP's output handshake ran
+            # through both into its own slice
+            m.submodules.ip_tx_slice = ip_tx_slice = StreamSlice(FrameBeat(width=W))
+            wiring.connect(m, ipv4_tx.o, ip_tx_slice.i)
+            sources["ip_tx"] = ip_tx_slice.o
         else:
             wiring.connect(m, wiring.flipped(self.arp_request), arp.request)
             m.d.sync += self.ident.eq(self.ident + echo.ident_take)
