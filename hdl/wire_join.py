@@ -172,8 +172,13 @@ class WireJoin(wiring.Component):
             m.d.sync += cancel.eq(0)
         # a run waiting for an id that a new connection takes was the previous one's
         # (reset or closed before the host knew): it never goes out on the new one
+        # (TCP's ``opened`` registered: it comes from its engine's decisions; the new
+        # connection's bit comes up in ``may`` no sooner than two cycles after it)
         stale = Signal()
-        m.d.comb += stale.eq(self.opened.valid & port.valid & (self.opened.payload == port_conn))
+        opened = Signal(name="opened_r")
+        opened_conn = Signal.like(self.opened.payload, name="opened_conn")
+        m.d.sync += [opened.eq(self.opened.valid), opened_conn.eq(self.opened.payload)]
+        m.d.comb += stale.eq(opened & port.valid & (opened_conn == port_conn))
         with m.If((self.regs.tcp_stream_tx_cmd.cancel & busy) | stale):
             m.d.sync += cancel.eq(1)
         with m.FSM(name="runs"):

@@ -94,12 +94,20 @@ class TcpSendStep(wiring.Component):
         sent = staged(m, Mux(sent_max < sent_end, sent_max, sent_end), "sent_first",
                       signed(32))
         first = staged(m, Mux(sent <= 0, 0, Mux(sent < mss, sent, mss)), "first_limit", 16)
+        # the decisions, registered too (the engine's enables then come from registers):
+        # 1: on the inputs, 2: with the octets not sent, 3: with the usable window
+        sending = staged(m, sending, "sending")
+        first_fin = staged(m, i.fin_pending & (i.snd_una == i.fin_seq), "first_fin")
+        at_fin = staged(m, i.fin_pending & (i.snd_nxt == i.fin_seq), "at_fin")
+        may_split = staged(m, i.snd_nxt == i.snd_una, "may_split")
+        has_unsent = staged(m, sending & (unsent > 0), "has_unsent")
+        fin = staged(m, sending & (unsent == 0) & at_fin, "fin_alone")
         m.d.comb += [
             self.first_limit.eq(first),
-            self.first_fin.eq(i.fin_pending & (i.snd_una == i.fin_seq)),
-            self.cut.eq(sending & (unsent > 0) & (usable > 0)),
-            self.fin.eq(sending & (unsent == 0) & i.fin_pending & (i.snd_nxt == i.fin_seq)),
-            self.may_split.eq(i.snd_nxt == i.snd_una),
+            self.first_fin.eq(first_fin),
+            self.cut.eq(staged(m, has_unsent & (usable > 0), "cut")),
+            self.fin.eq(fin),
+            self.may_split.eq(may_split),
             self.limit.eq(limit),
         ]
         return m

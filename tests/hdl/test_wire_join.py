@@ -2,7 +2,8 @@
 by the connection's mode; the core's permission to send falls as soon as it starts a run and
 stays down until TCP takes that run's first beat; a stream send waits for its connection's
 permission, goes out as it is and holds the core back on that connection meanwhile; CANCEL
-drops a stream send that waits; runs reach TCP whole, one at a time."""
+drops a stream send that waits, and so does the opening of a new connection on its id; runs
+reach TCP whole, one at a time."""
 
 import random
 
@@ -120,6 +121,15 @@ def test_permission_and_stream_sends():
         await stream_send(ctx, dut, 3, b"late")
         await ctx.tick().repeat(5)
         await pulse(ctx, dut.regs.tcp_stream_tx_cmd.cancel)
+        await ctx.tick().until(~dut.regs.tcp_stream_tx_status.busy)
+        # a stream send that waits on connection 3 when a new connection takes the id: it
+        # was the old one's, and is dropped, though the new one may send from the next
+        # cycle on (TCP's bit comes up no sooner)
+        await stream_send(ctx, dut, 3, b"old connection's")
+        await ctx.tick().repeat(5)
+        ctx.set(dut.opened.payload, 3)
+        await pulse(ctx, dut.opened.valid)
+        ctx.set(dut.may_send, 0b1111)
         await ctx.tick().until(~dut.regs.tcp_stream_tx_status.busy)
         await ctx.tick().repeat(5)
         seen["done"] = True
