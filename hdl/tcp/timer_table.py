@@ -44,7 +44,8 @@ class TcpTimerTable(wiring.Component):
         A connection whose deadline passed; the scan waits while one is not taken.
 
     Latency: a connection is reported at most ``connections + 3`` cycles after its deadline
-    passed (while ``fired`` is taken at once). Throughput: one connection visited a cycle.
+    passed, plus a cycle for each report ahead of it (while ``fired`` is taken at once).
+    Throughput: one connection visited a cycle; a report holds the scan for a cycle.
     """
 
     def __init__(self, *, connections):
@@ -74,17 +75,23 @@ class TcpTimerTable(wiring.Component):
         due = Signal()
         m.d.comb += due.eq(rd.data.armed & seq_at_or_after(m, self.now, rd.data.deadline, "late")
                            & ~pending.bit_select(looked, 1))
-        hold = self.fired.valid & ~self.fired.ready
+        # the scan waits while a report is out, taken or not (the engine's ready, decided in
+        # its idle state, stays off the compare and the pending set)
+        hold = self.fired.valid
         with m.If(self.fired.ready):
             m.d.sync += self.fired.valid.eq(0)
-        m.d.comb += [rd.addr.eq(visit), rd.en.eq(~hold)]
+        # (while the scan holds, the entry it stopped at is read again: an arm meanwhile
+        # is seen)
+        m.d.comb += rd.addr.eq(Mux(hold, looked, visit))
         with m.If(~hold):
             m.d.sync += [looked.eq(visit), visit.eq(Mux(visit == N - 1, 0, visit + 1))]
             with m.If(due):
                 m.d.sync += [self.fired.valid.eq(1), self.fired.payload.eq(looked),
                              pending.bit_select(looked, 1).eq(1)]
         with m.If(self.arm.valid):
-            # (an arm after the report, or in its cycle, makes the connection reportable)
+            # (an arm after the report's cycle makes the connection reportable again, also
+            # while the report waits to be taken; one in its cycle is the report's: the
+            # engine reads the connection's timers when it takes the report)
             m.d.sync += pending.bit_select(self.arm.payload.conn, 1).eq(0)
             with m.If(~hold & due & (self.arm.payload.conn == looked)):
                 m.d.sync += pending.bit_select(looked, 1).eq(1)
