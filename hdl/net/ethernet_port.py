@@ -27,6 +27,7 @@ class EthernetPort(wiring.Component):
 
     Receive: ``gmii_rx`` → :class:`~rnic.hdl.net.mac_rx.MacRx` →
     :class:`~rnic.hdl.net.frame_buffer.FrameBuffer` (``rx_depth`` octets, ``"drop"``) →
+    :class:`~rnic.hdl.stream_slice.StreamSlice` →
     :class:`~rnic.hdl.net.width.OctetsToBeats` → ``AsyncFIFO`` → ``rx``. Only good frames
     reach ``rx``, whole and in order; a frame that finds the buffer full (``rx`` stalled)
     is dropped as a whole and counted as ``OVERFLOW``.
@@ -82,7 +83,7 @@ class EthernetPort(wiring.Component):
         dropped; in the cycle before the counter shows it.
 
     Latency (125 MHz GMII, 100 MHz core; approximate, as frames cross clock domains):
-    store-and-forward both ways. A received frame's first beat is on ``rx`` about W + 10
+    store-and-forward both ways. A received frame's first beat is on ``rx`` about W + 11
     ``eth_rx`` cycles after its last FCS octet on ``gmii_rx`` (the first beat waits for W
     octets from the buffer). A frame offered on an idle ``tx`` starts on ``gmii_tx``
     (first preamble octet) about L + 13 ``eth_tx`` cycles after its first beat, L its
@@ -132,7 +133,11 @@ class EthernetPort(wiring.Component):
                                                    o_domain="eth_rx", init=MAX_FRAME_LEN)
         wiring.connect(m, wiring.flipped(self.gmii_rx), mac_rx.gmii)
         m.d.comb += [buffer.i.valid.eq(mac_rx.o.valid), buffer.i.payload.eq(mac_rx.o.payload)]
-        wiring.connect(m, buffer.o, pack.i)
+        # a slice: the packer's ready comes from the crossing's write side (its pointer
+        # synchronizer), and the buffer's read side decides on it
+        m.submodules.rx_slice = cut = rx_domain(StreamSlice(FrameBeat(width=1)))
+        wiring.connect(m, buffer.o, cut.i)
+        wiring.connect(m, cut.o, pack.i)
         m.d.comb += [beats.w_data.eq(pack.o.payload), beats.w_en.eq(pack.o.valid),
                      pack.o.ready.eq(beats.w_rdy),
                      self.rx.payload.eq(beats.r_data), self.rx.valid.eq(beats.r_rdy),

@@ -8,6 +8,7 @@ from rnic.host.spec import tcp_engine as spec
 from rnic.host.spec.tcp import DEFAULT_MSS, MAX_WINDOW_SCALE
 
 from .layouts import TcpDrop, TcpSegInfo
+from .stage import staged
 
 __all__ = ["TcpSynSent", "SynSentVerdict", "Connected", "initial_window"]
 
@@ -83,7 +84,7 @@ class TcpSynSent(wiring.Component):
         })
 
     #: Cycles from the inputs to the outputs.
-    LATENCY = 1
+    LATENCY = 2
 
     def elaborate(self, platform):
         m = Module()
@@ -113,8 +114,8 @@ class TcpSynSent(wiring.Component):
     def _connected(self, m, c):
         seg = self.seg
         peer_mss = Mux(seg.mss == 0, DEFAULT_MSS, seg.mss)
-        send_mss = Signal(16)
-        m.d.comb += send_mss.eq(Mux(peer_mss < self.mss, peer_mss, self.mss))
+        # registered: the least MSS goes on to IW's products and compares (2: the outputs)
+        send_mss = staged(m, Mux(peer_mss < self.mss, peer_mss, self.mss), "send_mss", 16)
         window = Mux(self.rcv_wnd > spec.MAX_UNSCALED_WINDOW, spec.MAX_UNSCALED_WINDOW,
                      self.rcv_wnd)
         m.d.comb += [c.irs.eq(seg.seq), c.rcv_nxt.eq(seg.seq + 1),
