@@ -16,7 +16,7 @@ from ..stream_slice import StreamSlice
 from .layouts import TcpTxDesc
 from .ring_read import TcpRingRead, TxRequest
 from .ring_room import TcpRingRoom
-from .ring_write import TcpRingWrite
+from .ring_write import RingPosition, TcpRingWrite
 from .rx_path import PARAMS, TcpRxPath, control_ports
 from .tx_frame import TcpTxFrame
 from .tx_order import TcpTxOrder
@@ -169,7 +169,12 @@ class TcpOffload(wiring.Component):
         echoed = self._delivered(m, path, echo)
         self._runs(m, writer, room, echoed)
         self._ends(m, writer, path, room, echo)
-        wiring.connect(m, writer.written, path.written)
+        # the writer's report of a run written waits for its last write's response (a
+        # count compared): a register keeps that off the engine's choice of an event
+        m.submodules.written = written = StreamSlice(RingPosition(connections=n),
+                                                     full_rate=False)
+        wiring.connect(m, writer.written, written.i)
+        wiring.connect(m, written.o, path.written)
         self._opened(m, path, writer, room, echo)
         m.d.comb += [self.opened.valid.eq(path.opened.valid & path.opened.ready),
                      self.opened.payload.eq(path.opened.payload.conn)]
