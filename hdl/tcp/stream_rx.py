@@ -55,9 +55,8 @@ class TcpStreamRx(wiring.Component):
 
     Ports
     -----
-    i : In(stream.Signature(OctetBeat(width=, connections=)))
-        Runs ``first`` .. ``last``, one connection's each, octets from lane 0. Always
-        ready.
+    i : In(stream.Signature(OctetBeat(width=, connections=), always_ready=True))
+        Runs ``first`` .. ``last``, one connection's each, octets from lane 0.
     head : Out(StreamHead(connections))
         The head run (``valid``, ``conn``, ``len``, ``truncated``) and its current word
         (``data``: octet k in bits 8k+7 .. 8k, octets past the run's end 0); ``lost``.
@@ -81,7 +80,8 @@ class TcpStreamRx(wiring.Component):
         self._beats = octets // width
         self._records = records
         super().__init__({
-            "i": In(stream.Signature(OctetBeat(width=width, connections=connections))),
+            "i": In(stream.Signature(OctetBeat(width=width, connections=connections),
+                                     always_ready=True)),
             "head": Out(StreamHead(connections)),
         })
 
@@ -109,7 +109,7 @@ class TcpStreamRx(wiring.Component):
         taken = i.valid
         kept = Signal()                 # this beat's run is kept
         stored = Signal()               # this beat goes into the FIFO
-        m.d.comb += [i.ready.eq(1), kept.eq(Mux(p.first, records.w_rdy, keep)),
+        m.d.comb += [kept.eq(Mux(p.first, records.w_rdy, keep)),
                      stored.eq(taken & kept & beats.w_rdy),
                      beats.w_en.eq(stored),
                      beats.w_data.eq(Cat(p.data, p.n))]
