@@ -69,7 +69,8 @@ class TcpEventEngine(SendSteps, TimerSteps, OpenSteps, AckSteps, wiring.Componen
     (:class:`~rnic.hdl.tcp.engine_open.OpenSteps`).
 
     A report of the timer table (``fired``) runs the model's ``_timers``
-    (:class:`~rnic.hdl.tcp.timers_due.TcpTimersDue`, :class:`~rnic.hdl.tcp.engine_timers.TimerSteps`):
+    (:class:`~rnic.hdl.tcp.timers_due.TcpTimersDue`,
+    :class:`~rnic.hdl.tcp.engine_timers.TimerSteps`):
     TIME-WAIT over frees the connection (CLOSED); a retransmission timeout backs off and
     sends from SND.UNA again, or after ``max_retries`` sends a RST and frees the
     connection (LOST); a persist timer over sends a one-octet probe; a delayed ACK due is

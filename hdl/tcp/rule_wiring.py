@@ -14,8 +14,9 @@ __all__ = ["wire_rules"]
 def wire_rules(m, blocks, t, seg, now, params):
     """The rule blocks' inputs from the entry ``t``, the segment ``seg``, the time ``now``
     and the engine's ``params`` (a component with the ports ``rto_min``, ``rto_max``,
-    ``rto_initial``, ``delack``, ``rcv_wnd`` and ``tx_ring``); returns the entry with the send timers
-    set (TcpArm's, registered) and whether our FIN is acknowledged (registered)."""
+    ``rto_initial``, ``delack``, ``rcv_wnd`` and ``tx_ring``); returns the entry with the
+    send timers set (TcpArm's, registered) and whether our FIN is acknowledged
+    (registered)."""
     fin_acked = _fin_acked(m, t)
     check, ack, rtt, text = blocks["check"], blocks["ack"], blocks["rtt"], blocks["text"]
     window, arm = blocks["window"], blocks["arm"]
