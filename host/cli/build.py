@@ -156,7 +156,7 @@ def build_cmd(board, width, connections, freq, baud, core, top, tcp, seed, seeds
     \b
     Examples:
       rnic build --board ecpix5 --top nic              # the NIC: RGMII, MAC, ARP/IP, W=4, 100 MHz
-      rnic build --top nic --tcp --place-only          # the NIC with its TCP engine, placed
+      rnic build --board ecpix5 --top nic --tcp        # the NIC with its TCP engine (85F)
       rnic build --board ecpix5 --width 8 --top core   # the core: W=8, 16 connections, 125 MHz
       rnic build --board versa_ecp5 --top ethernet     # Ethernet bring-up on the Versa
       rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
