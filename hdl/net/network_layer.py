@@ -102,10 +102,10 @@ class NetworkLayer(wiring.Component):
         and ``ip_tx`` packets take from it).
 
     Latency (no back-pressure): the first beat of an ARP reply leaves on ``tx``
-    ``ceil(42 / W) + 6`` cycles after the request's last beat came in on ``rx`` (17 at
-    W = 4, 12 at W = 8); of an echo reply B + 9 cycles after, B the beats of the request's
-    14 + total length octets (34 at W = 4, 22 at W = 8 for a 56-octet ping); a TCP frame's
-    first beat is on ``tcp`` 4 cycles after its last came in. Throughput: ``rx`` takes one
+    ``ceil(42 / W) + 7`` cycles after the request's last beat came in on ``rx`` (18 at
+    W = 4, 13 at W = 8); of an echo reply B + 10 cycles after, B the beats of the request's
+    14 + total length octets (35 at W = 4, 23 at W = 8 for a 56-octet ping); a TCP frame's
+    first beat is on ``tcp`` 5 cycles after its last came in. Throughput: ``rx`` takes one
     beat per cycle while the buffer has room; the classifier routes one beat per cycle
     with one idle cycle between frames (a dropped frame takes one cycle); an echo request
     is taken while the reply to the one before is sent (two in the echo's memory), so

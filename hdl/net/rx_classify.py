@@ -116,9 +116,9 @@ class RxClassify(wiring.Component):
         The NIC's IPv4 address, big-endian (``int.from_bytes(addr.packed, "big")``).
         Quasi-static.
 
-    Latency: the first beat of a routed frame is valid on its output 4 cycles after its
-    last beat was taken on ``i`` (headers, checksums, queue, memory read). Throughput: one beat per
-    cycle on ``i``; an output sends one beat per cycle with one idle cycle between frames
+    Latency: the first beat of a routed frame is valid on its output 5 cycles after its
+    last beat was taken on ``i`` (headers, checksums, verdict register, queue, memory read).
+    Throughput: one beat per cycle on ``i``; an output sends one beat per cycle with one idle cycle between frames
     (a dropped frame takes one cycle); ``i`` stalls only while the buffer is full. Any
     output may be stalled at any time: it holds only the frames behind it.
     """
@@ -164,8 +164,8 @@ class RxClassify(wiring.Component):
         ip_end = _IP + total_length
 
         room = (wr_ptr - rd_ptr)[:abits + 1] < rows
-        # (two verdicts may be on their way into the queue: see _decide)
-        m.d.comb += self.i.ready.eq(room & (verdicts.level < _VERDICTS - 2))
+        # (three verdicts may be on their way into the queue: see _decide)
+        m.d.comb += self.i.ready.eq(room & (verdicts.level < _VERDICTS - 3))
         take = self.i.valid & self.i.ready
 
         wp = buf.write_port()
@@ -214,9 +214,9 @@ class RxClassify(wiring.Component):
         self._decide(m, verdicts, decide, head, fin_len, fin_beats, ip_acc, payload_acc)
 
     def _decide(self, m, verdicts, decide, head, fin_len, fin_beats, ip_acc, payload_acc):
-        """Two stages: the verdict from the headers with every checksum taken as good, which
-        checksum decides it, and the TCP pseudo-header's sum; then the checksums' verdict,
-        into the queue."""
+        """Three stages: the verdict from the headers with every checksum taken as good,
+        which checksum decides it, and the TCP pseudo-header's sum; then the checksums'
+        verdict; then into the queue."""
         route, reason, out_len, matters = self._verdict(m, head, fin_len)
         checked = Signal()
         pre = Signal(_Verdict())
@@ -243,9 +243,16 @@ class RxClassify(wiring.Component):
         with m.Elif(pre_matters["tcp"] & ~folds_to_ones(tcp_sum)):
             m.d.comb += [verdict.route.eq(Route.DROP),
                          final_reason.eq(SpecRxDrop.TCP_CHECKSUM)]
-        m.d.comb += [verdicts.w_data.eq(verdict), verdicts.w_en.eq(checked),
-                     self.drop.valid.eq(checked & (verdict.route == Route.DROP)),
-                     self.drop.reason.eq(final_reason)]
+        # the verdict is registered on its way into the queue (timing: the checksum's
+        # carry chain and fold stay off the queue's memory)
+        into_queue = Signal(_Verdict())
+        queued = Signal()
+        queued_reason = Signal(RxDrop)
+        m.d.sync += [into_queue.eq(verdict), queued.eq(checked),
+                     queued_reason.eq(final_reason)]
+        m.d.comb += [verdicts.w_data.eq(into_queue), verdicts.w_en.eq(queued),
+                     self.drop.valid.eq(queued & (into_queue.route == Route.DROP)),
+                     self.drop.reason.eq(queued_reason)]
 
     @staticmethod
     def _pseudo_sum(head):
