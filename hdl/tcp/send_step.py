@@ -102,10 +102,11 @@ class TcpSendStep(wiring.Component):
         may_split = staged(m, i.snd_nxt == i.snd_una, "may_split")
         has_unsent = staged(m, sending & (unsent > 0), "has_unsent")
         fin = staged(m, sending & (unsent == 0) & at_fin, "fin_alone")
+        cut = staged(m, has_unsent & (usable > 0), "cut")
         m.d.comb += [
             self.first_limit.eq(first),
             self.first_fin.eq(first_fin),
-            self.cut.eq(staged(m, has_unsent & (usable > 0), "cut")),
+            self.cut.eq(cut),
             self.fin.eq(fin),
             self.may_split.eq(may_split),
             self.limit.eq(limit),
