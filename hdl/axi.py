@@ -137,9 +137,10 @@ class AXI4LiteSplit(wiring.Component):
             m.d.comb += [mi.awvalid.eq(aw_left & mine), mi.wvalid.eq(w_left & mine),
                          mi.bready.eq(b_wait & mine)]
             with m.If(mine):
-                with m.If(mi.awready):
+                # (a handshake needs valid: a slave may hold its ready high while idle)
+                with m.If(mi.awvalid & mi.awready):
                     m.d.sync += aw_left.eq(0)
-                with m.If(mi.wready):
+                with m.If(mi.wvalid & mi.wready):
                     m.d.sync += w_left.eq(0)
                 with m.If(b_wait & mi.bvalid):
                     m.d.sync += [b_wait.eq(0), s.bvalid.eq(1), s.bresp.eq(mi.bresp)]
@@ -157,7 +158,7 @@ class AXI4LiteSplit(wiring.Component):
             mine = r_sel == k
             m.d.comb += [mi.arvalid.eq(ar_left & mine), mi.rready.eq(r_wait & mine)]
             with m.If(mine):
-                with m.If(mi.arready):
+                with m.If(mi.arvalid & mi.arready):
                     m.d.sync += ar_left.eq(0)
                 with m.If(r_wait & mi.rvalid):
                     m.d.sync += [r_wait.eq(0), s.rvalid.eq(1), s.rdata.eq(mi.rdata),
