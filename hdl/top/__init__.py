@@ -3,9 +3,10 @@
 =====================================  ==========================================================
 ``rnic build --top``                   class
 =====================================  ==========================================================
-``nic``                                :class:`~.nic.NicBoardTop`: RGMII port, MAC,
-                                       ARP/IPv4/ICMP and the RNIC core, registers over the UART
-``core`` (the default)                 :class:`~.core.CoreBoardTop`: a core with its registers
+``nic`` (the default)                  :class:`~.nic.NicBoardTop`: RGMII port, MAC,
+                                       ARP/IPv4/ICMP, TCP (where it fits), the RNIC core and
+                                       its host memory, registers and memory over the UART
+``core``                               :class:`~.core.CoreBoardTop`: a core with its registers
                                        over the UART and a traffic loopback, no network
 ``harness`` (and ``--sweep``)          :class:`~.harness.CoreHarness`: a core alone between
                                        registers, for its fmax and size
@@ -23,6 +24,8 @@ The other modules:
   domain, UART pins, LEDs);
 * :mod:`.board_logic`: :class:`~.board_logic.BoardLogic`, the platform-independent part of
   the ``core`` and ``nic`` tops (UART bridge, the BRD_* board registers, traffic);
+* :mod:`.host_memory`: :class:`~.host_memory.HostMemory`, the on-chip memory behind the
+  core's AXI4 masters that the host reaches through the UART bridge;
 * :mod:`.traffic`: the pseudo-random ULPDU source and the signature register;
 * :mod:`.cores`: the cores besides the RNIC core (:class:`~.cores.FramerCore`, each block
   of the core alone: :data:`~.cores.BLOCKS`).
@@ -37,11 +40,13 @@ from .core import CoreBoardTop
 from .cores import BLOCKS, FramerCore, block_factory, core_name
 from .ethernet import EthernetBoardTop, RgmiiNetStack
 from .harness import CoreHarness
+from .host_memory import HostMemory
 from .nic import NicBoardTop
 from .rgmii_board import RgmiiBoard
 
 __all__ = [
     "Board", "BOARDS", "NicBoardTop", "CoreBoardTop", "CoreHarness", "EthernetBoardTop",
-    "RgmiiNetStack", "RgmiiBoard", "BoardLogic", "BoardRegisters", "BOARD_ID", "BOARD_BASE",
+    "RgmiiNetStack", "RgmiiBoard", "BoardLogic", "BoardRegisters", "HostMemory", "BOARD_ID",
+    "BOARD_BASE",
     "FramerCore", "BLOCKS", "block_factory", "core_name",
 ]

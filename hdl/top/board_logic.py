@@ -7,6 +7,8 @@ and LEDs around it.
 
 Board registers (32 bit, at 0x1000 + offset, through the UART bridge)
 ---------------------------------------------------------------------
+(The bridge's whole address map: :mod:`rnic.host.spec.board`.)
+
 =======  ==============  ==  ===========================================================
 offset   name            rw  content
 =======  ==============  ==  ===========================================================
@@ -30,6 +32,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from rnic.host.spec.board import BOARD_BASE, BOARD_ID, BRIDGE_ADDR_WIDTH, HOST_MEMORY_BASE
 from rnic.host.spec.limits import check_width
 
 from ..axi import RESP_OKAY, RESP_SLVERR, AXI4LiteSignature, AXI4LiteSplit
@@ -37,14 +40,10 @@ from ..beat import conn_bits
 from ..rnic_core import RnicCore
 from ..uart_bridge import UARTBridge
 from .cores import core_name, core_ports
+from .host_memory import HostMemory
 from .traffic import Lfsr, Signature32, UlpduSource
 
 __all__ = ["BoardLogic", "BoardRegisters", "BOARD_ID", "BOARD_BASE"]
-
-#: BRD_ID: "BRD0".
-BOARD_ID = 0x42524430
-#: Where the board registers start in the UART bridge's address space.
-BOARD_BASE = 0x1000
 
 
 class BoardRegisters(wiring.Component):
@@ -132,8 +131,10 @@ def _connect_stream(m, src, dst):
 class BoardLogic(wiring.Component):
     """The platform-independent part of the core and NIC board tops (simulated in the tests).
 
-    UART bridge (13 address bits) -> :class:`~rnic.hdl.axi.AXI4LiteSplit` -> the core's
-    ``s_axil`` (0x0000-0x0FFF) and :class:`BoardRegisters` (0x1000-0x1FFF);
+    UART bridge (13 address bits; 14 with ``memory``) -> :class:`~rnic.hdl.axi.AXI4LiteSplit`
+    -> the core's ``s_axil`` (0x0000-0x0FFF), :class:`BoardRegisters` (0x1000-0x1FFF) and,
+    with ``memory``, the window of a :class:`~rnic.hdl.top.host_memory.HostMemory`
+    (0x2000-0x3FFF) whose AXI4 ports are the core's ``m_axi`` and ``m_axi_rd``;
     :class:`~rnic.hdl.top.traffic.UlpduSource` -> ``core.tx_ulpdu``; ``core.tx_wire`` ->
     ``core.rx_wire`` (loopback); ``core.rx_ulpdu`` (or ``tx_wire`` when the core has no
     RX side) -> sink (beat counter, :class:`~rnic.hdl.top.traffic.Signature32`). Core
@@ -150,12 +151,14 @@ class BoardLogic(wiring.Component):
     connections=)``, default :class:`~rnic.hdl.rnic_core.RnicCore`), ``frame_timeout``
     (the bridge's, in seconds; default the bridge's), ``passthrough`` (names of core ports
     this block leaves alone, for the design around it to connect: the NIC board top wires
-    ``gmii_rx``/``gmii_tx`` to its PHY adapter). The core is :attr:`core` from
-    construction on.
+    ``gmii_rx``/``gmii_tx`` to its PHY adapter), ``memory`` (octets of host memory behind
+    the core's AXI4 masters, a power of 2; default 0: none, the masters see the LFSR and
+    the signature). The core is :attr:`core` from construction on, the host memory
+    :attr:`host_memory` (or None).
     """
 
     def __init__(self, *, width, connections, clk_freq, baud=115200, core=None,
-                 frame_timeout=None, passthrough=()):
+                 frame_timeout=None, passthrough=(), memory=0):
         self.width = check_width(width)
         conn_bits(connections)          # validates
         self.connections = connections
@@ -170,6 +173,14 @@ class BoardLogic(wiring.Component):
                 raise ValueError(f"passthrough port {name!r} is not a port of "
                                  f"{core_name(self.core_factory)}")
         self.passthrough = tuple(passthrough)
+        self.host_memory = None
+        if memory:
+            if "m_axi" not in members or "m_axi_rd" not in members:
+                raise ValueError(f"memory needs a core with AXI4 masters (m_axi, m_axi_rd); "
+                                 f"{core_name(self.core_factory)} has none")
+            self.host_memory = HostMemory(
+                width=width, octets=memory, addr_width=len(self.core.m_axi.awaddr),
+                reg_addr_width=HOST_MEMORY_BASE.bit_length() - 1)
         super().__init__({
             "rx": In(1, init=1), "tx": Out(1, init=1),
             "locked": In(1), "phy_up": In(1), "eth_rx_seen": In(1),
@@ -180,12 +191,23 @@ class BoardLogic(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         kw = {} if self.frame_timeout is None else {"frame_timeout": self.frame_timeout}
+        hmem = self.host_memory
+        bus_width = BRIDGE_ADDR_WIDTH[hmem is not None]
         m.submodules.bridge = bridge = UARTBridge(clk_freq=self.clk_freq, baud=self.baud,
-                                                  addr_width=13, **kw)
+                                                  addr_width=bus_width, **kw)
         m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx),
                      self.activity.eq(bridge.activity), self.error.eq(bridge.error)]
-        m.submodules.split = split = AXI4LiteSplit(addr_width=13, select_bit=12)
-        wiring.connect(m, bridge.m_axil, split.s_axil)
+        regs_bit = BOARD_BASE.bit_length() - 1
+        m.submodules.split = split = AXI4LiteSplit(addr_width=regs_bit + 1, select_bit=regs_bit)
+        if hmem is None:
+            wiring.connect(m, bridge.m_axil, split.s_axil)
+        else:
+            m.submodules.mem_split = mem_split = AXI4LiteSplit(addr_width=bus_width,
+                                                               select_bit=bus_width - 1)
+            wiring.connect(m, bridge.m_axil, mem_split.s_axil)
+            wiring.connect(m, mem_split.m0, split.s_axil)
+            m.submodules.host_memory = hmem
+            wiring.connect(m, mem_split.m1, hmem.s_axil)
 
         m.submodules.core = core = self.core
         # BRD_STATUS bit 3: a core with a receive side (RnicCore, the NIC) or the framer
@@ -222,6 +244,10 @@ class BoardLogic(wiring.Component):
             sink_port = core.rx_ulpdu
 
         handled = set(STREAMS) | {"s_axil"} | set(self.passthrough)
+        if hmem is not None:
+            wiring.connect(m, core.m_axi, hmem.w)
+            wiring.connect(m, core.m_axi_rd, hmem.r)
+            handled |= {"m_axi", "m_axi_rd"}
         if "irq" in members and members["irq"].flow == Out and members["irq"].is_port:
             m.d.comb += self.irq.eq(core.irq)
             handled.add("irq")

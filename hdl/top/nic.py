@@ -21,18 +21,24 @@ class NicBoardTop(RgmiiBoard):
                        ``tcp``, TcpOffload)
         USB UART -> UARTBridge -> 0x0000-0x0FFF  NicTop's registers (Network block included)
                                -> 0x1000-0x1FFF  board registers (BRD_*)
+                               -> 0x2000-0x3FFF  host memory window (HMEM_*, with ``memory``)
 
     Clocks, PHY reset and pins as :class:`~rnic.hdl.top.rgmii_board.RgmiiBoard`; the
-    UART bridge, the board registers and what drives the core's other ports as
-    :class:`~rnic.hdl.top.board_logic.BoardLogic`. TCP is in this top only with ``tcp``
-    (not by default: the NIC top with TCP does not meet 100 MHz on the ECPIX-5 yet, and does
-    not fit the Versa): its engine then takes the TCP segments (its echo service, RFC 862,
-    answers in gateware on the ports the host enables), its time base ticking every
-    millisecond of the clock. The core is not joined to TCP: the core's wire side is looped
-    back and fed by the board's ULPDU source (BRD_GEN), so that its data path is built and
-    exercised; its memory ports see an LFSR. The board answers ARP and
-    ping at the addresses of the Network registers (default 169.254.7.2/24, MAC
-    02:00:0a:07:00:02), which the host changes over the UART (``rnic --device uart:...``).
+    UART bridge, the board registers, the host memory and what drives the core's other
+    ports as :class:`~rnic.hdl.top.board_logic.BoardLogic`.
+
+    With ``tcp`` (the default where the whole NIC fits: the ECPIX-5 85F) this is the NIC a
+    host drives over the UART (``rnic --device uart:...``) exactly like the simulated one:
+    TCP connections, MPA negotiation through the stream port, then the core moves every
+    payload octet between TCP and the host memory (:class:`~rnic.hdl.top.host_memory.HostMemory`,
+    where registered regions and receive buffers live; the host reads and writes it through
+    the UART). TCP's time base ticks every millisecond of the clock; the core's
+    ``rx_ulpdu`` (DP_CTRL.BYPASS) goes into the board's sink (BRD_RX_BEATS, BRD_SIGNATURE).
+    Without ``tcp`` (the 45F boards) the network layer drops TCP segments and the core's
+    wire side is looped back and fed by the board's ULPDU source (BRD_GEN), so that its data
+    path is built and exercised. Without ``memory`` the core's AXI4 masters see an LFSR.
+    The board answers ARP and ping at the addresses of the Network registers (default
+    169.254.7.2/24, MAC 02:00:0a:07:00:02), which the host changes over the UART.
 
     LEDs, in order: :attr:`LED_FUNCTIONS` (the ``*_frame``, ``dropped`` and ``uart`` ones
     light for 50 ms per event).
@@ -53,8 +59,11 @@ class NicBoardTop(RgmiiBoard):
         UART line rate (default 115200).
     port : int
         Number of the RGMII resource (default 0).
-    tcp : bool
-        With the TCP engine in the NIC top (default False).
+    tcp : bool or None
+        With the TCP engine in the NIC top (default None: the board's ``nic_tcp``).
+    memory : int or None
+        Octets of host memory, a power of 2, or 0 for none (default None: the board's
+        ``host_memory``).
     """
 
     #: The NIC's TCP ports this top drives itself.
@@ -65,13 +74,18 @@ class NicBoardTop(RgmiiBoard):
                      "uart", "irq")
 
     def __init__(self, board, *, width=4, connections=16, freq=100e6, baud=115200, port=0,
-                 tcp=False):
+                 tcp=None, memory=None):
         super().__init__(board, width=width, freq=freq, port=port)
+        tcp = board.nic_tcp if tcp is None else tcp
         if not isinstance(tcp, bool):
-            raise TypeError(f"tcp must be a bool, not {tcp!r}")
+            raise TypeError(f"tcp must be a bool or None, not {tcp!r}")
+        memory = board.host_memory if memory is None else memory
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+            raise ValueError(f"memory must be an integer number of octets >= 0, not {memory!r}")
         self.connections = connections
         self.baud = baud
         self.tcp = tcp
+        self.memory = memory
         self.logic = None                   # BoardLogic, after elaboration
 
     def elaborate(self, platform):
@@ -89,7 +103,7 @@ class NicBoardTop(RgmiiBoard):
         nic_top.__name__ = NicTop.__name__
         self.logic = logic = BoardLogic(
             width=self.width, connections=self.connections, clk_freq=self.pll.f_out,
-            baud=self.baud, core=nic_top,
+            baud=self.baud, core=nic_top, memory=self.memory,
             passthrough=(*(self.TCP_PORTS if tcp else ()), "gmii_rx", "gmii_tx"))
         m.submodules.logic = logic
         nic = logic.core

@@ -352,6 +352,7 @@ def test_board_logic_over_uart(core_name):
             brd(8)
         with pytest.raises(TransportError, match="DECERR"):
             t.read32(0x2000)                                    # beyond the 13-bit bus
+        assert t.mem_size == 0                                  # no host memory
         # wait for READY, connection 0 with markers and CRC both ways, then the data path on
         for _ in range(50):
             if t.read32(regs.STATUS_ADDR) & 1:
@@ -386,3 +387,45 @@ def test_board_logic_over_uart(core_name):
         assert got["rx_octets"] == got["tx_octets"], str(got)     # the loopback carried it all
         assert got["rx_fpdus"] > 0 and got["rx_fpdus"] <= got["tx_fpdus"], str(got)
         assert got["err_status"] == 0 and got["err_count"] == 0, str(got)
+
+
+def test_board_logic_host_memory_over_uart():
+    """A board top's host memory (BoardLogic ``memory``) from the driver, over the UART: the
+    bridge's bus grows to 14 bits, the core's and the board's registers stay where they were,
+    and UartTransport reads and writes the memory at any octet address and length, the words
+    around a partial one kept, nothing beyond its end."""
+    from rnic.hdl.rnic_core import RnicCore
+    from rnic.hdl.top import BOARD_BASE, BOARD_ID, BoardLogic
+    from rnic.host.spec.board import HMEM_ADDR, HOST_MEMORY_BASE
+
+    dut = BoardLogic(width=4, connections=4, clk_freq=CLK, baud=BAUD, core=RnicCore,
+                     frame_timeout=200 / CLK, memory=64)
+    with pytest.raises(ValueError, match="memory needs a core with AXI4 masters"):
+        from rnic.hdl.top import FramerCore
+        BoardLogic(width=4, connections=4, clk_freq=CLK, core=FramerCore, memory=1024)
+
+    def host(port, _):
+        t = _transport(port)
+        assert t.addr_width == 14
+        assert Device(t, spec="uart:sim").identify().connections == 4
+        assert t.read32(BOARD_BASE) == BOARD_ID
+        assert t.mem_size == 64
+        rng = random.Random(5040)
+        image = bytearray(rng.randbytes(64))
+        t.mem_write(0, image)
+        for addr, n in ((5, 11), (0, 3), (61, 3), (32, 4), (22, 1)):
+            data = rng.randbytes(n)
+            t.mem_write(addr, data)
+            image[addr:addr + n] = data
+        assert t.mem_read(0, 64) == bytes(image)
+        assert t.mem_read(7, 9) == bytes(image[7:16])
+        with pytest.raises(TransportError, match="beyond the board's host memory"):
+            t.mem_write(62, b"abcd")
+        assert t.mem_read(60, 4) == bytes(image[60:])       # unchanged
+        t.write32(HOST_MEMORY_BASE + HMEM_ADDR, 0x27)
+        assert t.read32(HOST_MEMORY_BASE + HMEM_ADDR) == 0x24    # a word's address
+        with pytest.raises(TransportError, match="SLVERR"):
+            t.read32(HOST_MEMORY_BASE + 0x10)
+        return True
+
+    assert run_bridge(host, top=dut)

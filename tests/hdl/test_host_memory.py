@@ -1,0 +1,185 @@
+# amaranth: UnusedElaboratable=no
+"""HostMemory (hdl/top/host_memory.py): the core's random write and read bursts (random
+strobes, back-pressure) on one half of the memory while the host reads and writes words of
+the other half through HMEM_ADDR/HMEM_DATA, then each reads what the other wrote: every
+octet as a bytearray model says, every core write answered once, no host access lost."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from rnic.hdl.axi import RESP_OKAY, RESP_SLVERR
+from rnic.hdl.top.host_memory import HostMemory
+from rnic.host.spec.board import HMEM_ADDR, HMEM_DATA, HMEM_SIZE
+
+OCTETS = 512
+
+
+class TB:
+    """The core's bursts and the host's register accesses on a HostMemory of width ``w``."""
+
+    def __init__(self, w, seed):
+        self.w = w
+        self.rng = random.Random(seed)
+        self.dut = HostMemory(width=w, octets=OCTETS, addr_width=16)
+        self.memory = bytearray(OCTETS)
+        self.responses = 0
+
+    # -- the core
+    async def core_write(self, ctx, addr, data, strobes):
+        w, W = self.dut.w, self.w
+        beats = [data[k:k + W] for k in range(0, len(data), W)]
+        ctx.set(w.awaddr, addr)
+        ctx.set(w.awlen, len(beats) - 1)
+        ctx.set(w.awvalid, 1)
+        pending_aw, sent = True, 0
+        while pending_aw or sent < len(beats):
+            valid = sent < len(beats) and self.rng.random() < 0.8
+            if valid:
+                ctx.set(w.wdata, int.from_bytes(beats[sent], "little"))
+                ctx.set(w.wstrb, strobes[sent])
+                ctx.set(w.wlast, sent == len(beats) - 1)
+            ctx.set(w.wvalid, valid)
+            _, _, awv, awr, wv, wr = await ctx.tick().sample(w.awvalid, w.awready, w.wvalid,
+                                                             w.wready)
+            if awv and awr:
+                pending_aw = False
+                ctx.set(w.awvalid, 0)
+            if wv and wr:
+                for lane in range(W):
+                    if strobes[sent] >> lane & 1:
+                        self.memory[addr + sent * W + lane] = beats[sent][lane]
+                sent += 1
+        ctx.set(w.wvalid, 0)
+
+    async def core_read(self, ctx, addr, beats):
+        r, W = self.dut.r, self.w
+        ctx.set(r.araddr, addr)
+        ctx.set(r.arlen, beats - 1)
+        ctx.set(r.arvalid, 1)
+        await ctx.tick().until(r.arready)
+        ctx.set(r.arvalid, 0)
+        out = bytearray()
+        while len(out) < beats * W:
+            ctx.set(r.rready, self.rng.random() < 0.7)
+            _, _, rv, rr, data, last = await ctx.tick().sample(r.rvalid, r.rready, r.rdata,
+                                                               r.rlast)
+            if rv and rr:
+                out += data.to_bytes(W, "little")
+                assert last == (len(out) == beats * W)
+        ctx.set(r.rready, 0)
+        return bytes(out)
+
+    async def core_responses(self, ctx):
+        while True:
+            ctx.set(self.dut.w.bready, self.rng.random() < 0.6)
+            _, _, bv, br, resp = await ctx.tick().sample(self.dut.w.bvalid, self.dut.w.bready,
+                                                         self.dut.w.bresp)
+            if bv and br:
+                assert resp == RESP_OKAY
+                self.responses += 1
+
+    async def core(self, ctx, low, high, rounds):
+        """Random bursts inside ``low .. high``; the reads checked against the model."""
+        W, rng = self.w, self.rng
+        writes = 0
+        for _ in range(rounds):
+            beats = rng.randint(1, 6)
+            addr = rng.randrange(low, high - beats * W + 1, W)
+            if rng.random() < 0.5:
+                data = rng.randbytes(beats * W)
+                await self.core_write(ctx, addr, data, [rng.getrandbits(W) | 1
+                                                        for _ in range(beats)])
+                writes += 1
+            else:
+                got = await self.core_read(ctx, addr, beats)
+                assert got == bytes(self.memory[addr:addr + beats * W]), hex(addr)
+        return writes
+
+    # -- the host
+    async def host_write(self, ctx, offset, value):
+        s = self.dut.s_axil
+        ctx.set(s.awaddr, offset)
+        ctx.set(s.wdata, value)
+        ctx.set(s.awvalid, 1)
+        ctx.set(s.wvalid, 1)
+        await ctx.tick().until(s.awready)
+        ctx.set(s.awvalid, 0)
+        ctx.set(s.wvalid, 0)
+        ctx.set(s.bready, 1)
+        resp, = await ctx.tick().sample(s.bresp).until(s.bvalid)
+        ctx.set(s.bready, 0)
+        return resp
+
+    async def host_read(self, ctx, offset):
+        s = self.dut.s_axil
+        ctx.set(s.araddr, offset)
+        ctx.set(s.arvalid, 1)
+        await ctx.tick().until(s.arready)
+        ctx.set(s.arvalid, 0)
+        ctx.set(s.rready, 1)
+        data, resp = await ctx.tick().sample(s.rdata, s.rresp).until(s.rvalid)
+        ctx.set(s.rready, 0)
+        return data, resp
+
+    async def host(self, ctx, low, high, rounds):
+        """Runs of consecutive words inside ``low .. high`` written and read back."""
+        rng = self.rng
+        for _ in range(rounds):
+            words = rng.randint(1, 5)
+            addr = rng.randrange(low, high - 4 * words + 1, 4)
+            assert await self.host_write(ctx, HMEM_ADDR, addr) == RESP_OKAY
+            if rng.random() < 0.5:
+                for k in range(words):
+                    value = rng.getrandbits(32)
+                    assert await self.host_write(ctx, HMEM_DATA, value) == RESP_OKAY
+                    self.memory[addr + 4 * k:addr + 4 * k + 4] = value.to_bytes(4, "little")
+            else:
+                for k in range(words):
+                    data, resp = await self.host_read(ctx, HMEM_DATA)
+                    assert resp == RESP_OKAY
+                    assert data.to_bytes(4, "little") == self.memory[addr + 4 * k:][:4]
+            assert await self.host_read(ctx, HMEM_ADDR) == ((addr + 4 * words) % OCTETS, RESP_OKAY)
+
+
+@pytest.mark.parametrize("w", [4, 8])
+def test_core_and_host_share_the_memory(w):
+    tb = TB(w, seed=w)
+    half = OCTETS // 2
+    done = {}
+
+    async def core(ctx):
+        done["core"] = await tb.core(ctx, 0, half, 60)
+
+    async def host(ctx):
+        assert await tb.host_read(ctx, HMEM_SIZE) == (OCTETS, RESP_OKAY)
+        assert (await tb.host_read(ctx, 0xC))[1] == RESP_SLVERR
+        assert await tb.host_write(ctx, 0x0, 1) == RESP_SLVERR
+        await tb.host(ctx, half, OCTETS, 40)
+        done["host"] = True
+
+    async def crossed(ctx):
+        while len(done) < 2:
+            await ctx.tick()
+        await ctx.tick().repeat(20)                 # the last responses
+        assert tb.responses == done["core"]
+        # each side reads what the other wrote
+        got = await tb.core_read(ctx, half, half // w)
+        assert got == bytes(tb.memory[half:])
+        await tb.host(ctx, 0, half, 10)
+
+    sim = Simulator(tb.dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(core)
+    sim.add_testbench(host)
+    sim.add_testbench(tb.core_responses, background=True)
+    sim.add_testbench(crossed)
+    sim.run()
+
+
+def test_parameters_checked():
+    with pytest.raises(ValueError, match="octets must be a power of 2"):
+        HostMemory(width=4, octets=1000)
+    with pytest.raises(ValueError, match="addr_width"):
+        HostMemory(width=4, octets=1 << 20, addr_width=16)
