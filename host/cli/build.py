@@ -65,8 +65,9 @@ def _progress_printer():
 @click.option("--board", type=click.Choice(_BOARD_NAMES), default=_DEFAULT_BOARD,
               show_default=True,
               help="Target board (amaranth-boards platform): ecpix5, the ECPIX-5 with the "
-                   "LFE5UM5G-85F, has room for the whole NIC; versa_ecp5 (LFE5UM-45F) takes the "
-                   "Ethernet top and, tightly, the NIC.")
+                   "LFE5UM5G-85F, has room for the whole NIC (TCP and 128 KiB of host memory "
+                   "included); versa_ecp5 and ecpix5_45 (45F devices) take the NIC without "
+                   "TCP and the Ethernet top.")
 @click.option("--width", type=click.Choice(["4", "8", "16", "32"]), default=None,
               help="Datapath width W in octets.  [default: 4 with --top nic or ethernet, "
                    "else 8]")
@@ -84,15 +85,24 @@ def _progress_printer():
                    "tcp_offload: the TCP receive parser, connection table, frame builder, "
                    "event engine, whole receive path or whole engine alone (with --top "
                    "harness), to see what each costs.")
-@click.option("--top", type=click.Choice(_TOP_NAMES), default="core", show_default=True,
-              help="core: the RNIC core with the UART bridge and a traffic loopback, no "
-                   "network; nic: the NIC (RGMII port 0, MAC, ARP/IPv4/ICMP, the RNIC core, "
-                   "UART register bridge, LEDs); harness: the core alone in a benchmark harness; "
-                   "ethernet: the Ethernet bring-up top (RGMII, MAC, ARP and ping in "
-                   "gateware, no core: --core, --connections and --baud do not apply).")
-@click.option("--tcp/--no-tcp", default=False, show_default=True,
+@click.option("--top", type=click.Choice(_TOP_NAMES), default=None,
+              help="nic: the NIC (RGMII port 0, MAC, ARP/IPv4/ICMP, TCP where it fits, the "
+                   "RNIC core, host memory, UART register bridge, LEDs); core: the RNIC core "
+                   "with the UART bridge and a traffic loopback, no network; harness: the core "
+                   "alone in a benchmark harness; ethernet: the Ethernet bring-up top (RGMII, "
+                   "MAC, ARP and ping in gateware, no core: --core, --connections and --baud "
+                   "do not apply).  [default: nic; core with --core framer, harness with a "
+                   "block of the core]")
+@click.option("--tcp/--no-tcp", default=None,
               help="With --top nic: the NIC with its TCP engine (TcpOffload between the "
-                   "network layer and the IPv4 send path, its send rings in block RAM).")
+                   "network layer and the IPv4 send path, its send rings in block RAM).  "
+                   "[default: on the ecpix5, off on the 45F boards]")
+@click.option("--memory", "memory_kib", type=click.Choice(["0", "4", "8", "16", "32", "64",
+                                                           "128"]),
+              default=None, metavar="KIB",
+              help="With --top nic: KiB of on-chip host memory behind the core (registered "
+                   "regions, receive buffers; the host reaches it through the UART bridge), "
+                   "0 for none.  [default: 128 on the ecpix5, 0 on the 45F boards]")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=1, show_default=True,
               help="nextpnr placement seed.")
 @click.option("--seeds", callback=_seed_list, metavar="SEEDS",
@@ -141,12 +151,13 @@ def _progress_printer():
               help="Widths of --sweep.")
 @click.option("--sweep-connections", default="16,1024", show_default=True, callback=_int_list,
               help="Connection counts of --sweep.")
-def build_cmd(board, width, connections, freq, baud, core, top, tcp, seed, seeds, out_dir, as_json,
+def build_cmd(board, width, connections, freq, baud, core, top, tcp, memory_kib, seed, seeds,
+              out_dir, as_json,
               allow_timing_fail, paths, place_only, placer, nextpnr_opts, stall_minutes,
               documented, update_docs, sweep, sweep_widths, sweep_connections):
     """Build a bitstream with Yosys, nextpnr-ecp5 and ecppack (from PyPI) and report fmax and resources.
 
-    Elaborates a top (the core unless --top says otherwise), runs Amaranth's build
+    Elaborates a top (the NIC unless --top or --core say otherwise), runs Amaranth's build
     script with the YoWASP tools of this environment, and reports per clock
     domain the fmax against the constraint, LUT4/FF/block RAM/DSP use and
     share of the device, and the seconds per stage. Exits 1 when timing is
@@ -155,15 +166,15 @@ def build_cmd(board, width, connections, freq, baud, core, top, tcp, seed, seeds
 
     \b
     Examples:
-      rnic build --board ecpix5 --top nic              # the NIC: RGMII, MAC, ARP/IP, W=4, 100 MHz
-      rnic build --board ecpix5 --top nic --tcp        # the NIC with its TCP engine (85F)
+      rnic build                                       # the NIC on the ECPIX-5 85F, TCP and all
+      rnic build --board versa_ecp5 --top nic          # the NIC without TCP (what fits a 45F)
       rnic build --board ecpix5 --width 8 --top core   # the core: W=8, 16 connections, 125 MHz
       rnic build --board versa_ecp5 --top ethernet     # Ethernet bring-up on the Versa
-      rnic build --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
+      rnic build --top core --width 8 --connections 1024 --freq 156.25 --allow-timing-fail
       rnic build --top harness --width 16 --out /tmp/w16  # the core alone
       rnic build --top harness --core ddp_rx --allow-timing-fail  # one block alone
       rnic build --top ethernet --json --allow-timing-fail     # RGMII + MAC + ARP/ping, W=4
-      rnic build --freq 156.25 --paths 30 --allow-timing-fail  # what fails at the goal
+      rnic build --top core --freq 156.25 --paths 30 --allow-timing-fail  # fails at the goal
       rnic build --place-only --seed 2                 # will it route? wire length by block
       rnic build --place-only --placer static          # the other placer's wire length
       rnic build --seeds 1-6 --allow-timing-fail       # route the best placement of six
@@ -207,6 +218,8 @@ def build_cmd(board, width, connections, freq, baud, core, top, tcp, seed, seeds
         failed = [r for r in rows if "error" in r]
         return EXIT_FAILURE if failed else EXIT_OK
     from rnic.hdl.top import BLOCKS
+    if top is None:
+        top = "harness" if core in BLOCKS else "nic" if core == "rnic" else "core"
     if core in BLOCKS and top != "harness" and not sweep:
         raise click.BadParameter(f"{core} is a block of the core: build it alone with "
                                  "--top harness", param_hint="--core")
@@ -216,12 +229,16 @@ def build_cmd(board, width, connections, freq, baud, core, top, tcp, seed, seeds
     if tcp and top != "nic":
         raise click.BadParameter(f"--tcp is a part of the NIC top (--top nic), not of --top {top}",
                                  param_hint="--tcp")
+    if memory_kib is not None and int(memory_kib) and top != "nic":
+        raise click.BadParameter(f"host memory is a part of the NIC top (--top nic), not of "
+                                 f"--top {top}", param_hint="--memory")
     cfg = BuildConfig(board=board, width=None if width is None else int(width),
                       connections=connections, freq_mhz=freq,
                       baud=baud, top=top, core=core, seed=seed, out_dir=out_dir,
                       allow_timing_fail=allow_timing_fail, nextpnr_opts=nextpnr_opts,
                       placer=placer, paths=paths, place_only=place_only,
-                      stall_minutes=stall_minutes, tcp=tcp)
+                      stall_minutes=stall_minutes, tcp=tcp,
+                      memory_kib=None if memory_kib is None else int(memory_kib))
     try:
         report = (build_best_seed(cfg, seeds, progress=say) if seeds is not None
                   else build(cfg, progress=say))

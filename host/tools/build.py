@@ -79,10 +79,10 @@ CORES = ("rnic", "framer")
 #: top (:class:`~rnic.hdl.top.ethernet.EthernetBoardTop`: RGMII, MAC, ARP and
 #: ping, no core).
 TOPS = ("nic", "core", "harness", "ethernet")
-#: The top ``rnic build`` builds unless told: the core with its UART bridge and a traffic
-#: loopback, which exercises the whole RDMA data path on the board (the NIC top's core has
-#: no TCP engine to carry RDMA traffic).
-DEFAULT_TOP = "core"
+#: The top ``rnic build`` builds unless told: the NIC, with its TCP engine and host memory
+#: on the boards where they fit (:class:`~rnic.hdl.top.boards.Board` ``nic_tcp``,
+#: ``host_memory``).
+DEFAULT_TOP = "nic"
 #: nextpnr-ecp5's placers ``rnic build`` offers: ``static`` (the electrostatic placer, then
 #: the annealer's refinement) and ``heap`` (nextpnr's default, analytic then annealing).
 PLACERS = ("static", "heap")
@@ -375,7 +375,10 @@ class BuildConfig:
     ``None`` is the top's default (:data:`DEFAULT_WIDTHS`: 4 for ``nic`` and
     ``ethernet``, else 8), ``freq_mhz`` ``None`` too (:data:`DEFAULT_FREQS`: 100 for
     ``nic``, else 125). ``tcp`` builds the NIC with its TCP engine
-    (:class:`~rnic.hdl.tcp.offload.TcpOffload`; ``top="nic"`` only).
+    (:class:`~rnic.hdl.tcp.offload.TcpOffload`) and ``memory_kib`` gives it that much host
+    memory (:class:`~rnic.hdl.top.host_memory.HostMemory`, 0: none); ``top="nic"`` only,
+    ``None`` the board's defaults (``nic_tcp``, ``host_memory``; resolved by
+    :meth:`resolve`).
     """
     board: str = DEFAULT_BOARD
     width: int | None = None
@@ -395,13 +398,20 @@ class BuildConfig:
     # stop a route whose router made no progress for this long (rnic.host.tools.pnr_watch;
     # 0: never)
     stall_minutes: float = STALL_SECONDS / 60
-    tcp: bool = False                # the NIC with its TCP engine (top "nic" only)
+    tcp: bool | None = None          # the NIC with its TCP engine (top "nic" only)
+    memory_kib: int | None = None    # the NIC's host memory in KiB (top "nic" only)
 
     def __post_init__(self):
         if self.top not in TOPS:
             raise BuildError(f"top must be one of {', '.join(TOPS)}, not {self.top!r}")
         if self.tcp and self.top != "nic":
             raise BuildError(f"tcp is a part of the NIC top (top nic), not of top {self.top!r}")
+        if self.memory_kib and self.top != "nic":
+            raise BuildError(f"host memory is a part of the NIC top (top nic), not of top "
+                             f"{self.top!r}")
+        if self.memory_kib is not None and (
+                self.memory_kib < 0 or self.memory_kib & (self.memory_kib - 1)):
+            raise BuildError(f"memory_kib must be 0 or a power of 2, not {self.memory_kib!r}")
         if self.placer is None:
             self.placer = DEFAULT_PLACERS[self.top]
         if self.placer not in PLACERS:
@@ -413,6 +423,18 @@ class BuildConfig:
         if self.stall_minutes < 0:
             raise BuildError(f"stall_minutes must be >= 0, not {self.stall_minutes!r}")
 
+    def resolve(self):
+        """Fill ``tcp`` and ``memory_kib`` left ``None`` with the board's defaults (the NIC
+        top) or off (the other tops); returns self."""
+        from rnic.hdl.top.boards import BOARDS
+        board = BOARDS.get(self.board)
+        nic = self.top == "nic" and board is not None
+        if self.tcp is None:
+            self.tcp = board.nic_tcp if nic else False
+        if self.memory_kib is None:
+            self.memory_kib = board.host_memory >> 10 if nic else 0
+        return self
+
     @property
     def has_core(self):
         """Whether the top builds a core (``core`` and ``connections`` apply)."""
@@ -423,6 +445,7 @@ class BuildConfig:
             return Path(self.out_dir)
         if not self.has_core:
             return _build_root() / f"{self.board}-w{self.width}-{self.top}"
+        self.resolve()
         tcp = "-tcp" if self.tcp else ""
         return (_build_root()
                 / f"{self.board}-w{self.width}-c{self.connections}-{self.top}{tcp}")
@@ -695,6 +718,7 @@ def build(config: BuildConfig, *, progress=None):
     if config.top not in TOPS:
         raise BuildError(f"top must be one of {', '.join(TOPS)}, not {config.top!r}")
     board = BOARDS[config.board]
+    config.resolve()
     env = tool_env()
     factory = _core_factory(config.core)
     if config.core in board_top_blocks() and config.top != "harness":
@@ -717,7 +741,7 @@ def build(config: BuildConfig, *, progress=None):
     if config.top == "nic":
         from rnic.hdl.top import NicBoardTop
         top = NicBoardTop(board, width=config.width, connections=config.connections, freq=freq,
-                          baud=config.baud, tcp=config.tcp)
+                          baud=config.baud, tcp=config.tcp, memory=config.memory_kib << 10)
     elif config.top == "core":
         top = CoreBoardTop(board, width=config.width, connections=config.connections,
                            freq=freq, baud=config.baud, core=factory)
@@ -727,7 +751,9 @@ def build(config: BuildConfig, *, progress=None):
     else:
         from rnic.hdl.top import EthernetBoardTop
         top = EthernetBoardTop(board, width=config.width, freq=freq)
-    label = {"nic": "NicTop+TCP" if config.tcp else "NicTop",
+    nic_label = "NicTop" + ("+TCP" if config.tcp else "") + (
+        f"+{config.memory_kib}KiB" if config.memory_kib else "")
+    label = {"nic": nic_label,
              "ethernet": "NetworkLayer"}.get(config.top, core_label(factory))
     overrides = {
         "synth_opts": config.synth_opts,

@@ -132,7 +132,8 @@ def test_board_top_elaborates(board, tmp_path):
 def test_nic_board_top_elaborates():
     """``--top nic``: the RGMII port's pins, the UART, a PLL making 100 MHz for the core and
     125 MHz for eth_tx, the receive clock constrained, and the NIC's blocks in the netlist
-    (without TCP by default; with ``tcp``, the engine, its registers and ring memory)."""
+    (on the Versa without TCP and host memory by default; on the ECPIX-5 85F with them: the
+    engine, its registers and ring memory, the host memory behind the core's AXI4 masters)."""
     from rnic.hdl.top import BOARDS, NicBoardTop
     b = BOARDS["versa_ecp5"]
     top = NicBoardTop(b)
@@ -148,11 +149,18 @@ def test_nic_board_top_elaborates():
     for block in ("rgmii_rx", "rgmii_tx", "logic.core.eth", "logic.core.net", "logic.core.core",
                   "logic.bridge"):
         assert f"module \\top.{block}\n" in il, block
-    assert "module \\top.logic.core.tcp\n" not in il
-    with_tcp = NicBoardTop(b, tcp=True)
-    il = b.make_platform().build(with_tcp, name="top", do_build=False).files["top.il"]
-    for block in ("logic.core.tcp", "logic.core.tcp_regs", "logic.core.rings"):
+    for block in ("logic.core.tcp", "logic.host_memory"):
+        assert f"module \\top.{block}\n" not in il, block
+    ecpix5 = BOARDS["ecpix5"]
+    nic = NicBoardTop(ecpix5)
+    assert nic.tcp and nic.memory == 128 << 10
+    il = ecpix5.make_platform().build(nic, name="top", do_build=False).files["top.il"]
+    for block in ("logic.core.tcp", "logic.core.tcp_regs", "logic.core.rings",
+                  "logic.host_memory", "logic.host_memory.ram", "logic.mem_split"):
         assert f"module \\top.{block}\n" in il, block
+    with pytest.raises(ValueError, match="memory must be an integer number of octets >= 0, "
+                       "not -1"):
+        NicBoardTop(b, memory=-1)
     with pytest.raises(ValueError, match="port must be 0 or 1, not 2"):
         NicBoardTop(b, port=2)
     from rnic.hdl.top import BoardLogic, FramerCore
@@ -174,12 +182,23 @@ def test_cores_agree_with_cli():
 
 
 def test_tops_agree_with_cli():
-    """``--top`` offers the flow's tops; the core is the default (until the NIC carries
-    traffic and routes on the Versa); each top has its default width and build directory."""
+    """``--top`` offers the flow's tops; the NIC is the default, with TCP and 128 KiB of host
+    memory on the ECPIX-5 85F and without either on the 45F boards; each top has its default
+    width and build directory."""
     from rnic.host.cli.build import _TOP_NAMES
     assert _TOP_NAMES == flow.TOPS == ("nic", "core", "harness", "ethernet")
-    assert flow.BuildConfig().top == "core" == flow.DEFAULT_TOP
-    assert flow.BuildConfig().width == 8 and flow.BuildConfig().has_core
+    assert flow.BuildConfig().top == "nic" == flow.DEFAULT_TOP
+    cfg = flow.BuildConfig().resolve()
+    assert (cfg.width, cfg.tcp, cfg.memory_kib) == (4, True, 128) and cfg.has_core
+    versa = flow.BuildConfig(board="versa_ecp5").resolve()
+    assert (versa.tcp, versa.memory_kib) == (False, 0)
+    assert flow.BuildConfig(tcp=False, memory_kib=0).resolve().tcp is False
+    core = flow.BuildConfig(top="core").resolve()
+    assert core.width == 8 and (core.tcp, core.memory_kib) == (False, 0)
+    with pytest.raises(flow.BuildError, match="memory_kib must be 0 or a power of 2, not 96"):
+        flow.BuildConfig(memory_kib=96)
+    with pytest.raises(flow.BuildError, match="host memory is a part of the NIC top"):
+        flow.BuildConfig(top="core", memory_kib=64)
     assert flow.BuildConfig(top="nic").width == 4 and flow.BuildConfig(top="nic").has_core
     assert flow.BuildConfig(top="harness").width == 8
     # the NIC's W = 4 core at 100 MHz (3.2 Gb/s for a 1 Gb/s line), the others at 125
@@ -191,7 +210,8 @@ def test_tops_agree_with_cli():
     # the NIC's main board, the ECPIX-5 85F, unless told
     assert flow.BuildConfig().board == "ecpix5" == flow.DEFAULT_BOARD == _DEFAULT_BOARD
     assert eth.directory().name == "ecpix5-w4-ethernet"
-    assert flow.BuildConfig(top="nic").directory().name == "ecpix5-w4-c16-nic"
+    assert flow.BuildConfig(top="nic").directory().name == "ecpix5-w4-c16-nic-tcp"
+    assert flow.BuildConfig(tcp=False).directory().name == "ecpix5-w4-c16-nic"
     assert (flow.BuildConfig(board="versa_ecp5", top="core", width=16).directory().name
             == "versa_ecp5-w16-c16-core")
     assert flow.BuildConfig(top="ethernet", width=8).width == 8
@@ -256,7 +276,7 @@ def test_summary_of_a_top_without_core(tmp_path):
 def test_cli_usage_errors():
     r = CliRunner().invoke(cli, ["build", "--width", "12"])
     assert r.exit_code == 2
-    r = CliRunner().invoke(cli, ["build", "--core", "ddp_rx"])      # a block needs --top harness
+    r = CliRunner().invoke(cli, ["build", "--core", "ddp_rx", "--top", "core"])  # harness only
     assert r.exit_code == 2 and "--top harness" in r.output
     r = CliRunner().invoke(cli, ["build", "--top", "nic", "--core", "framer"])  # RnicCore only
     assert r.exit_code == 2 and "--top nic builds the RNIC core, not framer" in r.output
@@ -283,7 +303,11 @@ def test_cli_usage_errors():
     r = CliRunner().invoke(cli, ["build", "--help"])
     assert r.exit_code == 0 and "rnic build --top ethernet" in r.output
     assert "rnic build --place-only" in r.output and "rnic build --seeds 1-6" in r.output
-    assert "[default: core]" in " ".join(r.output.split())
+    assert "[default: nic; core with --core framer" in " ".join(r.output.split())
+    r = CliRunner().invoke(cli, ["build", "--top", "core", "--memory", "64"])
+    assert r.exit_code == 2 and "host memory is a part of the NIC top" in r.output
+    r = CliRunner().invoke(cli, ["build", "--memory", "96"])
+    assert r.exit_code == 2 and "'96' is not one of" in r.output
 
 
 @pytest.mark.parametrize("block, cls", [("mpa_tx", "MpaTxFramer"), ("ddp_tx", "DdpTx")])
