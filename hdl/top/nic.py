@@ -4,6 +4,8 @@ RNIC core, registers over the UART. See :class:`NicBoardTop`."""
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 
+from rnic.host.spec.board import NIC_CLOCK_HZ
+
 from ..nic_top import NicTop
 from .board_logic import BoardLogic
 from .rgmii_board import RgmiiBoard, eth_rx_domain, rgmii_adapters, toggle_seen, uart_buffers
@@ -14,7 +16,7 @@ __all__ = ["NicBoardTop"]
 class NicBoardTop(RgmiiBoard):
     """The design ``rnic build --top nic`` puts on an ECP5 board::
 
-        board clock -> EHXPLLL -> sync (core clock, 100 MHz) and eth_tx (125 MHz)
+        board clock -> EHXPLLL -> sync (core clock, 83.33 MHz) and eth_tx (125 MHz)
         PHY rx_clk  -> eth_rx
         RGMII pins <-> RgmiiRx / RgmiiTx <-> NicTop.gmii_rx / gmii_tx
                        (EthernetPort, NetworkLayer, RnicCore with its register bank; with
@@ -48,12 +50,13 @@ class NicBoardTop(RgmiiBoard):
     board : rnic.hdl.top.boards.Board
         An entry of ``BOARDS`` with an RGMII resource.
     width : int
-        The core's datapath width W in octets (default 4: 3.2 Gb/s at 100 MHz, room for a
+        The core's datapath width W in octets (default 4: 2.67 Gb/s at 83.33 MHz, room for a
         1 Gb/s line).
     connections : int
         The core's connection contexts (default 16).
     freq : float
-        Core clock (``sync``) in Hz (default 100 MHz; with ``eth_tx``, 125 MHz, from one
+        Core clock (``sync``) in Hz (default :data:`~rnic.host.spec.board.NIC_CLOCK_HZ`,
+        83.33 MHz; with ``eth_tx``, 125 MHz, from one
         PLL).
     baud : int
         UART line rate (default 115200).
@@ -73,7 +76,7 @@ class NicBoardTop(RgmiiBoard):
     LED_FUNCTIONS = ("heartbeat", "phy_up", "rx_clock", "rx_frame", "tx_frame", "dropped",
                      "uart", "irq")
 
-    def __init__(self, board, *, width=4, connections=16, freq=100e6, baud=115200, port=0,
+    def __init__(self, board, *, width=4, connections=16, freq=NIC_CLOCK_HZ, baud=115200, port=0,
                  tcp=None, memory=None):
         super().__init__(board, width=width, freq=freq, port=port)
         tcp = board.nic_tcp if tcp is None else tcp

@@ -75,7 +75,7 @@ def _progress_printer():
               help="Connection contexts.")
 @click.option("--freq", type=click.FloatRange(10, 400), default=None,
               help="Core clock target in MHz (made by the PLL; the timing constraint).  "
-                   "[default: 100 with --top nic, else 125]")
+                   "[default: 83.33 with --top nic, else 125]")
 @click.option("--baud", type=click.IntRange(1200, 12_000_000), default=115200, show_default=True,
               help="UART rate of the register bridge.")
 @click.option("--core", "core", type=click.Choice(_CORE_NAMES), default="rnic", show_default=True,

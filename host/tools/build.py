@@ -46,6 +46,7 @@ import threading
 import time
 from pathlib import Path
 
+from rnic.host.spec.board import NIC_CLOCK_HZ
 from rnic.host.tools.pnr_watch import STALL_SECONDS, PnrWatch
 
 __all__ = [
@@ -93,10 +94,11 @@ PLACERS = ("static", "heap")
 DEFAULT_PLACERS = {"nic": "static", "core": "static", "harness": "heap", "ethernet": "heap"}
 #: Datapath width of each top when ``BuildConfig.width`` is ``None``.
 DEFAULT_WIDTHS = {"nic": 4, "core": 8, "harness": 8, "ethernet": 4}
-#: Core clock (MHz) of each top when ``BuildConfig.freq_mhz`` is ``None``: the NIC's W = 4
-#: core at 100 MHz moves 3.2 Gb/s, more than three times its 1 Gb/s line, with room to
-#: spare in timing; the others at :data:`DEFAULT_FREQ_MHZ`.
-DEFAULT_FREQS = {"nic": 100.0, "core": DEFAULT_FREQ_MHZ, "harness": DEFAULT_FREQ_MHZ,
+#: Core clock (MHz) of each top when ``BuildConfig.freq_mhz`` is ``None``: the NIC's
+#: (:data:`~rnic.host.spec.board.NIC_CLOCK_HZ`, 83.33 MHz: its W = 4 core moves 2.67 Gb/s,
+#: 2.7 times its 1 Gb/s line, with room to spare in timing); the others at
+#: :data:`DEFAULT_FREQ_MHZ`.
+DEFAULT_FREQS = {"nic": NIC_CLOCK_HZ / 1e6, "core": DEFAULT_FREQ_MHZ, "harness": DEFAULT_FREQ_MHZ,
                  "ethernet": DEFAULT_FREQ_MHZ}
 #: Tops that build a core (``core`` and ``connections`` apply; ``nic`` only with the
 #: RNIC core).
@@ -373,7 +375,7 @@ class BuildConfig:
     (:class:`~rnic.hdl.top.cores.FramerCore`, small: it builds in minutes) or one block of
     the core (:data:`~rnic.hdl.top.cores.BLOCKS`, with ``top="harness"``). ``width``
     ``None`` is the top's default (:data:`DEFAULT_WIDTHS`: 4 for ``nic`` and
-    ``ethernet``, else 8), ``freq_mhz`` ``None`` too (:data:`DEFAULT_FREQS`: 100 for
+    ``ethernet``, else 8), ``freq_mhz`` ``None`` too (:data:`DEFAULT_FREQS`: 83.33 for
     ``nic``, else 125). ``tcp`` builds the NIC with its TCP engine
     (:class:`~rnic.hdl.tcp.offload.TcpOffload`) and ``memory_kib`` gives it that much host
     memory (:class:`~rnic.hdl.top.host_memory.HostMemory`, 0: none); ``top="nic"`` only,

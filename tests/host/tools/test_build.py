@@ -130,7 +130,7 @@ def test_board_top_elaborates(board, tmp_path):
 
 
 def test_nic_board_top_elaborates():
-    """``--top nic``: the RGMII port's pins, the UART, a PLL making 100 MHz for the core and
+    """``--top nic``: the RGMII port's pins, the UART, a PLL making 83.33 MHz for the core and
     125 MHz for eth_tx, the receive clock constrained, and the NIC's blocks in the netlist
     (on the Versa without TCP and host memory by default; on the ECPIX-5 85F with them: the
     engine, its registers and ring memory, the host memory behind the core's AXI4 masters)."""
@@ -143,7 +143,7 @@ def test_nic_board_top_elaborates():
                 "uart_0__tx__io", "led_7__io"):
         assert pin in lpf, pin
     assert 'FREQUENCY PORT "eth_rgmii_0__rx_clk__io" 125' in lpf
-    assert top.pll.f_out == 100e6 and top.pll.f_aux == 125e6
+    assert top.pll.f_out == 250e6 / 3 and top.pll.f_aux == 125e6
     assert top.domains == ("sync", "eth_tx", "eth_rx") and top.width == 4
     il = plan.files["top.il"]
     for block in ("rgmii_rx", "rgmii_tx", "logic.core.eth", "logic.core.net", "logic.core.core",
@@ -201,8 +201,8 @@ def test_tops_agree_with_cli():
         flow.BuildConfig(top="core", memory_kib=64)
     assert flow.BuildConfig(top="nic").width == 4 and flow.BuildConfig(top="nic").has_core
     assert flow.BuildConfig(top="harness").width == 8
-    # the NIC's W = 4 core at 100 MHz (3.2 Gb/s for a 1 Gb/s line), the others at 125
-    assert flow.BuildConfig(top="nic").freq_mhz == 100.0 == flow.DEFAULT_FREQS["nic"]
+    # the NIC's W = 4 core at 83.33 MHz (2.67 Gb/s for a 1 Gb/s line), the others at 125
+    assert flow.BuildConfig(top="nic").freq_mhz == 250 / 3 == flow.DEFAULT_FREQS["nic"]
     assert {flow.BuildConfig(top=t).freq_mhz for t in ("core", "harness", "ethernet")} == {125.0}
     assert flow.BuildConfig(top="nic", freq_mhz=125.0).freq_mhz == 125.0
     eth = flow.BuildConfig(top="ethernet")
