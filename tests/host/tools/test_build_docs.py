@@ -115,10 +115,10 @@ def test_run_and_table(tree, monkeypatch):
 def test_the_documented_builds_are_valid_commands():
     """Every build command the README and the docs print is a valid ``rnic build`` command
     line that does not excuse a timing miss, and the two the NIC's users need are among them
-    as written."""
+    as written (a bare ``rnic build``: the whole NIC on the ECPIX-5 85F)."""
     commands = documented_commands()
     texts = {c.text for c in commands}
-    assert "rnic build --board ecpix5 --top nic" in texts
+    assert "rnic build" in texts
     assert "rnic build --board ecpix5 --width 8 --top core" in texts
     for command in commands:
         build_cmd.make_context("build", list(command.args))      # raises on a bad option
@@ -127,9 +127,10 @@ def test_the_documented_builds_are_valid_commands():
 
 def test_the_figures_table_is_of_the_documented_builds():
     """The figures in docs/build.md are one row per documented bitstream command, made by
-    ``rnic build --documented --update-docs``, and each met timing as written; the NIC on
-    the ECPIX-5 meets every clock with 10 % to spare after at most 20 minutes of place and
-    route."""
+    ``rnic build --documented --update-docs``, and each met timing as written; the whole NIC
+    on the ECPIX-5 (a bare ``rnic build``) meets every clock with 10 % to spare after at most
+    45 minutes of place and route (two thirds of the device's LUT4 and three quarters of its
+    block RAM)."""
     page = build_docs.docs_root() / build_docs.FIGURES_PAGE
     rows = read_figures(page)
     expected = [c.text for c in documented_commands() if builds_bitstream(c)]
@@ -137,10 +138,10 @@ def test_the_figures_table_is_of_the_documented_builds():
     for row in rows:
         assert row["met"], row
         assert all(c["fmax_mhz"] >= c["constraint_mhz"] for c in row["clocks"]), row
-    nic = next(r for r in rows if r["command"] == "rnic build --board ecpix5 --top nic")
+    nic = next(r for r in rows if r["command"] == "rnic build")
     assert {c["domain"] for c in nic["clocks"]} == {"sync", "eth_rx", "eth_tx"}
     assert all(c["fmax_mhz"] >= 1.10 * c["constraint_mhz"] for c in nic["clocks"]), nic
-    assert nic["pnr_minutes"] <= 20, nic
+    assert nic["pnr_minutes"] <= 45, nic
 
 
 def test_command_text():
