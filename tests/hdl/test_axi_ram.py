@@ -10,40 +10,22 @@ import pytest
 from amaranth.sim import Simulator
 
 from rnic.hdl.axi_ram import AxiRam
+from tests.hdl.axi_master import read_burst, write_burst
 
 W = 4
 DEPTH = 64
 
 
 async def _write(ctx, dut, rng, memory, bursts):
-    w = dut.w
     for addr, data in bursts:
         beats = [data[k:k + W] for k in range(0, len(data), W)]
-        ctx.set(w.awaddr, addr)
-        ctx.set(w.awlen, len(beats) - 1)
-        ctx.set(w.awvalid, 1)
-        pending_aw, sent = True, 0
-        while pending_aw or sent < len(beats):
-            if sent < len(beats) and rng.random() < 0.7:
-                strobes = rng.getrandbits(W)
-                ctx.set(w.wdata, int.from_bytes(beats[sent], "little"))
-                ctx.set(w.wstrb, strobes)
-                ctx.set(w.wlast, sent == len(beats) - 1)
-                ctx.set(w.wvalid, 1)
-            else:
-                ctx.set(w.wvalid, 0)
-            _, _, awv, awr, wv, wr, strb = await ctx.tick().sample(
-                w.awvalid, w.awready, w.wvalid, w.wready, w.wstrb)
-            if awv and awr:
-                pending_aw = False
-                ctx.set(w.awvalid, 0)
-            if wv and wr:
-                word = (addr // W + sent) % DEPTH
-                for lane in range(W):
-                    if strb >> lane & 1:
-                        memory[word * W + lane] = beats[sent][lane]
-                sent += 1
-        ctx.set(w.wvalid, 0)
+        strobes = [rng.getrandbits(W) for _ in beats]
+        await write_burst(ctx, dut.w, addr=addr, beats=beats, strobes=strobes, rng=rng)
+        for k, beat in enumerate(beats):
+            word = (addr // W + k) % DEPTH
+            for lane in range(W):
+                if strobes[k] >> lane & 1:
+                    memory[word * W + lane] = beat[lane]
 
 
 async def _responses(ctx, dut, rng, count):
@@ -59,23 +41,10 @@ async def _responses(ctx, dut, rng, count):
 
 
 async def _read(ctx, dut, rng, memory, addr, beats):
-    r = dut.r
-    ctx.set(r.araddr, addr)
-    ctx.set(r.arlen, beats - 1)
-    ctx.set(r.arvalid, 1)
-    await ctx.tick().until(r.arready)
-    ctx.set(r.arvalid, 0)
-    out = []
-    while len(out) < beats:
-        ctx.set(r.rready, rng.random() < 0.7)
-        _, _, rv, rr, data, last = await ctx.tick().sample(r.rvalid, r.rready, r.rdata, r.rlast)
-        if rv and rr:
-            out.append(data.to_bytes(W, "little"))
-            assert last == (len(out) == beats)
-    ctx.set(r.rready, 0)
+    got = await read_burst(ctx, dut.r, addr=addr, beats=beats, width=W, rng=rng)
     word = addr // W
     want = b"".join(bytes(memory[((word + k) % DEPTH) * W:][:W]) for k in range(beats))
-    assert b"".join(out) == want
+    assert got == want
 
 
 @pytest.mark.parametrize("seed", [1, 2])

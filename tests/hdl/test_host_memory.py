@@ -12,6 +12,7 @@ from amaranth.sim import Simulator
 from rnic.hdl.axi import RESP_OKAY, RESP_SLVERR
 from rnic.hdl.top.host_memory import HostMemory
 from rnic.host.spec.board import HMEM_ADDR, HMEM_DATA, HMEM_SIZE
+from tests.hdl.axi_master import read_burst, write_burst
 
 OCTETS = 512
 
@@ -28,48 +29,18 @@ class TB:
 
     # -- the core
     async def core_write(self, ctx, addr, data, strobes):
-        w, W = self.dut.w, self.w
+        W = self.w
         beats = [data[k:k + W] for k in range(0, len(data), W)]
-        ctx.set(w.awaddr, addr)
-        ctx.set(w.awlen, len(beats) - 1)
-        ctx.set(w.awvalid, 1)
-        pending_aw, sent = True, 0
-        while pending_aw or sent < len(beats):
-            valid = sent < len(beats) and self.rng.random() < 0.8
-            if valid:
-                ctx.set(w.wdata, int.from_bytes(beats[sent], "little"))
-                ctx.set(w.wstrb, strobes[sent])
-                ctx.set(w.wlast, sent == len(beats) - 1)
-            ctx.set(w.wvalid, valid)
-            _, _, awv, awr, wv, wr = await ctx.tick().sample(w.awvalid, w.awready, w.wvalid,
-                                                             w.wready)
-            if awv and awr:
-                pending_aw = False
-                ctx.set(w.awvalid, 0)
-            if wv and wr:
-                for lane in range(W):
-                    if strobes[sent] >> lane & 1:
-                        self.memory[addr + sent * W + lane] = beats[sent][lane]
-                sent += 1
-        ctx.set(w.wvalid, 0)
+        await write_burst(ctx, self.dut.w, addr=addr, beats=beats, strobes=strobes,
+                          rng=self.rng, p_valid=0.8)
+        for k, beat in enumerate(beats):
+            for lane in range(W):
+                if strobes[k] >> lane & 1:
+                    self.memory[addr + k * W + lane] = beat[lane]
 
     async def core_read(self, ctx, addr, beats):
-        r, W = self.dut.r, self.w
-        ctx.set(r.araddr, addr)
-        ctx.set(r.arlen, beats - 1)
-        ctx.set(r.arvalid, 1)
-        await ctx.tick().until(r.arready)
-        ctx.set(r.arvalid, 0)
-        out = bytearray()
-        while len(out) < beats * W:
-            ctx.set(r.rready, self.rng.random() < 0.7)
-            _, _, rv, rr, data, last = await ctx.tick().sample(r.rvalid, r.rready, r.rdata,
-                                                               r.rlast)
-            if rv and rr:
-                out += data.to_bytes(W, "little")
-                assert last == (len(out) == beats * W)
-        ctx.set(r.rready, 0)
-        return bytes(out)
+        return await read_burst(ctx, self.dut.r, addr=addr, beats=beats, width=self.w,
+                                rng=self.rng)
 
     async def core_responses(self, ctx):
         while True:
