@@ -57,7 +57,10 @@ def _siw_client_to_the_nic(siw_vm, device, wire, test, size, iters):
                       .replace("-d siw0", "-d siw1").format(port=18515), wire=wire,
                       timeout=300)
     vm_rc, vm_out = vm.wait(timeout=330)
-    rc, result, err = _finish(proc, timeout=60)
+    # (siw counts a Write done once its socket took it: the simulated NIC may still be
+    # draining that socket, at about 1/400 of a board's speed, 1/2000 on a loaded machine;
+    # our server ends by itself within its --timeout of no progress)
+    rc, result, err = _finish(proc, timeout=180)
     return rc, result, err, vm_rc, vm_out
 
 
