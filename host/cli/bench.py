@@ -1,6 +1,7 @@
 """``rnic bench mpa``, ``ddp``, ``nic``, ``tcp`` and ``rdma``: the gateware in simulation
 (Verilator): throughput, the simulated NIC on its virtual cable, its TCP and its RDMA
-Writes over that TCP."""
+Writes over that TCP; ``rnic bench siw``: Linux siw against the software RNIC and the
+simulated NIC."""
 
 import sys
 
@@ -275,3 +276,55 @@ def bench_rdma(octets, size, direction, loss, step, seed, as_json):
     except (RdmaBenchMismatch, DeviceError, TransportError, OSError) as exc:
         return fail(str(exc))
     return _report(report, as_json, rdma_text_report)
+
+
+@bench.command("siw")
+@click.option("--size", "-s", type=click.IntRange(1, 1 << 23), default=None,
+              help="Octets of each perftest RDMA Write (default 65536).")
+@click.option("--iters", "-n", type=click.IntRange(5, 1_000_000), default=None,
+              help="perftest's RDMA Writes (default 100).")
+@click.option("--pings", "-C", type=click.IntRange(2, 1_000_000), default=None,
+              help="rping's pings (default 50; the mean leaves the first out).")
+@click.option("--ping-size", "-S", type=click.IntRange(26, 65535), default=None,
+              help="rping's ping size (default 64).")
+@click.option("--column", "columns", multiple=True, type=click.Choice(["software", "nic"]),
+              help="Run only this column; repeatable (default both).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the report).")
+def bench_siw(size, iters, pings, ping_size, columns, as_json):
+    """Linux soft-iWARP (siw, in the siw VM) against the software RNIC and the simulated NIC.
+
+    Two columns, one boot of the siw VM (`siw-vm run`, variant default) each: the
+    software RNIC (`rnic perftest` / `rnic rping`, --device none) reached through the
+    VM's user-mode networking (siw0), and the simulated NIC (what `rnic nic-sim` runs,
+    W = 4) on the VM's virtual cable (siw1; `--device tcp:` of it, so the NIC's TCP and
+    core move the data). Figures per column: siw's `ib_write_bw -d siwN -R -s SIZE -n
+    ITERS` client against `rnic perftest write`, the average and peak MB/s (2^20
+    octets/s) it prints; `rnic rping -c -C PINGS -S PING_SIZE -V` against siw's `rping
+    -s`, the mean wall time of one ping from the end of the first ping to the end of
+    the last (no connection setup). Checked: every exit status, perftest's report on
+    both sides, siw's octets in our buffer, every ping's data on both sides, no CRC error
+    in the NIC's core; a failure exits 1, and so does a siw-vm that is not found ($SIW_VM,
+    ../shared/tools/siw-vm/siw-vm beside the checkout, PATH) or not prepared. Progress
+    goes to stderr on a terminal. The defaults take a few minutes on 2 cores.
+
+    \b
+    Examples:
+      rnic bench siw
+      rnic bench siw --size 4096 --iters 10 --pings 5 --json
+      rnic bench siw --column nic
+      SIW_VM=/opt/siw-vm/siw-vm rnic bench siw --column software
+    """
+    from rnic.host.tools import bench_siw as bs
+    given = {k: v for k, v in (("size", size), ("iters", iters), ("pings", pings),
+                               ("ping_size", ping_size)) if v is not None}
+    try:
+        with sim_build_progress() as view:
+            report = bs.run_siw_bench(columns=columns or bs.COLUMNS, **given,
+                                      say=view.say if view.live else None)
+    except (bs.SiwVmMissing, bs.SiwBenchFailure, OSError) as exc:
+        return fail(str(exc))
+    if as_json:
+        emit(report, sys.stdout)
+    else:
+        click.echo(bs.siw_text_report(report))
+    return EXIT_OK
