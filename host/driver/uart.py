@@ -342,8 +342,9 @@ class UartTransport(Transport):
             return
         buf = bytearray(4 * words)
         skip = addr - first
-        if skip or len(data) % 4:
+        if skip:                                # the first word in part
             buf[:4] = self.mem_read(first, 4)
+        if (addr + len(data)) % 4 and (words > 1 or not skip):   # the last word in part
             buf[-4:] = self.mem_read(first + 4 * (words - 1), 4)
         buf[skip:skip + len(data)] = data
         for i in range(words):

@@ -59,7 +59,7 @@ from rnic.host.apps.rping import ping_buffer, ping_text
 from rnic.host.driver.regs import Registers
 from rnic.host.tools.bench_nic import LINE_HZ
 
-__all__ = ["COLUMNS", "DEFAULT_SIZE", "DEFAULT_ITERS", "DEFAULT_PINGS", "DEFAULT_PING_SIZE",
+__all__ = ["OutputLines", "stop_process", "COLUMNS", "DEFAULT_SIZE", "DEFAULT_ITERS", "DEFAULT_PINGS", "DEFAULT_PING_SIZE",
            "VARIANT", "SiwVmMissing", "SiwBenchFailure", "find_siw_vm", "check_prepared",
            "run_siw_bench", "siw_text_report"]
 
@@ -169,8 +169,9 @@ def check_prepared(*, variant=VARIANT):
 
 # -- processes and their output ---------------------------------------------------------------
 
-class _Lines:
-    """The lines of a stream, each with the time it arrived, gathered by a thread."""
+class OutputLines:
+    """The lines of a stream, each with the time it arrived, gathered by a thread (also the
+    interop tests' reader of ``siw-vm run``)."""
 
     def __init__(self, stream):
         self.lines = []              # (monotonic time, line without its end)
@@ -205,6 +206,18 @@ class _Lines:
             return True
 
 
+def stop_process(proc, grace=10):
+    """End ``proc`` (a :class:`subprocess.Popen`) if it runs: SIGTERM, SIGKILL after
+    ``grace`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class _Proc:
     """A subprocess whose stdout (and stderr, kept apart unless ``merge``) are gathered."""
 
@@ -214,8 +227,8 @@ class _Proc:
                                      stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT if merge else subprocess.PIPE,
                                      text=True, errors="replace")
-        self.out = _Lines(self.proc.stdout)
-        self.err = None if merge else _Lines(self.proc.stderr)
+        self.out = OutputLines(self.proc.stdout)
+        self.err = None if merge else OutputLines(self.proc.stderr)
 
     def finish(self, timeout):
         """Wait for the exit (killed after ``timeout`` seconds); the exit status."""
@@ -229,13 +242,7 @@ class _Proc:
         return self.proc.returncode
 
     def kill(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def json_lines(self):
         """The stdout lines that are JSON objects."""

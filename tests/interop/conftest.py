@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from rnic.host.tools.bench_siw import OutputLines, stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 _DEFAULT_TOOL = Path("/work/shared/tools/siw-vm/siw-vm")
 VM_TIMEOUT = int(os.environ.get("RNIC_INTEROP_VM_TIMEOUT", "150"))
@@ -64,54 +66,31 @@ class VmRun:
     def __init__(self, proc, command):
         self.proc = proc
         self.command = command
-        self._lines = []
-        self._cond = threading.Condition()
-        self._eof = False
-        self._thread = threading.Thread(target=self._reader, daemon=True)
-        self._thread.start()
-
-    def _reader(self):
-        for line in self.proc.stdout:
-            with self._cond:
-                self._lines.append(line)
-                self._cond.notify_all()
-        with self._cond:
-            self._eof = True
-            self._cond.notify_all()
+        self._out = OutputLines(proc.stdout)
+        self._killed = False
 
     @property
     def output(self):
-        with self._cond:
-            return "".join(self._lines)
+        text = "".join(line + "\n" for _, line in list(self._out.lines))
+        return text + ("\n[test: siw-vm killed after the test's timeout]" if self._killed else "")
 
     def wait_for(self, text, timeout=90.0):
         """Wait until ``text`` appears in the output; AssertionError (with the output) if the
         VM ends or ``timeout`` passes first."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not any(text in line for line in self._lines):
-                remaining = deadline - time.monotonic()
-                if self._eof or remaining <= 0:
-                    raise AssertionError(f"siw-vm did not print {text!r}:\n{''.join(self._lines)}")
-                self._cond.wait(min(remaining, 0.5))
+        if not self._out.wait(lambda lines: any(text in line for _, line in lines), timeout):
+            raise AssertionError(f"siw-vm did not print {text!r}:\n{self.output}")
 
     def wait(self, timeout=VM_TIMEOUT + 30):
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            with self._cond:
-                self._lines.append("\n[test: siw-vm killed after the test's timeout]")
-        self._thread.join(10)
+            self._killed = True
+        self._out.wait(lambda _: False, 10)           # the rest of the output
         return self.proc.returncode, self.output
 
     def kill(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc)
 
 
 class SiwVm:
